@@ -1,0 +1,456 @@
+"""Scene files: one HDF5 file per scene, the single on-disk format of depthpe (DESIGN.md).
+
+Layout of ``ROOT/<dataset>/<split>/<scene_id>.h5``:
+
+========================  =====================================  ===========================================
+node                      type                                   meaning
+========================  =====================================  ===========================================
+attrs                                                            ``format="depthpe-scene"``, ``version=1``,
+                                                                 ``dataset``, ``scene_id``, ``split``,
+                                                                 ``metric`` (bool), ``depth_units``, ``source``
+``images``                (N,) variable-length uint8             JPEG (or PNG) bytes of RGB images
+``depth``                 (N, H, W) float16/float32, gzip        z-depth, 0 = invalid
+``K``                     (N, 3, 3) float32                      pixel intrinsics for the stored size
+``w2c``                   (N, 3, 4) float64                      OpenCV world-to-camera, dataset's own frame
+``valid``                 optional (N, H, W) uint8               validity beyond depth > 0
+``frame_names``           optional (N,) str                      source frame names
+========================  =====================================  ===========================================
+
+``ROOT/<dataset>/<split>/index.json`` lists the scenes so that a dataset opens no HDF5 file until it
+reads a sample. Files are written atomically (temporary name in the same folder, then ``os.replace``),
+so a reader never sees a half-written file and an interrupted conversion leaves no partial scene.
+
+Readers are lazy: ``SceneReader`` opens its file on first use and re-opens it after a fork (the pid is
+checked), so a reader created in a parent process is never used through an inherited HDF5 handle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import cv2
+import h5py
+import numpy as np
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "INDEX_NAME",
+    "SceneFileError",
+    "write_scene",
+    "write_index",
+    "read_index",
+    "SceneReader",
+    "encode_image",
+    "decode_image",
+    "atomic_write_bytes",
+]
+
+FORMAT = "depthpe-scene"
+VERSION = 1
+INDEX_NAME = "index.json"
+_REQUIRED_NODES = ("images", "depth", "K", "w2c")
+_REQUIRED_ATTRS = ("format", "version", "dataset", "scene_id", "split", "metric", "depth_units")
+
+
+class SceneFileError(Exception):
+    """A scene file or index is missing, corrupt or does not follow the format; names file and problem."""
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file in the same folder, fsync, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def encode_image(image: np.ndarray, fmt: str = "jpeg", quality: int = 95) -> np.ndarray:
+    """Encode an RGB uint8 image (H, W, 3) as JPEG (4:4:4 chroma) or PNG bytes -> 1-D uint8 array."""
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"images must be uint8 RGB (H, W, 3), got {image.dtype} {image.shape}")
+    bgr = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2BGR)
+    if fmt == "jpeg":
+        # 4:4:4 chroma (no subsampling): colour edges stay registered to depth edges.
+        params = [int(cv2.IMWRITE_JPEG_QUALITY), int(quality),
+                  int(cv2.IMWRITE_JPEG_SAMPLING_FACTOR), int(cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444)]
+        ok, buf = cv2.imencode(".jpg", bgr, params)
+    elif fmt == "png":
+        ok, buf = cv2.imencode(".png", bgr)
+    else:
+        raise ValueError(f"image format must be 'jpeg' or 'png', got {fmt!r}")
+    if not ok:
+        raise ValueError("OpenCV failed to encode an image")
+    return buf.reshape(-1)
+
+
+def decode_image(data: np.ndarray) -> np.ndarray:
+    """Decode JPEG/PNG bytes (1-D uint8) to an RGB uint8 image (H, W, 3); None-safe errors upstream."""
+    bgr = cv2.imdecode(np.asarray(data, dtype=np.uint8), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise ValueError("image bytes could not be decoded")
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def _validate_arrays(images, depth, K, w2c, valid, frame_names) -> tuple[int, int, int]:
+    depth = np.asarray(depth)
+    if depth.ndim != 3:
+        raise ValueError(f"depth must be (N, H, W), got shape {depth.shape}")
+    n, h, w = depth.shape
+    if n == 0:
+        raise ValueError("a scene needs at least one frame")
+    if len(images) != n:
+        raise ValueError(f"{len(images)} images but {n} depth maps")
+    for i, im in enumerate(images):
+        if np.asarray(im).shape != (h, w, 3):
+            raise ValueError(
+                f"image {i} has shape {np.asarray(im).shape}; all frames must be RGB of the depth size "
+                f"({h}, {w}, 3)"
+            )
+    if not np.isfinite(depth).all():
+        raise ValueError("depth contains NaN or inf; set invalid pixels to 0 before writing")
+    if (depth < 0).any():
+        raise ValueError("depth contains negative values; set invalid pixels to 0 before writing")
+    if np.asarray(K).shape != (n, 3, 3):
+        raise ValueError(f"K must be (N, 3, 3) = ({n}, 3, 3), got {np.asarray(K).shape}")
+    w2c = np.asarray(w2c)
+    if w2c.shape not in ((n, 3, 4), (n, 4, 4)):
+        raise ValueError(f"w2c must be (N, 3, 4) or (N, 4, 4) with N={n}, got {w2c.shape}")
+    if not (np.isfinite(K).all() and np.isfinite(w2c).all()):
+        raise ValueError("K or w2c contain NaN or inf")
+    if valid is not None and np.asarray(valid).shape != (n, h, w):
+        raise ValueError(f"valid must be (N, H, W) = {(n, h, w)}, got {np.asarray(valid).shape}")
+    if frame_names is not None and len(frame_names) != n:
+        raise ValueError(f"{len(frame_names)} frame names for {n} frames")
+    return n, h, w
+
+
+def write_scene(
+    path: str | os.PathLike,
+    *,
+    images: Sequence[np.ndarray] | np.ndarray,
+    depth: np.ndarray,
+    K: np.ndarray,
+    w2c: np.ndarray,
+    dataset: str,
+    scene_id: str,
+    split: str,
+    metric: bool,
+    depth_units: str,
+    source: str = "",
+    valid: np.ndarray | None = None,
+    frame_names: Sequence[str] | None = None,
+    jpeg_quality: int = 95,
+    image_format: str = "jpeg",
+    depth_dtype: str = "float16",
+    extra_attrs: dict[str, Any] | None = None,
+) -> dict:
+    """Write one scene atomically in the depthpe scene format.
+
+    images: N RGB uint8 arrays (H, W, 3) (or one (N, H, W, 3) array); depth: (N, H, W) z-depth,
+    0 = invalid, finite and >= 0; K: (N, 3, 3) pixel intrinsics; w2c: (N, 3, 4) or (N, 4, 4) OpenCV
+    world-to-camera in the dataset's own world frame; valid: optional (N, H, W) bool; frame_names:
+    optional N strings. Depth is stored as ``depth_dtype`` (float16 or float32) with gzip and one
+    chunk per frame; images as JPEG (``jpeg_quality``) or PNG bytes.
+
+    Returns the index entry ``{"path", "scene_id", "num_frames", "height", "width", "metric",
+    "depth_units"}`` with ``path`` the file name relative to its split folder.
+    """
+    if depth_dtype not in ("float16", "float32"):
+        raise ValueError(f"depth_dtype must be 'float16' or 'float32', got {depth_dtype!r}")
+    n, h, w = _validate_arrays(images, depth, K, w2c, valid, frame_names)
+    depth_store = np.asarray(depth, dtype=np.float32)
+    if depth_dtype == "float16":
+        if depth_store.max(initial=0) > 65000:
+            raise ValueError("depth exceeds the float16 range (65504); use depth_dtype='float32'")
+        # Tiny positive depths would round to 0 (= invalid) in float16; keep them valid.
+        tiny = (depth_store > 0) & (depth_store < 6.2e-5)
+        depth_store = np.where(tiny, 6.2e-5, depth_store)
+    w2c = np.asarray(w2c, dtype=np.float64)[:, :3, :]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w", libver="latest") as f:
+            attrs = {
+                "format": FORMAT,
+                "version": VERSION,
+                "dataset": dataset,
+                "scene_id": scene_id,
+                "split": split,
+                "metric": bool(metric),
+                "depth_units": depth_units,
+                "source": source,
+            }
+            attrs.update(extra_attrs or {})
+            for key, value in attrs.items():
+                f.attrs[key] = value
+            encoded = f.create_dataset("images", (n,), dtype=h5py.vlen_dtype(np.uint8))
+            for i, im in enumerate(images):
+                encoded[i] = encode_image(np.asarray(im), image_format, jpeg_quality)
+            f.create_dataset(
+                "depth",
+                data=depth_store.astype(depth_dtype),
+                chunks=(1, h, w),
+                compression="gzip",
+                compression_opts=4,
+                shuffle=True,
+            )
+            f.create_dataset("K", data=np.asarray(K, dtype=np.float32))
+            f.create_dataset("w2c", data=w2c)
+            if valid is not None:
+                f.create_dataset(
+                    "valid",
+                    data=np.asarray(valid).astype(np.uint8),
+                    chunks=(1, h, w),
+                    compression="gzip",
+                    compression_opts=4,
+                )
+            if frame_names is not None:
+                f.create_dataset(
+                    "frame_names", data=[str(s) for s in frame_names], dtype=h5py.string_dtype()
+                )
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return {
+        "path": path.name,
+        "scene_id": scene_id,
+        "num_frames": n,
+        "height": h,
+        "width": w,
+        "metric": bool(metric),
+        "depth_units": depth_units,
+    }
+
+
+def write_index(
+    split_dir: str | os.PathLike, entries: Iterable[dict], *, dataset: str, split: str
+) -> Path:
+    """Write ``split_dir/index.json`` atomically: ``{"format", "version", "dataset", "split", "scenes"}``.
+
+    entries: index entries as returned by ``write_scene`` (sorted by path for reproducibility).
+    """
+    scenes = sorted((dict(e) for e in entries), key=lambda e: e["path"])
+    doc = {"format": "depthpe-index", "version": VERSION, "dataset": dataset, "split": split, "scenes": scenes}
+    return atomic_write_bytes(Path(split_dir) / INDEX_NAME, json.dumps(doc, indent=1).encode())
+
+
+def read_index(split_dir: str | os.PathLike) -> list[dict]:
+    """Read ``split_dir/index.json`` -> list of scene entries (``path`` relative to ``split_dir``).
+
+    Raises ``SceneFileError`` naming the file if it is missing or malformed.
+    """
+    index_path = Path(split_dir) / INDEX_NAME
+    if not index_path.is_file():
+        raise SceneFileError(
+            f"{index_path}: no scene index found. Generate data with `depthpe synth --out ROOT` or "
+            "convert a dataset with `depthpe convert`; the folder must hold index.json and *.h5 files."
+        )
+    try:
+        doc = json.loads(index_path.read_text())
+        scenes = doc["scenes"]
+        for e in scenes:
+            for key in ("path", "scene_id", "num_frames", "height", "width"):
+                if key not in e:
+                    raise KeyError(key)
+    except (ValueError, KeyError, TypeError) as err:
+        raise SceneFileError(f"{index_path}: malformed index ({err!r})") from err
+    return scenes
+
+
+class SceneReader:
+    """Lazy reader of one scene file; reads single frames without loading the whole file.
+
+    Opening happens on first access, in the current process; after a fork the file is re-opened.
+    Attributes are read on first access too. Every failure raises ``SceneFileError`` naming the file.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._file: h5py.File | None = None
+        self._pid: int | None = None
+        self._meta: dict | None = None
+
+    # -- opening -----------------------------------------------------------------------------
+    def _error(self, problem: str) -> SceneFileError:
+        return SceneFileError(f"{self.path}: {problem}")
+
+    def _open(self) -> h5py.File:
+        if self._file is not None and self._pid == os.getpid():
+            return self._file
+        self._file = None
+        try:
+            f = h5py.File(self.path, "r", locking=False)
+        except FileNotFoundError as err:
+            raise self._error("file not found") from err
+        except OSError as err:
+            raise self._error(f"cannot open as HDF5 (corrupt or truncated?): {err}") from err
+        self._file, self._pid = f, os.getpid()
+        try:
+            self._meta = self._validate(f)
+        except SceneFileError:
+            self.close()
+            raise
+        return f
+
+    def _validate(self, f: h5py.File) -> dict:
+        try:
+            attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+        except Exception as err:  # noqa: BLE001 - h5py raises many types on corrupt metadata
+            raise self._error(f"cannot read attributes: {err}") from err
+        missing = [a for a in _REQUIRED_ATTRS if a not in attrs]
+        if missing:
+            raise self._error(f"missing attributes {missing}")
+        if attrs["format"] != FORMAT:
+            raise self._error(f"format attribute is {attrs['format']!r}, expected {FORMAT!r}")
+        if int(attrs["version"]) > VERSION:
+            raise self._error(
+                f"format version {attrs['version']} is newer than this depthpe ({VERSION}); upgrade depthpe"
+            )
+        missing_nodes = [k for k in _REQUIRED_NODES if k not in f]
+        if missing_nodes:
+            raise self._error(f"missing datasets {missing_nodes}")
+        depth = f["depth"]
+        if depth.ndim != 3:
+            raise self._error(f"depth has shape {depth.shape}, expected (N, H, W)")
+        n, h, w = depth.shape
+        checks = {
+            "images": (n,),
+            "K": (n, 3, 3),
+            "w2c": (n, 3, 4),
+        }
+        if "valid" in f:
+            checks["valid"] = (n, h, w)
+        if "frame_names" in f:
+            checks["frame_names"] = (n,)
+        for key, shape in checks.items():
+            if f[key].shape != shape:
+                raise self._error(f"{key} has shape {f[key].shape}, expected {shape}")
+        attrs.update(num_frames=n, height=h, width=w)
+        return attrs
+
+    def close(self) -> None:
+        """Close the file handle if this process opened it."""
+        if self._file is not None and self._pid == os.getpid():
+            try:
+                self._file.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._file = None
+
+    def __enter__(self) -> "SceneReader":
+        self._open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getstate__(self):  # picklable: never carry an open handle into another process
+        return {"path": self.path, "_file": None, "_pid": None, "_meta": None}
+
+    # -- metadata ----------------------------------------------------------------------------
+    @property
+    def attrs(self) -> dict:
+        """File attributes plus ``num_frames``, ``height``, ``width``."""
+        self._open()
+        return dict(self._meta)
+
+    @property
+    def num_frames(self) -> int:
+        return self.attrs["num_frames"]
+
+    @property
+    def height(self) -> int:
+        return self.attrs["height"]
+
+    @property
+    def width(self) -> int:
+        return self.attrs["width"]
+
+    def has_valid(self) -> bool:
+        return "valid" in self._open()
+
+    def frame_names(self) -> list[str] | None:
+        f = self._open()
+        if "frame_names" not in f:
+            return None
+        return [s.decode() if isinstance(s, bytes) else str(s) for s in f["frame_names"][:]]
+
+    # -- data --------------------------------------------------------------------------------
+    def _check_index(self, i: int) -> int:
+        n = self.num_frames
+        if not -n <= i < n:
+            raise IndexError(f"{self.path}: frame {i} out of range for {n} frames")
+        return i % n
+
+    def read_cameras(self) -> tuple[np.ndarray, np.ndarray]:
+        """All cameras: K (N, 3, 3) float64 pixels, w2c (N, 3, 4) float64 OpenCV world-to-camera."""
+        f = self._open()
+        try:
+            return f["K"][:].astype(np.float64), f["w2c"][:].astype(np.float64)
+        except Exception as err:  # noqa: BLE001
+            raise self._error(f"cannot read cameras: {err}") from err
+
+    def read_depth(self, i: int) -> np.ndarray:
+        """Depth of frame i: (H, W) float32 z-depth, 0 = invalid (non-finite values become 0)."""
+        f = self._open()
+        i = self._check_index(i)
+        try:
+            d = f["depth"][i].astype(np.float32)
+        except Exception as err:  # noqa: BLE001
+            raise self._error(f"cannot read depth of frame {i}: {err}") from err
+        d[~np.isfinite(d) | (d < 0)] = 0
+        return d
+
+    def read_image(self, i: int) -> np.ndarray:
+        """Image of frame i: (H, W, 3) uint8 RGB."""
+        f = self._open()
+        i = self._check_index(i)
+        try:
+            img = decode_image(f["images"][i])
+        except Exception as err:  # noqa: BLE001
+            raise self._error(f"cannot decode image of frame {i}: {err}") from err
+        if img.shape[:2] != (self.height, self.width):
+            raise self._error(
+                f"image of frame {i} is {img.shape[:2]}, but depth is {(self.height, self.width)}"
+            )
+        return img
+
+    def read_frame(self, i: int) -> dict:
+        """One frame: image (H, W, 3) uint8 RGB, depth (H, W) float32, valid (H, W) bool
+        (depth > 0 and the optional ``valid`` node), K (3, 3) float64, w2c (3, 4) float64."""
+        f = self._open()
+        i = self._check_index(i)
+        depth = self.read_depth(i)
+        valid = depth > 0
+        if "valid" in f:
+            try:
+                valid &= f["valid"][i].astype(bool)
+            except Exception as err:  # noqa: BLE001
+                raise self._error(f"cannot read valid mask of frame {i}: {err}") from err
+        try:
+            K = f["K"][i].astype(np.float64)
+            w2c = f["w2c"][i].astype(np.float64)
+        except Exception as err:  # noqa: BLE001
+            raise self._error(f"cannot read camera of frame {i}: {err}") from err
+        return {"image": self.read_image(i), "depth": depth, "valid": valid, "K": K, "w2c": w2c}

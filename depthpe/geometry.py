@@ -1,0 +1,283 @@
+"""Camera geometry: pure, batched torch functions (float32 and float64 safe).
+
+Conventions (see DESIGN.md):
+
+* ``K``: (..., 3, 3) pixel intrinsics, OpenCV (pixel centres at integer coordinates, zero skew).
+* ``w2c``: (..., 3, 4) or (..., 4, 4) OpenCV world-to-camera (x right, y down, z forward):
+  ``x_cam = R @ x_world + t``.
+* depth: z-depth (distance along the optical axis), 0 = invalid.
+
+Every function works on any number of leading batch dimensions and keeps the input dtype. Inverses
+are closed-form (no ``torch.linalg.inv``), so they are exact for rigid transforms and cheap.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "DegenerateSceneError",
+    "to_4x4",
+    "to_3x4",
+    "check_rotation",
+    "invert_w2c",
+    "invert_intrinsics",
+    "normalize_intrinsics",
+    "camera_centers",
+    "pixel_grid",
+    "unproject_depth",
+    "project_points",
+    "transform_points",
+    "crop_intrinsics",
+    "resize_intrinsics",
+    "normalize_scene",
+    "mean_center_distance",
+]
+
+
+class DegenerateSceneError(ValueError):
+    """Raised when a scene has no defined scale (camera centres of views 1..S-1 at the reference)."""
+
+
+def to_4x4(w2c: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 4) or (..., 4, 4) extrinsics -> (..., 4, 4) with bottom row [0, 0, 0, 1]."""
+    _check_extrinsics_shape(w2c)
+    if w2c.shape[-2] == 4:
+        return w2c
+    bottom = torch.zeros(*w2c.shape[:-2], 1, 4, dtype=w2c.dtype, device=w2c.device)
+    bottom[..., 0, 3] = 1
+    return torch.cat([w2c, bottom], dim=-2)
+
+
+def to_3x4(w2c: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 4) or (..., 4, 4) extrinsics -> (..., 3, 4) (drops the bottom row)."""
+    _check_extrinsics_shape(w2c)
+    return w2c[..., :3, :]
+
+
+def _check_extrinsics_shape(w2c: torch.Tensor) -> None:
+    if w2c.ndim < 2 or w2c.shape[-1] != 4 or w2c.shape[-2] not in (3, 4):
+        raise ValueError(
+            f"extrinsics must have shape (..., 3, 4) or (..., 4, 4), got {tuple(w2c.shape)}"
+        )
+
+
+def check_rotation(w2c: torch.Tensor, atol: float = 1e-3, name: str = "w2c") -> None:
+    """Raise ``ValueError`` unless the 3x3 rotation blocks of ``w2c`` are orthonormal with det +1.
+
+    w2c: (..., 3, 4) / (..., 4, 4) or bare rotations (..., 3, 3). ``atol`` is the largest allowed
+    absolute deviation of R R^T from I and of det(R) from 1. Non-finite entries also raise.
+    """
+    if w2c.shape[-2:] == (3, 3):
+        R = w2c
+    else:
+        _check_extrinsics_shape(w2c)
+        R = w2c[..., :3, :3]
+    if not torch.isfinite(w2c).all():
+        raise ValueError(f"{name} contains NaN or inf values")
+    R = R.double()
+    eye = torch.eye(3, dtype=R.dtype, device=R.device)
+    err = (R @ R.transpose(-1, -2) - eye).abs().amax(dim=(-1, -2))
+    det = torch.linalg.det(R)
+    bad = (err > atol) | ((det - 1).abs() > atol)
+    if bad.any():
+        idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+        raise ValueError(
+            f"{name}: rotation block at index {idx} is not a rotation "
+            f"(max |R R^T - I| = {float(err[idx]):.3g}, det = {float(det[idx]):.6g}, tolerance {atol}). "
+            "Extrinsics must be OpenCV world-to-camera [R|t] with R orthonormal and det(R) = +1; "
+            "check for camera-to-world poses, scaled rotations or left-handed axes."
+        )
+
+
+def invert_w2c(w2c: torch.Tensor) -> torch.Tensor:
+    """Closed-form inverse of rigid transforms: [R|t] -> [R^T | -R^T t].
+
+    w2c: (..., 3, 4) or (..., 4, 4); the result has the same shape (so world-to-camera becomes
+    camera-to-world and back).
+    """
+    _check_extrinsics_shape(w2c)
+    R = w2c[..., :3, :3]
+    t = w2c[..., :3, 3:]
+    Rt = R.transpose(-1, -2)
+    out = torch.cat([Rt, -Rt @ t], dim=-1)
+    return to_4x4(out) if w2c.shape[-2] == 4 else out
+
+
+def invert_intrinsics(K: torch.Tensor) -> torch.Tensor:
+    """Closed-form inverse of zero-skew intrinsics (..., 3, 3).
+
+    [[fx,0,cx],[0,fy,cy],[0,0,1]]^-1 = [[1/fx,0,-cx/fx],[0,1/fy,-cy/fy],[0,0,1]]. Skew is ignored.
+    """
+    fx, fy = K[..., 0, 0], K[..., 1, 1]
+    cx, cy = K[..., 0, 2], K[..., 1, 2]
+    out = torch.zeros_like(K)
+    out[..., 0, 0] = 1 / fx
+    out[..., 1, 1] = 1 / fy
+    out[..., 0, 2] = -cx / fx
+    out[..., 1, 2] = -cy / fy
+    out[..., 2, 2] = 1
+    return out
+
+
+def normalize_intrinsics(K: torch.Tensor, image_size: tuple[int, int]) -> torch.Tensor:
+    """Pixel intrinsics -> PRoPE normalized intrinsics for an image of ``image_size`` = (H, W).
+
+    ``K_bar = [[fx/W, 0, cx/W - 0.5], [0, fy/H, cy/H - 0.5], [0, 0, 1]]`` (skew dropped), which maps
+    pixel coordinate u in [0, W] to u/W - 0.5 in [-0.5, 0.5]. This is the convention of the official
+    PRoPE and DPPE code (reference/camera_pe.md section 1).
+    """
+    H, W = image_size
+    out = torch.zeros_like(K)
+    out[..., 0, 0] = K[..., 0, 0] / W
+    out[..., 1, 1] = K[..., 1, 1] / H
+    out[..., 0, 2] = K[..., 0, 2] / W - 0.5
+    out[..., 1, 2] = K[..., 1, 2] / H - 0.5
+    out[..., 2, 2] = 1
+    return out
+
+
+def camera_centers(w2c: torch.Tensor) -> torch.Tensor:
+    """Camera centres in world coordinates, c = -R^T t. w2c: (..., 3|4, 4) -> (..., 3)."""
+    _check_extrinsics_shape(w2c)
+    R = w2c[..., :3, :3]
+    t = w2c[..., :3, 3]
+    return -(R.transpose(-1, -2) @ t.unsqueeze(-1)).squeeze(-1)
+
+
+def pixel_grid(height: int, width: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """(H, W, 2) pixel coordinates (u, v) = (x, y) at integer pixel centres (OpenCV convention)."""
+    v, u = torch.meshgrid(
+        torch.arange(height, dtype=dtype, device=device),
+        torch.arange(width, dtype=dtype, device=device),
+        indexing="ij",
+    )
+    return torch.stack([u, v], dim=-1)
+
+
+def transform_points(T: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """Apply rigid transforms T (..., 3|4, 4) to points (..., N, 3) -> (..., N, 3)."""
+    _check_extrinsics_shape(T)
+    R = T[..., :3, :3]
+    t = T[..., :3, 3]
+    return points @ R.transpose(-1, -2) + t.unsqueeze(-2)
+
+
+def unproject_depth(
+    depth: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Lift a z-depth map to 3D points.
+
+    depth: (..., H, W) z-depth; K: (..., 3, 3) pixel intrinsics; w2c: optional (..., 3|4, 4).
+    Returns (..., H, W, 3): camera-frame points if ``w2c`` is None, else world points
+    ``X_w = R^T (d K^-1 [u, v, 1] - t)``. Invalid (0) depth gives the camera centre; mask it yourself.
+    """
+    H, W = depth.shape[-2:]
+    uv = pixel_grid(H, W, dtype=depth.dtype, device=depth.device)
+    ones = torch.ones_like(uv[..., :1])
+    pix = torch.cat([uv, ones], dim=-1)  # (H, W, 3)
+    Kinv = invert_intrinsics(K.to(depth.dtype))  # (..., 3, 3)
+    rays = torch.einsum("...ij,hwj->...hwi", Kinv, pix)
+    pts = rays * depth.unsqueeze(-1)
+    if w2c is None:
+        return pts
+    c2w = invert_w2c(w2c.to(depth.dtype))
+    flat = pts.reshape(*pts.shape[:-3], H * W, 3)
+    return transform_points(c2w, flat).reshape(pts.shape)
+
+
+def project_points(
+    points: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor | None = None, eps: float = 1e-8
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Project points into a camera.
+
+    points: (..., N, 3) world points (camera points if ``w2c`` is None); K: (..., 3, 3);
+    w2c: (..., 3|4, 4). Returns ``uv`` (..., N, 2) pixel coordinates (OpenCV) and ``z`` (..., N)
+    camera-frame depth. Points with ``z <= eps`` get uv computed with z clamped to eps; check ``z``.
+    """
+    cam = points if w2c is None else transform_points(w2c.to(points.dtype), points)
+    z = cam[..., 2]
+    proj = cam @ K.to(points.dtype).transpose(-1, -2)
+    uv = proj[..., :2] / z.clamp(min=eps).unsqueeze(-1)
+    return uv, z
+
+
+def crop_intrinsics(K: torch.Tensor, left: float, top: float) -> torch.Tensor:
+    """Intrinsics after cropping an image at pixel offset (left, top): cx -= left, cy -= top."""
+    out = K.clone()
+    out[..., 0, 2] = K[..., 0, 2] - left
+    out[..., 1, 2] = K[..., 1, 2] - top
+    return out
+
+
+def resize_intrinsics(K: torch.Tensor, scale_x: float, scale_y: float) -> torch.Tensor:
+    """Intrinsics after resizing an image by (scale_x, scale_y), OpenCV pixel-centre convention.
+
+    fx' = sx fx, fy' = sy fy, cx' = sx (cx + 0.5) - 0.5, cy' = sy (cy + 0.5) - 0.5
+    (reference/datasets.md section 7.2). For a resize from width W to W', sx = W' / W.
+    """
+    out = K.clone()
+    out[..., 0, 0] = K[..., 0, 0] * scale_x
+    out[..., 1, 1] = K[..., 1, 1] * scale_y
+    out[..., 0, 1] = K[..., 0, 1] * scale_x
+    out[..., 0, 2] = scale_x * (K[..., 0, 2] + 0.5) - 0.5
+    out[..., 1, 2] = scale_y * (K[..., 1, 2] + 0.5) - 0.5
+    return out
+
+
+def mean_center_distance(w2c: torch.Tensor) -> torch.Tensor:
+    """Mean distance of the camera centres of views 1..S-1 to the centre of view 0.
+
+    w2c: (..., S, 3|4, 4) with S >= 2 -> (...). This is the scene scale of DESIGN.md.
+    """
+    if w2c.shape[-3] < 2:
+        raise DegenerateSceneError(
+            f"scene normalization needs at least 2 views, got {w2c.shape[-3]}"
+        )
+    c = camera_centers(w2c)
+    return (c[..., 1:, :] - c[..., :1, :]).norm(dim=-1).mean(dim=-1)
+
+
+def normalize_scene(
+    w2c: torch.Tensor,
+    depth: torch.Tensor | None = None,
+    *,
+    scale: torch.Tensor | float | None = None,
+    min_scale: float = 1e-6,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Express a multi-view sample in the normalized frame of its reference view (view 0).
+
+    w2c: (..., S, 3|4, 4) OpenCV world-to-camera; depth: optional (..., S, H, W) z-depth (0 invalid).
+    Steps (DESIGN.md, "scene normalization"): re-express all cameras so that view 0 is the identity
+    (``w2c_i @ inv(w2c_0)``), then divide translations and depths by ``scale``, the mean distance of
+    the camera centres of views 1..S-1 to the reference centre (``mean_center_distance``).
+
+    ``scale`` may be passed explicitly (scalar or (...)) for samples whose cameras do not move.
+    Returns ``(w2c_norm (..., S, 4, 4), depth_norm or None, scale (...))``; invalid depth stays 0.
+    Raises ``DegenerateSceneError`` if the computed scale is below ``min_scale`` or not finite.
+    """
+    w2c4 = to_4x4(w2c)
+    ref_inv = invert_w2c(w2c4[..., :1, :, :])
+    rel = w2c4 @ ref_inv  # (..., S, 4, 4); view 0 becomes identity (up to rounding)
+    eye = torch.eye(4, dtype=rel.dtype, device=rel.device)
+    rel = torch.cat([eye.expand_as(rel[..., :1, :, :]), rel[..., 1:, :, :]], dim=-3)
+    if scale is None:
+        scale_t = mean_center_distance(w2c4)
+        if not torch.isfinite(scale_t).all() or (scale_t < min_scale).any():
+            raise DegenerateSceneError(
+                "the camera centres of views 1..S-1 coincide with the reference camera "
+                f"(mean distance {scale_t.min().item():.3g} < {min_scale}), so the scene has no scale. "
+                "Use views with camera motion, or pass scale= explicitly."
+            )
+    else:
+        scale_t = torch.as_tensor(scale, dtype=rel.dtype, device=rel.device)
+        if not torch.isfinite(scale_t).all() or (scale_t <= 0).any():
+            raise ValueError(f"scale must be positive and finite, got {scale_t}")
+        scale_t = scale_t.expand(w2c4.shape[:-3]) if scale_t.ndim == 0 else scale_t
+    rel = rel.clone()
+    rel[..., :3, 3] = rel[..., :3, 3] / scale_t[..., None, None].to(rel.dtype)
+    depth_n = None
+    if depth is not None:
+        s = scale_t.to(depth.dtype).reshape(*scale_t.shape, 1, 1, 1)
+        depth_n = depth / s
+    return rel, depth_n, scale_t

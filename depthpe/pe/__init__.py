@@ -1,0 +1,25 @@
+"""Attention positional encodings for multi-view transformers.
+
+``prepare_encoding(method, ...)`` prepares an encoding once per forward pass; its ``attend(q, k, v)``
+runs encoded attention. ``multiview_attention(q, k, v, method=..., ...)`` does both in one call.
+Methods: none, rope (VGGT 2D RoPE), prope, dppe_dual, dppe_tadd, gta, urope. See ``base`` for the
+contract and ``available_encodings()`` for the names.
+"""
+
+from .base import Encoding, available_encodings, prepare_encoding, register_encoding, token_positions
+from . import rope as _rope  # noqa: F401  (registers "rope" and "none")
+from . import prope as _prope  # noqa: F401  (registers "prope" and "gta")
+from . import dppe as _dppe  # noqa: F401  (registers "dppe_dual" and "dppe_tadd")
+from . import urope as _urope  # noqa: F401  (registers "urope")
+from .rope import apply_rope_2d
+from .functional import multiview_attention
+
+__all__ = [
+    "Encoding",
+    "available_encodings",
+    "prepare_encoding",
+    "register_encoding",
+    "token_positions",
+    "apply_rope_2d",
+    "multiview_attention",
+]

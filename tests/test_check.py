@@ -1,0 +1,103 @@
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from depthpe.commands import check as check_cmd
+from depthpe.data.check import check_root, check_scene
+from depthpe.data.scene_file import write_index, write_scene
+from depthpe.geometry import invert_w2c
+from scenes import plane_scene
+
+import torch
+
+
+def write(split_dir, name, sc=None, **overrides):
+    sc = sc or plane_scene(4, 30, 40, seed=1)
+    kw = dict(images=sc["images"], depth=sc["depth"], K=sc["K"], w2c=sc["w2c"], dataset="toy",
+              scene_id=name, split="train", metric=False, depth_units="scene")
+    kw.update(overrides)
+    return write_scene(split_dir / f"{name}.h5", **kw)
+
+
+def run_cli(argv):
+    p = argparse.ArgumentParser()
+    check_cmd.add_arguments(p)
+    return check_cmd.run(p.parse_args(argv))
+
+
+def test_consistent_scene_passes_with_tiny_disagreement(tmp_path):
+    write(tmp_path, "good")
+    r = check_scene(tmp_path / "good.h5")
+    assert r.ok, r.problems
+    assert r.pairs_used > 0
+    assert r.median_rel_error < 1e-3  # float16 storage only
+    assert r.median_scale == pytest.approx(1.0, abs=1e-3)
+
+
+def test_camera_and_unit_traps_fail(tmp_path):
+    sc = plane_scene(4, 30, 40, seed=1)
+    c2w = invert_w2c(torch.from_numpy(sc["w2c"])).numpy()
+    write(tmp_path, "c2w", w2c=c2w)
+    r = check_scene(tmp_path / "c2w.h5")
+    assert not r.ok
+    write(tmp_path, "mm", depth=sc["depth"] * 1000)  # depth in mm, cameras in m
+    assert not check_scene(tmp_path / "mm.h5").ok
+    write(tmp_path, "scaled", depth=sc["depth"] * 1.5)  # unit error that still overlaps
+    r = check_scene(tmp_path / "scaled.h5")
+    assert not r.ok and any("reprojection" in p for p in r.problems)
+
+
+def test_views_without_overlap_fail_unless_allowed(tmp_path):
+    sc = plane_scene(2, 30, 40, seed=1)
+    w2c = sc["w2c"].copy()
+    w2c[1] = np.diag([-1.0, 1.0, -1.0]) @ w2c[0]  # same centre, looking the opposite way
+    w2c[1, :, 3] += 0.5
+    write(tmp_path, "apart", sc=sc, w2c=w2c)
+    r = check_scene(tmp_path / "apart.h5")
+    assert not r.ok and any("no overlapping view pair" in p for p in r.problems)
+    r = check_scene(tmp_path / "apart.h5", allow_no_overlap=True)
+    assert r.ok and r.warnings
+
+
+def test_bad_values_fail(tmp_path):
+    sc = plane_scene(4, 30, 40, seed=1)
+    w = sc["w2c"].copy()
+    w[2, :3, :3] *= 1.3
+    write(tmp_path, "scaled_rot", w2c=w)
+    assert any("non-orthonormal" in p for p in check_scene(tmp_path / "scaled_rot.h5").problems)
+    K = sc["K"].copy()
+    K[1, 0, 0] = -K[1, 0, 0]
+    write(tmp_path, "neg_f", K=K)
+    assert any("focal" in p for p in check_scene(tmp_path / "neg_f.h5").problems)
+    write(tmp_path, "empty", depth=np.zeros_like(sc["depth"]))
+    assert any("valid depth" in p for p in check_scene(tmp_path / "empty.h5").problems)
+
+
+def test_root_table_and_exit_codes(tmp_path, capsys):
+    split = tmp_path / "toy" / "train"
+    entries = [write(split, "a"), write(split, "b")]
+    write_index(split, entries, dataset="toy", split="train")
+    assert run_cli([str(tmp_path), "--quiet", "--json", str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert "| toy/train | a |" in out and "2 scenes checked, 0 failed" in out
+    assert len(json.loads((tmp_path / "r.json").read_text())["reports"]) == 2
+
+    # a corrupt file, a listed-but-missing file and an unlisted file
+    (split / "b.h5").write_bytes(b"broken" * 100)
+    entries.append({"path": "gone.h5", "scene_id": "gone", "num_frames": 4, "height": 30, "width": 40})
+    write_index(split, entries, dataset="toy", split="train")
+    write(split, "extra")
+    reports, index_problems = check_root(tmp_path, progress=False)
+    status = {r.path.split("/")[-1]: r.ok for r in reports}
+    assert status == {"a.h5": True, "b.h5": False, "gone.h5": False}
+    assert len(index_problems) == 1 and "not listed" in index_problems[0]
+    assert run_cli([str(tmp_path), "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "file not found" in out
+
+
+def test_empty_root_fails(tmp_path):
+    assert run_cli([str(tmp_path), "--quiet"]) == 1
+    assert run_cli([str(tmp_path / "missing"), "--quiet"]) == 2

@@ -1,0 +1,163 @@
+import math
+
+import pytest
+import torch
+
+from depthpe import geometry as G
+
+
+def random_rotation(n, generator, dtype=torch.float64):
+    q, r = torch.linalg.qr(torch.randn(n, 3, 3, generator=generator, dtype=dtype))
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
+    det = torch.linalg.det(q)
+    q[det < 0, :, 0] *= -1
+    return q
+
+
+def random_w2c(n, generator, dtype=torch.float64, spread=3.0):
+    R = random_rotation(n, generator, dtype)
+    t = spread * torch.randn(n, 3, 1, generator=generator, dtype=dtype)
+    return torch.cat([R, t], dim=-1)
+
+
+def random_K(n, generator, dtype=torch.float64, H=48, W=64):
+    f = 40 + 20 * torch.rand(n, generator=generator, dtype=dtype)
+    K = torch.zeros(n, 3, 3, dtype=dtype)
+    K[:, 0, 0], K[:, 1, 1] = f, f * 1.1
+    K[:, 0, 2] = W / 2 + torch.randn(n, generator=generator, dtype=dtype)
+    K[:, 1, 2] = H / 2 + torch.randn(n, generator=generator, dtype=dtype)
+    K[:, 2, 2] = 1
+    return K
+
+
+@pytest.fixture
+def gen():
+    return torch.Generator().manual_seed(0)
+
+
+def test_invert_w2c_matches_linalg_inv(gen):
+    w2c = G.to_4x4(random_w2c(5, gen))
+    torch.testing.assert_close(G.invert_w2c(w2c), torch.linalg.inv(w2c), atol=1e-12, rtol=0)
+    w34 = random_w2c(5, gen)
+    assert G.invert_w2c(w34).shape == (5, 3, 4)
+    torch.testing.assert_close(G.to_4x4(G.invert_w2c(w34)) @ G.to_4x4(w34), torch.eye(4).double().expand(5, 4, 4))
+
+
+def test_invert_intrinsics_matches_linalg_inv(gen):
+    K = random_K(4, gen)
+    torch.testing.assert_close(G.invert_intrinsics(K), torch.linalg.inv(K), atol=1e-12, rtol=0)
+
+
+def test_3x4_4x4_round_trip(gen):
+    w = random_w2c(3, gen)
+    assert torch.equal(G.to_3x4(G.to_4x4(w)), w)
+    assert G.to_4x4(w)[..., 3, :].tolist() == [[0, 0, 0, 1]] * 3
+    with pytest.raises(ValueError, match="extrinsics must have shape"):
+        G.to_4x4(torch.zeros(3, 3))
+
+
+def test_normalize_intrinsics_prope_convention():
+    K = torch.tensor([[100.0, 0, 31.5], [0, 120.0, 23.5], [0, 0, 1]], dtype=torch.float64)
+    Kn = G.normalize_intrinsics(K, (48, 64))
+    expected = torch.tensor([[100 / 64, 0, 31.5 / 64 - 0.5], [0, 120 / 48, 23.5 / 48 - 0.5], [0, 0, 1]], dtype=torch.float64)
+    torch.testing.assert_close(Kn, expected)
+
+
+def test_project_unproject_round_trip(gen):
+    H, W = 12, 16
+    K = random_K(2, gen, H=H, W=W)
+    w2c = random_w2c(2, gen)
+    depth = 1 + 4 * torch.rand(2, H, W, generator=gen, dtype=torch.float64)
+    pts = G.unproject_depth(depth, K, w2c)  # (2, H, W, 3) world
+    uv, z = G.project_points(pts.reshape(2, -1, 3), K, w2c)
+    grid = G.pixel_grid(H, W, dtype=torch.float64).reshape(-1, 2)
+    torch.testing.assert_close(uv, grid.expand(2, -1, -1), atol=1e-9, rtol=0)
+    torch.testing.assert_close(z, depth.reshape(2, -1), atol=1e-12, rtol=0)
+    cam = G.unproject_depth(depth, K)
+    torch.testing.assert_close(cam[..., 2], depth)
+
+
+def test_check_rotation_rejects_non_orthonormal(gen):
+    w2c = random_w2c(3, gen)
+    G.check_rotation(w2c)
+    bad = w2c.clone()
+    bad[1, :3, :3] *= 1.5
+    with pytest.raises(ValueError, match=r"index \(1,\) is not a rotation"):
+        G.check_rotation(bad)
+    reflect = w2c.clone()
+    reflect[2, 0, :3] *= -1
+    with pytest.raises(ValueError, match="det"):
+        G.check_rotation(reflect)
+    nan = w2c.clone()
+    nan[0, 0, 3] = math.nan
+    with pytest.raises(ValueError, match="NaN"):
+        G.check_rotation(nan)
+
+
+def test_normalize_scene_invariant_to_similarity(gen):
+    S, H, W = 5, 6, 8
+    w2c = G.to_4x4(random_w2c(S, gen))
+    depth = 1 + torch.rand(S, H, W, generator=gen, dtype=torch.float64)
+    n1, d1, s1 = G.normalize_scene(w2c, depth)
+    # New world: X' = s (R X + t)  =>  w2c' = w2c with t scaled, composed with the inverse transform.
+    Rg = random_rotation(1, gen)[0]
+    tg = torch.randn(3, generator=gen, dtype=torch.float64)
+    sg = 3.7
+    A = torch.eye(4, dtype=torch.float64)
+    A[:3, :3], A[:3, 3] = Rg, tg  # world -> world'
+    w2c2 = w2c @ torch.linalg.inv(A)
+    w2c2[:, :3, 3] *= sg
+    n2, d2, s2 = G.normalize_scene(w2c2, depth * sg)
+    torch.testing.assert_close(n1, n2, atol=1e-10, rtol=0)
+    torch.testing.assert_close(d1, d2, atol=1e-10, rtol=0)
+    assert float(s2) == pytest.approx(sg * float(s1), rel=1e-10)
+
+
+def test_normalize_scene_definition(gen):
+    w2c = random_w2c(4, gen)
+    depth = torch.rand(4, 3, 3, generator=gen, dtype=torch.float64)
+    depth[0, 0, 0] = 0
+    n, d, s = G.normalize_scene(w2c, depth)
+    torch.testing.assert_close(n[0], torch.eye(4, dtype=torch.float64))
+    c = G.camera_centers(n)
+    assert (c[1:] - c[0]).norm(dim=-1).mean().item() == pytest.approx(1.0, rel=1e-12)
+    c_orig = G.camera_centers(w2c)
+    assert float(s) == pytest.approx((c_orig[1:] - c_orig[0]).norm(dim=-1).mean().item(), rel=1e-12)
+    assert d[0, 0, 0] == 0
+    torch.testing.assert_close(d, depth / s)
+    G.check_rotation(n)  # still rigid
+
+
+def test_normalize_scene_batched_and_float32(gen):
+    w2c = random_w2c(6, gen).reshape(2, 3, 3, 4).float()
+    n, _, s = G.normalize_scene(w2c)
+    assert n.shape == (2, 3, 4, 4) and n.dtype == torch.float32 and s.shape == (2,)
+    for b in range(2):
+        nb, _, sb = G.normalize_scene(w2c[b])
+        torch.testing.assert_close(n[b], nb)
+        torch.testing.assert_close(s[b], sb)
+
+
+def test_normalize_scene_degenerate_raises(gen):
+    w2c = random_w2c(1, gen).expand(3, 3, 4).clone()
+    w2c[1, :3, :3] = random_rotation(1, gen)[0]  # rotate in place: same centre? no: keep centre
+    w2c[1, :3, 3] = -(w2c[1, :3, :3] @ G.camera_centers(w2c[0]))
+    with pytest.raises(G.DegenerateSceneError, match="no scale"):
+        G.normalize_scene(w2c)
+    n, _, s = G.normalize_scene(w2c, scale=2.0)
+    assert float(s) == 2.0
+    with pytest.raises(G.DegenerateSceneError, match="at least 2 views"):
+        G.normalize_scene(w2c[:1])
+
+
+def test_intrinsics_crop_resize_reprojection():
+    # A 3D point projects to pixel p; after crop (l, t) and resize by (sx, sy), its pixel must be
+    # sx * (p_x - l + 0.5) - 0.5 (pixel-centre convention), which is what the updated K gives.
+    K = torch.tensor([[50.0, 0, 30.2], [0, 55.0, 20.7], [0, 0, 1]], dtype=torch.float64)
+    X = torch.tensor([[0.3, -0.2, 2.5]], dtype=torch.float64)
+    uv, _ = G.project_points(X, K)
+    l, t, sx, sy = 7, 3, 0.5, 0.75
+    K2 = G.resize_intrinsics(G.crop_intrinsics(K, l, t), sx, sy)
+    uv2, _ = G.project_points(X, K2)
+    expected = torch.stack([sx * (uv[:, 0] - l + 0.5) - 0.5, sy * (uv[:, 1] - t + 0.5) - 0.5], -1)
+    torch.testing.assert_close(uv2, expected, atol=1e-12, rtol=0)
