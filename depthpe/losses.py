@@ -1,0 +1,189 @@
+"""Depth training loss: L1 + VGGT's multi-scale gradient loss (+ optional confidence term).
+
+All terms work in the normalized depth unit of DESIGN.md (the model predicts depth divided by the
+sample's mean camera distance; the targets are normalized the same way). Inputs are
+``(..., H, W)`` with any leading dimensions, normally ``(B, S, H, W)``.
+
+Formulas (``V`` = set of valid pixels over the whole batch, ``n = |V|``, ``r_p = |pred_p - gt_p|``):
+
+* ``l1   = sum_{p in V} r_p / max(n, 1)``
+* ``grad = (1 / K) * sum_{k=0}^{K-1} L_k`` with stride ``2^k`` (K = ``gradient_scales``, default 4:
+  strides 1, 2, 4, 8). At scale k every tensor is plainly subsampled ``x[..., ::2^k, ::2^k]``
+  (no pooling), ``D = valid * (pred - gt)`` is the masked residual and
+
+  ``L_k = ( sum |D[.., :, 1:] - D[.., :, :-1]| * m_x  +  sum |D[.., 1:, :] - D[.., :-1, :]| * m_y )
+  / max(n_k, 1)``
+
+  where ``m_x`` / ``m_y`` keep only pairs of horizontally / vertically adjacent pixels that are both
+  valid and ``n_k`` is the number of valid pixels at that scale (one normalizer for the whole batch).
+* ``conf = sum_{p in V} (c_p * r_p - alpha * log c_p) / max(n, 1)`` (VGGT's aleatoric term;
+  ``c = 1 + exp(.)`` >= 1 from the depth head; it can be negative, which is expected).
+* ``total = l1_weight * l1 + gradient_weight * grad + conf_weight * conf``.
+
+Choices among / deviations from VGGT (``training/loss.py``, see reference/vggt.md section 4.4):
+
+* The DPPE recipe is plain L1 + gradient loss, so the confidence term is off by default
+  (``conf_weight=0``). VGGT's own objective is ``conf + l1 + grad``, i.e. ``conf_weight=1``.
+* VGGT drops the worst 2 % of per-pixel L1 and conf values (98 % quantile filter). Off by default
+  here (the DPPE recipe does not mention it); ``outlier_quantile=0.98`` reproduces it (same
+  "nearest" quantile rule, applied only when more than 1000 values exist and more than 1000 remain;
+  VGGT's random subsampling above 1e8 values is not reproduced).
+* VGGT zeroes all terms when a batch has fewer than 100 valid pixels; here any valid pixel counts
+  and a batch without valid pixels gives exactly 0 for every term (with a graph, so ``backward``
+  works). VGGT also clamps per-pixel values to 100; we do not (targets are finite by contract).
+* Invalid pixels never touch the loss, even if ``pred`` or ``gt`` hold NaN/inf there (``where``,
+  not multiplication, is used for masking).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["depth_loss", "l1_term", "gradient_term", "confidence_term"]
+
+_MIN_KEEP = 1000  # VGGT's min_elements for the quantile filter
+_CONF_EPS = 1e-6  # floor for log(conf); conf from the model is >= 1, so this only guards misuse
+
+
+def depth_loss(
+    pred: torch.Tensor,
+    gt: torch.Tensor,
+    valid: torch.Tensor,
+    conf: torch.Tensor | None = None,
+    *,
+    l1_weight: float = 1.0,
+    gradient_weight: float = 1.0,
+    gradient_scales: int = 4,
+    conf_weight: float = 0.0,
+    conf_alpha: float = 0.2,
+    outlier_quantile: float | None = None,
+) -> dict[str, torch.Tensor]:
+    """Depth loss of the DPPE recipe (L1 + VGGT multi-scale gradient), terms returned separately.
+
+    Args:
+        pred: (B, S, H, W) (or any (..., H, W)) predicted depth, normalized unit.
+        gt: same shape, target depth in the same unit (0 where invalid).
+        valid: same shape, bool mask of pixels that carry a target.
+        conf: optional same-shape confidence (>= 1, VGGT's ``1 + exp``); required if
+            ``conf_weight > 0``, ignored otherwise.
+        l1_weight, gradient_weight, conf_weight: weights of the terms in ``total``.
+            ``gradient_weight=0`` skips computing the gradient term (it is then reported as 0).
+        gradient_scales: number of scales K of the gradient loss (strides 1, 2, ..., 2^(K-1)).
+        conf_alpha: weight of ``-log c`` in the confidence term (VGGT: 0.2).
+        outlier_quantile: None (default) or e.g. 0.98 to drop per-pixel L1/conf values at or above
+            that quantile, as VGGT does (see the module docstring).
+
+    Returns:
+        dict of 0-dim float32 tensors: ``total``, ``l1``, ``grad`` and, when ``conf_weight > 0``,
+        ``conf``. Exact formulas are in the module docstring.
+    """
+    _check_inputs(pred, gt, valid, conf)
+    if gradient_scales < 1:
+        raise ValueError(f"gradient_scales must be >= 1, got {gradient_scales}; set gradient_weight=0 to disable")
+    if conf_weight > 0 and conf is None:
+        raise ValueError("conf_weight > 0 needs the confidence map: pass conf=outputs['conf']")
+    pred = pred.float()
+    gt = gt.float()
+
+    out = {"l1": l1_term(pred, gt, valid, outlier_quantile=outlier_quantile)}
+    if gradient_weight != 0:
+        out["grad"] = gradient_term(pred, gt, valid, scales=gradient_scales)
+    else:
+        out["grad"] = torch.zeros((), device=pred.device)
+    total = l1_weight * out["l1"] + gradient_weight * out["grad"]
+    if conf_weight > 0:
+        out["conf"] = confidence_term(
+            pred, gt, valid, conf.float(), alpha=conf_alpha, outlier_quantile=outlier_quantile
+        )
+        total = total + conf_weight * out["conf"]
+    out["total"] = total
+    return out
+
+
+def l1_term(
+    pred: torch.Tensor, gt: torch.Tensor, valid: torch.Tensor, *, outlier_quantile: float | None = None
+) -> torch.Tensor:
+    """Mean |pred - gt| over valid pixels of the whole batch; 0 (with graph) if none is valid.
+
+    Shapes (..., H, W); ``valid`` bool. See the module docstring for the optional quantile filter.
+    """
+    residual = (_fill_invalid(pred, valid, 0.0) - _fill_invalid(gt, valid, 0.0)).abs()
+    return _masked_mean(residual, valid, outlier_quantile)
+
+
+def gradient_term(pred: torch.Tensor, gt: torch.Tensor, valid: torch.Tensor, *, scales: int = 4) -> torch.Tensor:
+    """VGGT's multi-scale gradient loss on the masked residual, averaged over ``scales`` scales.
+
+    Shapes (..., H, W); ``valid`` bool. Scale k subsamples with stride 2^k; each scale is normalized
+    by its own number of valid pixels over the whole batch (0 if none). Formula: module docstring.
+    """
+    zero = torch.zeros((), dtype=pred.dtype, device=pred.device)
+    residual = _fill_invalid(pred, valid, 0.0) - _fill_invalid(gt, valid, 0.0)  # D = valid * (pred - gt)
+    total = zero
+    for k in range(scales):
+        step = 2**k
+        d = residual[..., ::step, ::step]
+        m = valid[..., ::step, ::step]
+        pair_x = m[..., :, 1:] & m[..., :, :-1]
+        pair_y = m[..., 1:, :] & m[..., :-1, :]
+        gx = torch.where(pair_x, (d[..., :, 1:] - d[..., :, :-1]).abs(), zero)
+        gy = torch.where(pair_y, (d[..., 1:, :] - d[..., :-1, :]).abs(), zero)
+        total = total + (gx.sum() + gy.sum()) / m.sum().clamp_min(1)
+    return total / scales
+
+
+def confidence_term(
+    pred: torch.Tensor,
+    gt: torch.Tensor,
+    valid: torch.Tensor,
+    conf: torch.Tensor,
+    *,
+    alpha: float = 0.2,
+    outlier_quantile: float | None = None,
+) -> torch.Tensor:
+    """VGGT's confidence-weighted term: mean over valid pixels of ``c*|pred-gt| - alpha*log(c)``.
+
+    Shapes (..., H, W); ``conf`` is expected >= 1 (log uses ``max(c, 1e-6)``). 0 if nothing is valid.
+    """
+    c = _fill_invalid(conf, valid, 1.0).clamp_min(_CONF_EPS)
+    residual = (_fill_invalid(pred, valid, 0.0) - _fill_invalid(gt, valid, 0.0)).abs()
+    per_pixel = _fill_invalid(c * residual - alpha * torch.log(c), valid, 0.0)
+    return _masked_mean(per_pixel, valid, outlier_quantile)
+
+
+def _fill_invalid(x: torch.Tensor, valid: torch.Tensor, fill: float) -> torch.Tensor:
+    """x where valid, else ``fill``. Masking the *inputs* (not products) keeps NaN/inf at invalid
+    pixels out of both the value and the gradient (a NaN behind ``where`` would still poison backward)."""
+    return torch.where(valid, x, torch.full((), fill, dtype=x.dtype, device=x.device))
+
+
+def _masked_mean(values: torch.Tensor, valid: torch.Tensor, outlier_quantile: float | None) -> torch.Tensor:
+    """sum(values[valid]) / max(#valid, 1), optionally after VGGT's quantile filter (values are 0 off-mask)."""
+    if outlier_quantile is None:
+        return values.sum() / valid.sum().clamp_min(1)
+    if not 0.0 < outlier_quantile <= 1.0:
+        raise ValueError(f"outlier_quantile must be in (0, 1] or None, got {outlier_quantile}")
+    selected = values[valid]
+    n = selected.numel()
+    if n > _MIN_KEEP:
+        k = round(outlier_quantile * (n - 1)) + 1  # VGGT's "nearest" rule, 1-based for kthvalue
+        threshold = selected.detach().kthvalue(k).values
+        keep = selected < threshold
+        if int(keep.sum()) > _MIN_KEEP:
+            selected = selected[keep]
+    if selected.numel() == 0:
+        return values.sum() * 0.0
+    return selected.mean()
+
+
+def _check_inputs(pred, gt, valid, conf) -> None:
+    if pred.ndim < 2:
+        raise ValueError(f"pred must be (..., H, W), got shape {tuple(pred.shape)}")
+    for name, t in (("gt", gt), ("valid", valid), ("conf", conf)):
+        if t is not None and t.shape != pred.shape:
+            raise ValueError(
+                f"{name} has shape {tuple(t.shape)} but pred has {tuple(pred.shape)}; "
+                "resize the target to the prediction's resolution (nearest for depth and masks)"
+            )
+    if valid.dtype != torch.bool:
+        raise TypeError(f"valid must be a bool tensor, got {valid.dtype}; use valid = gt > 0 or .bool()")
