@@ -1,0 +1,215 @@
+"""Configuration dataclasses of the multi-view training data pipeline.
+
+The YAML training config maps onto ``DataConfig.from_dict``::
+
+    data:
+      sources:
+        - {name: co3d, root: data, split: train, weight: 1.0}
+        - {name: arkitscenes, root: data, weight: 0.5, view_selection: window, window: 30}
+      views: [2, 24]              # S per batch, inclusive range (an int means fixed S)
+      aspect: [0.33, 1.0]         # height / width per batch
+      image_width: 518
+      max_images_per_batch: 48    # B = floor(48 / S) per process
+      crop_scale: [0.8, 1.0]
+      min_valid_fraction: 0.05
+      color_jitter: {shared_prob: 0.7}
+
+Scene files of a source live in ``ROOT/<dataset>/<split>/`` with an ``index.json`` (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SourceConfig", "ColorJitterConfig", "DataConfig", "VIEW_SELECTIONS", "dataclass_from_dict"]
+
+VIEW_SELECTIONS = ("random", "window")
+
+
+def _pair(value: Any, name: str, cast=float) -> tuple:
+    """Accept a scalar (-> (v, v)) or a 2-sequence; return a (lo, hi) tuple with lo <= hi."""
+    if isinstance(value, (int, float)):
+        lo = hi = value
+    else:
+        try:
+            lo, hi = value
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{name} must be a number or a [min, max] pair, got {value!r}") from err
+    lo, hi = cast(lo), cast(hi)
+    if lo > hi:
+        raise ValueError(f"{name} = [{lo}, {hi}] has min > max")
+    return lo, hi
+
+
+def dataclass_from_dict(cls, d: dict, name: str):
+    """Build dataclass ``cls`` from mapping ``d``; unknown keys raise a ValueError naming ``name`` and
+    listing the valid keys. (``_from_dict`` is the same function, kept for existing callers.)"""
+    if not isinstance(d, dict):
+        raise ValueError(f"{name} must be a mapping, got {type(d).__name__}")
+    valid = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - valid)
+    if unknown:
+        raise ValueError(f"{name}: unknown keys {unknown}; valid keys are {sorted(valid)}")
+    return cls(**d)
+
+
+_from_dict = dataclass_from_dict
+
+
+@dataclass
+class SourceConfig:
+    """One training/validation data source: the scenes in ``root/<dataset or name>/<split>/``.
+
+    weight: relative sampling weight of this source (weights are normalized over sources; 0 allowed).
+    view_selection: "random" (S distinct frames uniformly from the whole scene, as VGGT on CO3D) or
+        "window" (an anchor frame, the reference view, plus S-1 frames within +-``window`` frames of
+        it; for video-like trajectories such as ARKitScenes).
+    window: half-width of the window in frames (widened when the scene is shorter than S frames).
+    min_valid_fraction: override of ``DataConfig.min_valid_fraction`` for this source (None = inherit).
+    dataset: folder name under ``root`` if it differs from ``name`` (None = ``name``).
+    """
+
+    name: str
+    root: str = "data"
+    split: str = "train"
+    weight: float = 1.0
+    view_selection: str = "random"
+    window: int = 30
+    min_valid_fraction: float | None = None
+    dataset: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a data source needs a name")
+        self.weight = float(self.weight)
+        if not self.weight >= 0:
+            raise ValueError(f"source {self.name!r}: weight must be >= 0, got {self.weight}")
+        if self.view_selection not in VIEW_SELECTIONS:
+            raise ValueError(
+                f"source {self.name!r}: view_selection must be one of {VIEW_SELECTIONS}, "
+                f"got {self.view_selection!r}"
+            )
+        if int(self.window) < 1:
+            raise ValueError(f"source {self.name!r}: window must be >= 1 frame, got {self.window}")
+        self.window = int(self.window)
+
+    @property
+    def split_dir(self) -> Path:
+        """``root/<dataset or name>/<split>``: the folder holding index.json and the scene files."""
+        return Path(self.root) / (self.dataset or self.name) / self.split
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SourceConfig":
+        return _from_dict(cls, d, "data source")
+
+
+@dataclass
+class ColorJitterConfig:
+    """Colour augmentation (VGGT's recipe): jitter with probability ``apply_prob``, then grayscale with
+    probability ``grayscale_prob``. With probability ``shared_prob`` one set of parameters is used for
+    all views of a sample, otherwise each view draws its own. Factors: brightness/contrast/saturation
+    in [1-x, 1+x], hue shift in [-hue, hue] (fraction of the colour circle)."""
+
+    enabled: bool = True
+    brightness: float = 0.5
+    contrast: float = 0.5
+    saturation: float = 0.5
+    hue: float = 0.1
+    apply_prob: float = 0.9
+    grayscale_prob: float = 0.05
+    shared_prob: float = 0.7
+
+    def __post_init__(self) -> None:
+        for key in ("apply_prob", "grayscale_prob", "shared_prob"):
+            v = float(getattr(self, key))
+            if not 0 <= v <= 1:
+                raise ValueError(f"color_jitter.{key} must be in [0, 1], got {v}")
+        if not 0 <= self.hue <= 0.5:
+            raise ValueError(f"color_jitter.hue must be in [0, 0.5], got {self.hue}")
+        for key in ("brightness", "contrast", "saturation"):
+            if not 0 <= getattr(self, key) <= 1:
+                raise ValueError(f"color_jitter.{key} must be in [0, 1], got {getattr(self, key)}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ColorJitterConfig":
+        return _from_dict(cls, d, "color_jitter")
+
+
+@dataclass
+class DataConfig:
+    """The multi-view data pipeline: sources, per-batch shapes and augmentation.
+
+    views: inclusive (min, max) number of views S drawn per batch.
+    aspect: (min, max) of height/width drawn per batch; height = multiple of ``patch_size`` nearest
+        to ``image_width * aspect`` (at least one patch).
+    image_width: output width in pixels (multiple of ``patch_size``).
+    max_images_per_batch: per-process image budget; B = max(1, floor(max_images_per_batch / S)).
+    crop_scale: (min, max) of the random crop scale (1 = the largest crop of the batch aspect).
+    min_valid_fraction: samples whose fraction of valid depth pixels (all views, after augmentation)
+        is below this are redrawn.
+    min_scale_ratio: samples whose normalization scale (mean camera distance to the reference) is below
+        this fraction of the reference view's median depth are degenerate and redrawn.
+    max_attempts: draws per sample before giving up with an error (the data is then broken).
+    """
+
+    sources: list[SourceConfig] = field(default_factory=list)
+    views: tuple[int, int] = (2, 24)
+    aspect: tuple[float, float] = (0.33, 1.0)
+    image_width: int = 518
+    patch_size: int = 14
+    max_images_per_batch: int = 48
+    crop_scale: tuple[float, float] = (0.8, 1.0)
+    min_valid_fraction: float = 0.05
+    min_scale_ratio: float = 1e-3
+    max_attempts: int = 32
+    reader_cache_size: int = 16
+    color_jitter: ColorJitterConfig = field(default_factory=ColorJitterConfig)
+
+    def __post_init__(self) -> None:
+        self.sources = [s if isinstance(s, SourceConfig) else SourceConfig.from_dict(s) for s in self.sources]
+        names = [s.name for s in self.sources]
+        if len(set(names)) != len(names):
+            raise ValueError(f"data source names must be unique, got {names}")
+        if isinstance(self.color_jitter, dict):
+            self.color_jitter = ColorJitterConfig.from_dict(self.color_jitter)
+        self.views = _pair(self.views, "views", int)
+        if self.views[0] < 2:
+            raise ValueError(f"views must be >= 2 (normalization needs a second view), got {self.views}")
+        self.aspect = _pair(self.aspect, "aspect")
+        if self.aspect[0] <= 0:
+            raise ValueError(f"aspect (height/width) must be > 0, got {self.aspect}")
+        self.crop_scale = _pair(self.crop_scale, "crop_scale")
+        if not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
+            raise ValueError(f"crop_scale must lie in (0, 1], got {self.crop_scale}")
+        if self.image_width <= 0 or self.image_width % self.patch_size:
+            raise ValueError(
+                f"image_width must be a positive multiple of patch_size={self.patch_size}, "
+                f"got {self.image_width} (e.g. 518 = 37 * 14)"
+            )
+        if self.max_images_per_batch < self.views[1]:
+            raise ValueError(
+                f"max_images_per_batch={self.max_images_per_batch} is smaller than the largest number "
+                f"of views {self.views[1]}; raise it or lower views"
+            )
+        if not 0 <= self.min_valid_fraction <= 1:
+            raise ValueError(f"min_valid_fraction must be in [0, 1], got {self.min_valid_fraction}")
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+
+    def min_valid_fraction_of(self, source: int) -> float:
+        """The valid-depth threshold of source ``source`` (its override or the global value)."""
+        v = self.sources[source].min_valid_fraction
+        return self.min_valid_fraction if v is None else float(v)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DataConfig":
+        """Build from a plain mapping (the ``data:`` section of a YAML config); lists become tuples,
+        ``sources`` entries and ``color_jitter`` may be mappings. Unknown keys raise ValueError."""
+        return _from_dict(cls, dict(d), "data")
+
+    def to_dict(self) -> dict:
+        """Plain-Python form (for logging / saving with a run)."""
+        return dataclasses.asdict(self)

@@ -1,0 +1,504 @@
+"""Multi-view datasets over scene files, their collate function and DataLoader builders.
+
+Sample dict (one sample of S views, output of ``__getitem__``):
+
+============== ======================== ==========================================================
+key            type                     meaning
+============== ======================== ==========================================================
+images         (S, 3, H, W) float32     RGB in [0, 1] (no ImageNet normalization)
+depth          (S, H, W) float32        z-depth in the normalized unit, 0 = invalid
+valid          (S, H, W) bool           depth > 0 and the file's optional valid mask
+K              (S, 3, 3) float32        pixel intrinsics of the output images (OpenCV)
+w2c            (S, 4, 4) float32        normalized OpenCV world-to-camera; w2c[0] = identity
+scale          float                    normalization scale in the dataset's units
+                                        (depth_in_dataset_units = depth * scale)
+dataset        str                      source name (``SourceConfig.name``)
+scene          str                      scene id
+frames         (S,) int64               frame indices in the scene file (view 0 = reference)
+redraws        int                      draws rejected (degenerate cameras / too little valid depth)
+skipped_files  int                      draws that hit an unreadable scene file (warned, skipped)
+============== ======================== ==========================================================
+
+``collate`` stacks B samples into (B, S, ...) tensors, ``scale`` into (B,) float32, names into lists,
+and sums ``redraws`` and ``skipped_files`` over the batch: the training loop adds these per-batch ints
+to its counters (this works with any number of DataLoader workers because the counts travel with the
+batch).
+
+Scene files are opened lazily inside ``__getitem__`` (in DataLoader workers), never at construction:
+datasets are built from ``index.json`` files only and keep a small per-process LRU of ``SceneReader``
+that is dropped when the process id changes (after a fork) and not pickled (spawn).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Sequence
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from depthpe.data.augment import crop_and_resize, crop_box, jitter_views
+from depthpe.data.config import ColorJitterConfig, DataConfig, SourceConfig
+from depthpe.data.sampling import (
+    DynamicBatchSampler,
+    SampleKey,
+    draw_scene,
+    eval_view_indices,
+    make_rng,
+    normalized_weights,
+    select_views,
+    target_size,
+)
+from depthpe.data.scene_file import SceneFileError, SceneReader, read_index
+from depthpe.geometry import DegenerateSceneError, normalize_scene
+
+__all__ = [
+    "SceneSkippedWarning",
+    "SampleRejected",
+    "SceneEntry",
+    "ReaderCache",
+    "build_sample",
+    "MultiViewDataset",
+    "SceneEvalDataset",
+    "collate",
+    "collate_eval",
+    "worker_init_fn",
+    "loader_kwargs",
+    "build_train_loader",
+    "build_eval_loader",
+]
+
+_TAG_REDRAW = 0x52454452
+_TENSOR_KEYS = ("images", "depth", "valid", "K", "w2c", "frames")
+
+
+class SceneSkippedWarning(UserWarning):
+    """A scene file could not be read and was skipped (the sample was drawn again elsewhere)."""
+
+
+class SampleRejected(Exception):
+    """A drawn sample is unusable (degenerate normalization or too little valid depth)."""
+
+
+@dataclass(frozen=True)
+class SceneEntry:
+    """One scene of the index: absolute file path, id, frame count and stored size."""
+
+    path: str
+    scene_id: str
+    num_frames: int
+    height: int
+    width: int
+
+
+def _load_entries(src: SourceConfig) -> list[SceneEntry]:
+    """Scene entries of a source from its index.json (no HDF5 file is opened)."""
+    split_dir = src.split_dir
+    return [
+        SceneEntry(str(split_dir / e["path"]), str(e["scene_id"]), int(e["num_frames"]),
+                   int(e["height"]), int(e["width"]))
+        for e in read_index(split_dir)
+    ]
+
+
+class ReaderCache:
+    """Per-process LRU of ``SceneReader`` keyed by path (at most ``size`` open files).
+
+    The cache is emptied when used from a new process (pid check) and is never pickled, so readers
+    are only ever opened in the process that uses them.
+    """
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = max(1, int(size))
+        self._pid: int | None = None
+        self._readers: OrderedDict[str, SceneReader] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._readers) if self._pid == os.getpid() else 0
+
+    def get(self, path: str) -> SceneReader:
+        """The reader of ``path`` (created and opened lazily by the reader itself)."""
+        if self._pid != os.getpid():
+            self._readers = OrderedDict()  # inherited readers belong to the parent: drop, never close
+            self._pid = os.getpid()
+        reader = self._readers.pop(path, None)
+        if reader is None:
+            reader = SceneReader(path)
+        self._readers[path] = reader
+        while len(self._readers) > self.size:
+            _, old = self._readers.popitem(last=False)
+            old.close()
+        return reader
+
+    def drop(self, path: str) -> None:
+        """Close and forget the reader of ``path`` (after a read failure)."""
+        reader = self._readers.pop(path, None)
+        if reader is not None and self._pid == os.getpid():
+            reader.close()
+
+    def __getstate__(self) -> dict:
+        return {"size": self.size, "_pid": None, "_readers": OrderedDict()}
+
+
+def build_sample(
+    reader: SceneReader,
+    frames: Sequence[int],
+    out_hw: tuple[int, int],
+    rng: np.random.Generator,
+    *,
+    crop_scale: tuple[float, float] = (1.0, 1.0),
+    jitter: ColorJitterConfig | None = None,
+    min_valid_fraction: float = 0.0,
+    min_scale_ratio: float = 1e-3,
+) -> dict:
+    """Read, augment and normalize the views ``frames`` of one scene (view 0 = reference).
+
+    Each view is cropped around its principal point with a scale ~ U(crop_scale) and resized to
+    ``out_hw`` = (H, W); then the colour jitter (if ``jitter``) and ``normalize_scene``.
+    Returns the tensor part of the sample dict (images, depth, valid, K, w2c, scale, frames).
+    Raises ``SampleRejected`` when the valid-depth fraction over all views is below
+    ``min_valid_fraction`` or the normalization is degenerate (scale < 1e-6, or below
+    ``min_scale_ratio`` times the reference view's median valid depth); ``SceneFileError`` when the
+    file cannot be read.
+    """
+    raw: dict[int, dict] = {}
+    views = []
+    for f in frames:
+        if f not in raw:
+            raw[f] = reader.read_frame(int(f))
+        fr = raw[f]
+        scale = float(rng.uniform(*crop_scale))
+        box = crop_box(fr["depth"].shape, (fr["K"][0, 2], fr["K"][1, 2]), out_hw, scale)
+        views.append(crop_and_resize(fr["image"], fr["depth"], fr["valid"], fr["K"], box, out_hw))
+    images = np.stack([v[0] for v in views])  # (S, H, W, 3) uint8
+    depth = torch.from_numpy(np.stack([v[1] for v in views])).float()
+    valid = torch.from_numpy(np.stack([v[2] for v in views])) & (depth > 0)
+    depth = torch.where(valid, depth, torch.zeros_like(depth))
+    K = torch.from_numpy(np.stack([v[3] for v in views]))
+    w2c = torch.from_numpy(np.stack([raw[f]["w2c"] for f in frames]))
+
+    frac = valid.float().mean().item()
+    if frac < min_valid_fraction:
+        raise SampleRejected(f"valid depth fraction {frac:.3f} < {min_valid_fraction}")
+    try:
+        w2c_n, depth_n, scale_t = normalize_scene(w2c, depth.double())
+    except DegenerateSceneError as err:
+        raise SampleRejected(f"degenerate normalization: {err}") from err
+    scale = float(scale_t)
+    ref = depth[0][valid[0]] if valid[0].any() else depth[valid]
+    if ref.numel() and scale < min_scale_ratio * float(ref.median()):
+        raise SampleRejected(
+            f"camera baseline {scale:.3g} is below {min_scale_ratio} x median depth {float(ref.median()):.3g}"
+        )
+    if jitter is not None:
+        images, _ = jitter_views(images, rng, jitter)
+    return {
+        "images": torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2))).float().div_(255),
+        "depth": depth_n.float(),
+        "valid": valid,
+        "K": K.float(),
+        "w2c": w2c_n.float(),
+        "scale": scale,
+        "frames": torch.as_tensor([int(f) for f in frames], dtype=torch.int64),
+    }
+
+
+class _SceneSource:
+    """Shared reader handling of the training and evaluation datasets."""
+
+    def _init_readers(self, size: int) -> None:
+        self._cache = ReaderCache(size)
+        self._bad: set[str] = set()
+        self._bad_pid: int | None = None
+
+    def _read(self, path: str, fn, *args):
+        """Return ``fn(reader, *args)`` for the scene file ``path``; if the file cannot be read, warn
+        (once per file and process), remember it as bad and raise ``SceneFileError``."""
+        if self._bad_pid != os.getpid():
+            self._bad, self._bad_pid = set(), os.getpid()
+        if path in self._bad:
+            raise SceneFileError(f"{path}: skipped (failed to read earlier in this process)")
+        try:
+            return fn(self._cache.get(path), *args)
+        except (SceneFileError, OSError) as err:
+            self._cache.drop(path)
+            self._bad.add(path)
+            warnings.warn(f"skipping unreadable scene file: {err}", SceneSkippedWarning, stacklevel=2)
+            raise SceneFileError(str(err)) from err
+
+
+class MultiViewDataset(_SceneSource, Dataset):
+    """Training dataset over the sources of a ``DataConfig``, indexed by ``SampleKey``.
+
+    Built from the sources' index.json files only (scenes with fewer than 2 frames are left out).
+    ``__getitem__(key)`` draws views of scene ``key.scene`` of source ``key.source`` (by the source's
+    view selection), augments them to ``(key.height, key.width)`` and normalizes them; everything
+    random derives from ``key.seed``. Rejected samples and unreadable files are redrawn (another
+    scene by the source weights, deterministically from ``key.seed``) up to ``cfg.max_attempts``
+    times, counted in the sample's ``redraws`` / ``skipped_files``; then a RuntimeError is raised.
+    ``train=False`` disables colour jitter and uses the largest crop (crop scale 1).
+    """
+
+    def __init__(self, cfg: DataConfig, *, train: bool = True) -> None:
+        if not cfg.sources:
+            raise ValueError("DataConfig has no sources; add at least one under data.sources")
+        self.cfg, self.train = cfg, train
+        self.entries: list[list[SceneEntry]] = []
+        for src in cfg.sources:
+            entries = [e for e in _load_entries(src) if e.num_frames >= 2]
+            self.entries.append(entries)
+        self.probs = normalized_weights([s.weight for s in cfg.sources], self.scene_counts)
+        self._init_readers(cfg.reader_cache_size)
+
+    @property
+    def scene_counts(self) -> list[int]:
+        """Number of usable scenes per source."""
+        return [len(e) for e in self.entries]
+
+    def __len__(self) -> int:
+        return sum(self.scene_counts)
+
+    def _load(self, reader: SceneReader, source: int, key: SampleKey, rng: np.random.Generator) -> dict:
+        cfg, src = self.cfg, self.cfg.sources[source]
+        frames = select_views(reader.num_frames, key.num_views, rng, src.view_selection, src.window)
+        return build_sample(
+            reader, frames, (key.height, key.width), rng,
+            crop_scale=cfg.crop_scale if self.train else (1.0, 1.0),
+            jitter=cfg.color_jitter if self.train else None,
+            min_valid_fraction=cfg.min_valid_fraction_of(source),
+            min_scale_ratio=cfg.min_scale_ratio,
+        )
+
+    def __getitem__(self, key: SampleKey | tuple) -> dict:
+        key = SampleKey(*key)
+        cfg = self.cfg
+        redraws = skipped = 0
+        source, scene = key.source, key.scene
+        errors = []
+        for attempt in range(cfg.max_attempts):
+            rng = make_rng(key.seed, _TAG_REDRAW, attempt)
+            if attempt > 0:
+                source, scene = draw_scene(rng, self.probs, self.scene_counts)
+            entry = self.entries[source][scene]
+            try:
+                sample = self._read(entry.path, self._load, source, key, rng)
+            except SceneFileError as err:
+                skipped += 1
+                errors.append(str(err))
+                continue
+            except SampleRejected as err:
+                redraws += 1
+                errors.append(f"{entry.path}: {err}")
+                continue
+            sample.update(
+                dataset=cfg.sources[source].name, scene=entry.scene_id, redraws=redraws, skipped_files=skipped
+            )
+            return sample
+        raise RuntimeError(
+            f"no usable sample after {cfg.max_attempts} draws for key {tuple(key)}; the data looks broken "
+            f"(run `depthpe check`). Last problems: {errors[-3:]}"
+        )
+
+
+class SceneEvalDataset(_SceneSource, Dataset):
+    """Evaluation dataset: one item per scene with a fixed view subset, no random augmentation.
+
+    sources: the sources to evaluate (all their scenes, in index order). views: S per scene
+    (fewer if the scene is shorter). Views are ``eval_view_indices(num_frames, views, seed,
+    "<source name>/<scene_id>", mode=source.view_selection, window=source.window)``; if that subset is
+    degenerate, attempts 1, 2, ... give alternatives (up to ``max_attempts``). ``manifest`` maps
+    "<source name>/<scene_id>" to an explicit frame list that is used as is (reproduce an earlier run).
+    Images are resized to width ``image_width``; height from the scene's own aspect (``aspect=None``)
+    or from ``aspect``, with the largest crop centred on the principal point.
+
+    Item: the sample dict of the module docstring (redraws = alternatives tried) plus
+    ``error: None``; a scene that cannot be used gives ``{"dataset", "scene", "frames": [],
+    "error": message}`` instead (warned for unreadable files), so one bad scene never stops an eval.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[SourceConfig],
+        *,
+        views: int,
+        seed: int = 0,
+        image_width: int = 518,
+        patch_size: int = 14,
+        aspect: float | None = None,
+        min_valid_fraction: float = 0.0,
+        min_scale_ratio: float = 1e-3,
+        max_attempts: int = 8,
+        manifest: dict[str, Sequence[int]] | None = None,
+        reader_cache_size: int = 4,
+    ) -> None:
+        if views < 2:
+            raise ValueError(f"evaluation needs at least 2 views per scene, got {views}")
+        self.sources = [s if isinstance(s, SourceConfig) else SourceConfig.from_dict(s) for s in sources]
+        self.views, self.seed = int(views), int(seed)
+        self.image_width, self.patch_size, self.aspect = image_width, patch_size, aspect
+        self.min_valid_fraction, self.min_scale_ratio = min_valid_fraction, min_scale_ratio
+        self.max_attempts = max_attempts
+        self.manifest = {k: [int(i) for i in v] for k, v in (manifest or {}).items()}
+        self.items: list[tuple[int, SceneEntry]] = [
+            (i, e) for i, src in enumerate(self.sources) for e in _load_entries(src) if e.num_frames >= 2
+        ]
+        self._init_readers(reader_cache_size)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def scene_key(self, index: int) -> str:
+        """Manifest key "<source name>/<scene_id>" of item ``index``."""
+        src, entry = self.items[index]
+        return f"{self.sources[src].name}/{entry.scene_id}"
+
+    def output_size(self, index: int) -> tuple[int, int]:
+        """(H, W) of item ``index``'s images."""
+        _, e = self.items[index]
+        return target_size(self.aspect or e.height / e.width, self.image_width, self.patch_size)
+
+    def view_indices(self, index: int, num_frames: int, attempt: int = 0) -> list[int]:
+        """Frames of item ``index`` (manifest entry, else ``eval_view_indices`` for ``attempt``)."""
+        src, key = self.sources[self.items[index][0]], self.scene_key(index)
+        if key in self.manifest:
+            frames = list(self.manifest[key])
+            if not frames or min(frames) < 0 or max(frames) >= num_frames:
+                raise SampleRejected(f"manifest frames {frames} out of range for {num_frames} frames")
+            return frames
+        return eval_view_indices(
+            num_frames, self.views, self.seed, key, mode=src.view_selection, window=src.window, attempt=attempt
+        )
+
+    def _load(self, reader: SceneReader, index: int, attempt: int) -> dict:
+        frames = self.view_indices(index, reader.num_frames, attempt)
+        return build_sample(
+            reader, frames, self.output_size(index), make_rng(self.seed, _TAG_REDRAW, attempt),
+            min_valid_fraction=self.min_valid_fraction, min_scale_ratio=self.min_scale_ratio,
+        )
+
+    def __getitem__(self, index: int) -> dict:
+        src_idx, entry = self.items[index]
+        src = self.sources[src_idx]
+        fixed = self.scene_key(index) in self.manifest
+        base = {"dataset": src.name, "scene": entry.scene_id}
+        problems = []
+        for attempt in range(1 if fixed else self.max_attempts):
+            try:
+                sample = self._read(entry.path, self._load, index, attempt)
+            except SceneFileError as err:
+                return {**base, "frames": [], "error": f"unreadable scene file: {err}"}
+            except SampleRejected as err:
+                problems.append(str(err))
+                continue
+            return {**sample, **base, "redraws": attempt, "skipped_files": 0, "error": None}
+        return {**base, "frames": [], "error": f"no usable view subset: {problems[-1]}"}
+
+
+def collate(samples: Sequence[dict]) -> dict:
+    """Stack samples sharing (S, H, W) into a batch.
+
+    Returns images (B, S, 3, H, W) float32, depth (B, S, H, W) float32, valid (B, S, H, W) bool,
+    K (B, S, 3, 3) float32, w2c (B, S, 4, 4) float32, frames (B, S) int64, scale (B,) float32,
+    dataset / scene: lists of B str, redraws / skipped_files: int sums over the batch.
+    """
+    if not samples:
+        raise ValueError("cannot collate an empty batch")
+    shapes = {tuple(s["images"].shape) for s in samples}
+    if len(shapes) != 1:
+        raise ValueError(f"all samples of a batch must share (S, 3, H, W); got shapes {sorted(shapes)}")
+    out = {k: torch.stack([s[k] for s in samples]) for k in _TENSOR_KEYS}
+    out["scale"] = torch.tensor([s["scale"] for s in samples], dtype=torch.float32)
+    out["dataset"] = [s["dataset"] for s in samples]
+    out["scene"] = [s["scene"] for s in samples]
+    out["redraws"] = int(sum(s["redraws"] for s in samples))
+    out["skipped_files"] = int(sum(s["skipped_files"] for s in samples))
+    return out
+
+
+def collate_eval(samples: Sequence[dict]) -> dict:
+    """Collate for ``SceneEvalDataset`` with batch size 1: the ``collate`` batch (B = 1) plus
+    ``error: None``, or the item itself (``error`` set, no tensors) for an unusable scene."""
+    if len(samples) != 1:
+        raise ValueError("evaluation batches hold one scene (batch_size=1)")
+    item = samples[0]
+    if item["error"] is not None:
+        return dict(item)
+    return {**collate(samples), "error": None}
+
+
+def worker_init_fn(worker_id: int) -> None:
+    """DataLoader worker setup: seed python/numpy from torch's per-worker seed and run OpenCV with one
+    thread (workers are the parallelism). Sample randomness itself comes from the sample keys."""
+    seed = torch.initial_seed() % (1 << 32)
+    random.seed(seed)
+    np.random.seed(seed)
+    cv2.setNumThreads(1)
+
+
+def loader_kwargs(num_workers: int, pin_memory: bool = False, prefetch_factor: int | None = 2) -> dict:
+    """DataLoader keyword arguments shared by the builders: workers, pinning, ``worker_init_fn``,
+    and persistent workers + prefetch when ``num_workers`` > 0. (``_loader_kwargs`` is an alias.)"""
+    kw = {"num_workers": num_workers, "pin_memory": pin_memory, "worker_init_fn": worker_init_fn}
+    if num_workers > 0:
+        kw.update(persistent_workers=True, prefetch_factor=prefetch_factor or 2)
+    return kw
+
+
+_loader_kwargs = loader_kwargs
+
+
+def build_train_loader(
+    data_cfg: DataConfig,
+    *,
+    seed: int,
+    rank: int = 0,
+    world_size: int = 1,
+    start_step: int = 0,
+    num_workers: int = 4,
+    num_steps: int | None = None,
+    pin_memory: bool = False,
+    prefetch_factor: int | None = 2,
+) -> DataLoader:
+    """Training DataLoader: ``MultiViewDataset`` + ``DynamicBatchSampler`` + ``collate``.
+
+    Batch i of the iterator is global step ``start_step + i`` (so resume passes the next step);
+    infinite unless ``num_steps`` (exclusive global end step). Each process passes its own
+    ``rank``; all processes must pass the same ``seed``. Persistent workers when num_workers > 0.
+    Do not wrap it with ``accelerator.prepare`` (it is already sharded by rank).
+    """
+    dataset = MultiViewDataset(data_cfg, train=True)
+    sampler = DynamicBatchSampler(
+        data_cfg, dataset.scene_counts, seed=seed, rank=rank, world_size=world_size,
+        start_step=start_step, num_steps=num_steps,
+    )
+    return DataLoader(
+        dataset, batch_sampler=sampler, collate_fn=collate,
+        **loader_kwargs(num_workers, pin_memory, prefetch_factor),
+    )
+
+
+def build_eval_loader(
+    sources: Sequence[SourceConfig],
+    *,
+    views: int,
+    seed: int = 0,
+    num_workers: int = 2,
+    rank: int = 0,
+    world_size: int = 1,
+    **dataset_kwargs,
+) -> DataLoader:
+    """Finite evaluation DataLoader over ``SceneEvalDataset(sources, views=, seed=, **dataset_kwargs)``
+    yielding ``collate_eval`` batches (one scene each). With ``world_size`` > 1 the scenes are split
+    round-robin by rank (scene i goes to rank i % world_size). The dataset is ``loader.dataset``.
+    """
+    dataset = SceneEvalDataset(sources, views=views, seed=seed, **dataset_kwargs)
+    indices = list(range(rank, len(dataset), world_size))
+    kw = loader_kwargs(num_workers, False, 2)
+    kw["persistent_workers"] = False
+    return DataLoader(dataset, batch_size=1, sampler=indices, collate_fn=collate_eval, **kw)

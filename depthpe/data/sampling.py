@@ -1,0 +1,244 @@
+"""Sampling for multi-view training and evaluation: batch shapes, scene draws, view selection.
+
+Everything here is a pure function of integers (seed, step, rank, slot, ...) so that
+
+* all processes agree on the batch shape (S views, height, width, batch size B) of global step g,
+  because it is drawn from ``(seed, g)`` only;
+* processes draw different scenes, because scene draws use ``(seed, g, rank, slot)``;
+* a run resumed at step g (``start_step=g``) continues with exactly the batches it would have had.
+
+Randomness comes from ``numpy.random.default_rng`` seeded with a ``SeedSequence`` of those integers
+(never from global RNG state), so DataLoader workers and re-created samplers reproduce it exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Iterator, NamedTuple, Sequence
+
+import numpy as np
+from torch.utils.data import Sampler
+
+from depthpe.data.config import DataConfig
+
+__all__ = [
+    "SampleKey",
+    "BatchShape",
+    "make_rng",
+    "target_size",
+    "batch_shape",
+    "normalized_weights",
+    "draw_scene",
+    "select_views",
+    "eval_view_indices",
+    "DynamicBatchSampler",
+]
+
+# Stream tags keep the RNG streams of different uses independent even for equal integers.
+_TAG_SHAPE = 0x53484150
+_TAG_SCENE = 0x5343454E
+_TAG_EVAL = 0x4556414C
+_SEED_MASK = (1 << 64) - 1
+
+
+class SampleKey(NamedTuple):
+    """What the batch sampler yields per sample and ``MultiViewDataset.__getitem__`` takes.
+
+    source/scene: indices into the dataset's sources and that source's scene list; num_views: S;
+    height/width: output size in pixels; seed: the sample seed (all randomness of the sample: views,
+    crops, jitter and redraws derive from it).
+    """
+
+    source: int
+    scene: int
+    num_views: int
+    height: int
+    width: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    """Shape shared by all samples of one batch: S views of height x width, B samples, and the
+    aspect ratio (height / width) that was drawn."""
+
+    num_views: int
+    height: int
+    width: int
+    batch_size: int
+    aspect: float
+
+
+def make_rng(*keys: int) -> np.random.Generator:
+    """A numpy Generator seeded by a sequence of integers (negative values are wrapped to uint64)."""
+    return np.random.default_rng([int(k) & _SEED_MASK for k in keys])
+
+
+def target_size(aspect: float, image_width: int = 518, patch_size: int = 14) -> tuple[int, int]:
+    """Output (height, width) for aspect = height / width: width = ``image_width``, height = the
+    multiple of ``patch_size`` nearest to ``image_width * aspect``, at least one patch."""
+    if image_width % patch_size:
+        raise ValueError(f"image_width {image_width} is not a multiple of patch_size {patch_size}")
+    h = int(round(image_width * aspect / patch_size)) * patch_size
+    return max(patch_size, h), image_width
+
+
+def batch_shape(seed: int, step: int, cfg: DataConfig) -> BatchShape:
+    """Batch shape of global step ``step``, a function of ``(seed, step)`` and the config only.
+
+    S ~ uniform integer in ``cfg.views`` (inclusive); aspect ~ U(cfg.aspect); (H, W) from
+    ``target_size``; B = max(1, floor(cfg.max_images_per_batch / S)).
+    """
+    rng = make_rng(seed, _TAG_SHAPE, step)
+    s = int(rng.integers(cfg.views[0], cfg.views[1] + 1))
+    aspect = float(rng.uniform(cfg.aspect[0], cfg.aspect[1]))
+    h, w = target_size(aspect, cfg.image_width, cfg.patch_size)
+    return BatchShape(s, h, w, max(1, cfg.max_images_per_batch // s), aspect)
+
+
+def normalized_weights(weights: Sequence[float], counts: Sequence[int]) -> np.ndarray:
+    """Per-source probabilities: weights normalized to sum 1; sources without scenes must weigh 0.
+
+    weights, counts: one entry per source (count = number of usable scenes). Raises ValueError when
+    all weights are 0 or a source with positive weight has no scenes.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (len(counts),):
+        raise ValueError(f"{len(w)} weights for {len(counts)} sources")
+    if (w < 0).any() or not np.isfinite(w).all():
+        raise ValueError(f"source weights must be finite and >= 0, got {list(w)}")
+    empty = [i for i, (wi, n) in enumerate(zip(w, counts)) if wi > 0 and n == 0]
+    if empty:
+        raise ValueError(f"sources {empty} have positive weight but no scenes; fix the data or set weight 0")
+    if w.sum() <= 0:
+        raise ValueError("all source weights are 0; give at least one source a positive weight")
+    return w / w.sum()
+
+
+def draw_scene(rng: np.random.Generator, probs: np.ndarray, counts: Sequence[int]) -> tuple[int, int]:
+    """Draw (source index, scene index): source by ``probs``, scene uniformly within the source."""
+    source = int(rng.choice(len(probs), p=probs))
+    return source, int(rng.integers(counts[source]))
+
+
+def select_views(
+    num_frames: int,
+    num_views: int,
+    rng: np.random.Generator,
+    mode: str = "random",
+    window: int = 30,
+) -> list[int]:
+    """Frame indices of one sample; the first is the reference view (view 0).
+
+    mode "random": ``num_views`` distinct frames drawn uniformly from the scene, in random order.
+    mode "window": a random anchor frame (returned first), then ``num_views - 1`` distinct frames from
+    ``[anchor - window, anchor + window]`` (clipped to the scene and widened to hold ``num_views``
+    frames), in random order.
+    Scenes with fewer than ``num_views`` frames repeat frames (all frames appear, extra ones drawn
+    with replacement).
+    """
+    if num_frames < 1:
+        raise ValueError("cannot select views from a scene without frames")
+    if num_frames < num_views:
+        extra = rng.integers(num_frames, size=num_views - num_frames)
+        return [int(i) for i in rng.permutation(np.concatenate([np.arange(num_frames), extra]))]
+    if mode == "random":
+        return [int(i) for i in rng.choice(num_frames, size=num_views, replace=False)]
+    if mode != "window":
+        raise ValueError(f"view selection mode must be 'random' or 'window', got {mode!r}")
+    anchor = int(rng.integers(num_frames))
+    half = max(int(window), math.ceil((num_views - 1) / 2))
+    lo, hi = max(0, anchor - half), min(num_frames, anchor + half + 1)
+    # widen at the other end when clipped by a scene boundary, so that num_views frames fit
+    if hi - lo < num_views:
+        lo = max(0, min(lo, hi - num_views))
+        hi = min(num_frames, max(hi, lo + num_views))
+    others = np.array([i for i in range(lo, hi) if i != anchor])
+    chosen = rng.choice(others, size=num_views - 1, replace=False)
+    return [anchor] + [int(i) for i in chosen]
+
+
+def _stable_hash(text: str) -> int:
+    """A process-independent 64-bit hash of a string (Python's hash() is salted per process)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+
+
+def eval_view_indices(
+    num_frames: int,
+    views: int,
+    seed: int,
+    scene_id: str,
+    *,
+    mode: str = "random",
+    window: int = 30,
+    attempt: int = 0,
+) -> list[int]:
+    """Fixed view subset of one evaluation scene, a function of (seed, scene_id, attempt) only.
+
+    Returns ``min(views, num_frames)`` distinct frame indices (reference first) chosen as in
+    ``select_views``; ``attempt`` > 0 gives alternative subsets (used when a subset is degenerate).
+    The evaluator writes the result to its manifest so that runs can be compared view for view.
+    """
+    rng = make_rng(seed, _TAG_EVAL, _stable_hash(scene_id), attempt)
+    return select_views(num_frames, min(views, num_frames), rng, mode, window)
+
+
+class DynamicBatchSampler(Sampler):
+    """Infinite, step-indexed batch sampler with a per-batch number of views and aspect ratio.
+
+    For global step g (starting at ``start_step``) it yields a list of B ``SampleKey``: the shape
+    (S, H, W, B) comes from ``batch_shape(seed, g, cfg)`` (identical on all ranks), and slot j's
+    scene and sample seed come from ``(seed, g, rank, j)`` (different on each rank). Sources are drawn
+    with ``cfg.sources[i].weight`` (normalized), scenes uniformly within a source.
+
+    scene_counts: number of scenes per source, e.g. ``MultiViewDataset.scene_counts``.
+    num_steps: stop before global step ``num_steps`` (None = infinite).
+    Use with ``DataLoader(dataset, batch_sampler=sampler)``.
+    """
+
+    def __init__(
+        self,
+        cfg: DataConfig,
+        scene_counts: Sequence[int],
+        *,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        start_step: int = 0,
+        num_steps: int | None = None,
+    ) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
+        if start_step < 0:
+            raise ValueError(f"start_step must be >= 0, got {start_step}")
+        if len(scene_counts) != len(cfg.sources):
+            raise ValueError(f"{len(scene_counts)} scene counts for {len(cfg.sources)} sources")
+        self.cfg = cfg
+        self.counts = [int(c) for c in scene_counts]
+        self.probs = normalized_weights([s.weight for s in cfg.sources], self.counts)
+        self.seed, self.rank, self.world_size = int(seed), int(rank), int(world_size)
+        self.start_step, self.num_steps = int(start_step), num_steps
+
+    def batch_at(self, step: int) -> list[SampleKey]:
+        """The batch this rank gets at global step ``step`` (pure: no state is changed)."""
+        shape = batch_shape(self.seed, step, self.cfg)
+        keys = []
+        for slot in range(shape.batch_size):
+            rng = make_rng(self.seed, _TAG_SCENE, step, self.rank, slot)
+            source, scene = draw_scene(rng, self.probs, self.counts)
+            sample_seed = int(rng.integers(1 << 62))
+            keys.append(SampleKey(source, scene, shape.num_views, shape.height, shape.width, sample_seed))
+        return keys
+
+    def __iter__(self) -> Iterator[list[SampleKey]]:
+        step = self.start_step
+        while self.num_steps is None or step < self.num_steps:
+            yield self.batch_at(step)
+            step += 1
+
+    def __len__(self) -> int:
+        if self.num_steps is None:
+            raise TypeError("DynamicBatchSampler is infinite (num_steps=None) and has no length")
+        return max(0, self.num_steps - self.start_step)
