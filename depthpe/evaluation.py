@@ -1,0 +1,282 @@
+"""The evaluation loop: depth metrics of a model on held-out scenes (``eval/evaluate.py`` calls it).
+
+Protocol (documented in the README, "Evaluation protocol"):
+
+* Each scene contributes one sample of ``views`` frames chosen by
+  ``depthpe.data.sampling.eval_view_indices`` from (seed, "<dataset>/<scene_id>"), or taken from a
+  manifest. The chosen frames are written to ``manifest.json`` so that a later run (another
+  encoding, another checkpoint) evaluates the very same views: pass it back with ``--manifest``.
+* Images are resized to width ``image_width`` with the scene's own aspect (height a multiple of 14,
+  largest crop centred on the principal point), no random augmentation. GT depth is normalized with
+  the sample's cameras exactly as in training (view 0 = identity, unit mean camera distance), which
+  is the unit the model predicts in.
+* Rows: ``native`` (no alignment, headline), ``scene_aligned`` (one median scale per scene),
+  ``image_aligned`` (median scale per image) and the two baselines ``global_constant`` (the median
+  normalized GT over the evaluated set of the dataset) and ``scene_constant`` (per-scene median GT,
+  an oracle). Per-image rows are averaged per scene, then over scenes (``depthpe.metrics``).
+* Two passes over the scenes: the first collects the GT median per dataset for the
+  global-constant baseline (a histogram, exact to 3e-4 relative), the second runs the model.
+* Several processes (``accelerate launch``) split the scenes round-robin; rows are gathered and
+  aggregated after sorting, so the table is the same for any number of processes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from torch.utils.data import DataLoader
+
+from .data.config import SourceConfig
+from .data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _loader_kwargs
+from .data.scene_file import atomic_write_bytes
+from .metrics import BASELINE_MODES, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
+
+__all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest"]
+
+ROW_ORDER = (*MODES, *BASELINE_MODES)
+
+
+@dataclass
+class EvalResult:
+    """Outcome of ``evaluate`` (complete on the main process; other processes hold the same)."""
+
+    summary: dict  # {dataset: {mode: {metric: value, n_scenes, ...}}}
+    rows: list[dict]  # per-image metric rows, all modes
+    manifest: dict  # {"<dataset>/<scene>": [frame indices]}
+    failures: list[dict] = field(default_factory=list)  # scenes that could not be evaluated
+    panels: list = field(default_factory=list)  # (name, uint8 HWC panel) of the first scenes
+
+
+def load_manifest(path: str | Path | None) -> dict | None:
+    """Read a ``manifest.json`` written by an earlier evaluation ({"scenes": {key: frames}})."""
+    if path is None:
+        return None
+    doc = json.loads(Path(path).read_text())
+    scenes = doc.get("scenes") if isinstance(doc, dict) else None
+    if not isinstance(scenes, dict):
+        raise ValueError(f"{path}: not a depthpe evaluation manifest (no 'scenes' mapping)")
+    return scenes
+
+
+def _scene_indices(dataset: SceneEvalDataset, max_scenes: int | None) -> list[int]:
+    """Item indices to evaluate: the first ``max_scenes`` scenes of every source (index order)."""
+    if max_scenes is None:
+        return list(range(len(dataset)))
+    taken: dict[int, int] = {}
+    out = []
+    for i, (src, _) in enumerate(dataset.items):
+        if taken.get(src, 0) < max_scenes:
+            taken[src] = taken.get(src, 0) + 1
+            out.append(i)
+    return out
+
+
+def _gather(obj, accelerator):
+    """All processes' python objects concatenated (a list), or the object itself on one process."""
+    if accelerator is None or accelerator.num_processes == 1:
+        return obj
+    from accelerate.utils import gather_object
+
+    return gather_object(obj)
+
+
+@torch.no_grad()
+def evaluate(
+    model,
+    sources: Sequence[SourceConfig | dict],
+    *,
+    views: int = 8,
+    seed: int = 0,
+    image_width: int = 518,
+    aspect: float | None = None,
+    max_scenes: int | None = None,
+    manifest: dict | None = None,
+    accelerator=None,
+    num_workers: int = 0,
+    panels: int = 0,
+    progress: bool = True,
+) -> EvalResult:
+    """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes of ``sources``.
+
+    sources: ``SourceConfig``s (or dicts) naming ``root/<name>/<split>``; views: frames per scene;
+    max_scenes: first N scenes of each source (None = all); manifest: fixed frames per scene;
+    accelerator: an ``accelerate.Accelerator`` to split scenes across processes (None = one process);
+    panels: number of scenes (from the start of the main process's shard) to render as
+    RGB | GT | prediction | error panels. Returns an ``EvalResult`` (see ``write_outputs``).
+    """
+    from tqdm.auto import tqdm
+
+    rank = accelerator.process_index if accelerator is not None else 0
+    world = accelerator.num_processes if accelerator is not None else 1
+    device = accelerator.device if accelerator is not None else next(model.parameters()).device
+    is_main = rank == 0
+    dataset = SceneEvalDataset(
+        sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest
+    )
+    indices = _scene_indices(dataset, max_scenes)[rank::world]
+    loader_kw = _loader_kwargs(num_workers, False, 2)
+    loader_kw["persistent_workers"] = False
+    loader = DataLoader(dataset, batch_size=1, sampler=indices, collate_fn=collate_eval, **loader_kw)
+
+    # Pass 1: GT median per dataset (global-constant baseline).
+    medians: dict[str, StreamingMedian] = {}
+    for batch in tqdm(loader, desc="eval pass 1/2 (GT)", disable=not (progress and is_main), leave=False):
+        if batch["error"] is None:
+            medians.setdefault(batch["dataset"][0], StreamingMedian()).update(batch["depth"][0], batch["valid"][0])
+    merged: dict[str, StreamingMedian] = {}
+    for part in _gather([medians], accelerator):
+        for name, hist in part.items():
+            merged.setdefault(name, StreamingMedian()).merge(hist)
+    global_value = {name: hist.median() for name, hist in merged.items()}
+
+    # Pass 2: predictions.
+    was_training = model.training
+    model.eval()
+    rows, failures, frames, rendered = [], [], {}, []
+    try:
+        for batch in tqdm(loader, desc="eval pass 2/2 (model)", disable=not (progress and is_main), unit="scene"):
+            key = f"{batch['dataset'] if isinstance(batch['dataset'], str) else batch['dataset'][0]}/" \
+                  f"{batch['scene'] if isinstance(batch['scene'], str) else batch['scene'][0]}"
+            if batch["error"] is not None:
+                failures.append({"scene": key, "error": batch["error"]})
+                continue
+            name, scene = batch["dataset"][0], batch["scene"][0]
+            frames[key] = [int(i) for i in batch["frames"][0]]
+            out = model(batch["images"].to(device), batch["K"].to(device), batch["w2c"].to(device))
+            pred = out["depth"][0].float().cpu()
+            gt, valid = batch["depth"][0], batch["valid"][0]
+            rows += scene_rows(pred, gt, valid, dataset=name, scene=scene)
+            rows += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
+            if is_main and len(rendered) < panels:
+                from .viz import views_grid
+
+                grid = views_grid(batch["images"][0], gt, pred, valid, max_views=4, channels_first=False)
+                rendered.append((f"{name}_{scene}", grid))
+    finally:
+        model.train(was_training)
+
+    all_rows = [r for part in _gather([rows], accelerator) for r in part]
+    all_failures = [f for part in _gather([failures], accelerator) for f in part]
+    all_frames: dict = {}
+    for part in _gather([frames], accelerator):
+        all_frames.update(part)
+    summary = aggregate(all_rows) if all_rows else {}
+    for name, value in global_value.items():
+        summary.setdefault(name, {}).setdefault("global_constant", {})["value"] = value
+    return EvalResult(summary=summary, rows=all_rows, manifest=dict(sorted(all_frames.items())),
+                      failures=all_failures, panels=rendered)
+
+
+def format_summary(summary: dict, keys: Sequence[str] = ("abs_rel", "delta1", "delta2", "delta3", "rmse", "log_rmse")) -> str:
+    """Markdown table: one row per (dataset, mode), modes in protocol order."""
+    header = "| dataset | rows | scenes | images | " + " | ".join(keys) + " |"
+    lines = [header, "|" + "---|" * (4 + len(keys))]
+    for dataset in sorted(summary):
+        for mode in ROW_ORDER:
+            entry = summary[dataset].get(mode)
+            if not entry or "n_scenes" not in entry:
+                continue
+            vals = " | ".join("-" if math.isnan(entry[k]) else f"{entry[k]:.4f}" for k in keys)
+            lines.append(f"| {dataset} | {mode} | {entry['n_scenes']} | {entry['n_images']} | {vals} |")
+    return "\n".join(lines)
+
+
+def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None = None) -> dict[str, Path]:
+    """Write ``summary.json``, ``metrics_per_image.csv``, ``manifest.json``, ``summary.md`` and
+    ``panels/*.png`` into ``out_dir`` (atomically, file by file). Returns the paths written."""
+    from .viz import save_png
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    doc = {"meta": meta or {}, "summary": result.summary, "failures": result.failures}
+    paths["summary"] = atomic_write_bytes(out / "summary.json", json.dumps(doc, indent=1, default=float).encode())
+    buf = io.StringIO()
+    if result.rows:
+        fieldnames = list(result.rows[0].keys())
+        writer = csv.DictWriter(buf, fieldnames=fieldnames)
+        writer.writeheader()
+        for row in sorted(result.rows, key=lambda r: (r["dataset"], r["scene"], ROW_ORDER.index(r["mode"]), r["image"])):
+            writer.writerow(row)
+    paths["rows"] = atomic_write_bytes(out / "metrics_per_image.csv", buf.getvalue().encode())
+    manifest_doc = {"seed": (meta or {}).get("seed"), "views": (meta or {}).get("views"), "scenes": result.manifest}
+    paths["manifest"] = atomic_write_bytes(out / "manifest.json", json.dumps(manifest_doc, indent=1).encode())
+    paths["table"] = atomic_write_bytes(out / "summary.md", (format_summary(result.summary) + "\n").encode())
+    for name, panel in result.panels:
+        paths[f"panel_{name}"] = save_png(out / "panels" / f"{name}.png", panel)
+    return paths
+
+
+def discover_sources(root: str | Path, split: str, datasets: Sequence[str] | None = None) -> list[SourceConfig]:
+    """Sources for every ``root/<dataset>/<split>/index.json`` (or only ``datasets``), sorted by name."""
+    root = Path(root)
+    names = list(datasets) if datasets else sorted(p.parent.parent.name for p in root.glob(f"*/{split}/index.json"))
+    if not names:
+        raise FileNotFoundError(
+            f"no dataset with a '{split}' split under {root} (expected {root}/<dataset>/{split}/index.json); "
+            "generate data with `depthpe synth --out ROOT` or convert one with `depthpe convert`"
+        )
+    for name in names:
+        if not (root / name / split / "index.json").is_file():
+            raise FileNotFoundError(f"{root / name / split / 'index.json'} not found")
+    return [SourceConfig(name=n, root=str(root), split=split) for n in names]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line of ``eval/evaluate.py``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Evaluate a depthpe model on held-out scenes. Writes summary.json, "
+                    "metrics_per_image.csv, manifest.json, summary.md and panels/ to --out, and prints "
+                    "the table. Several processes (accelerate launch) split the scenes.",
+    )
+    parser.add_argument("--model", required=True, help="exported model folder (e.g. runs/NAME/final) or Hub repo id")
+    parser.add_argument("--revision", default=None, help="Hub revision (branch, tag or commit) of --model")
+    parser.add_argument("--data", required=True, help="data root holding <dataset>/<split>/index.json")
+    parser.add_argument("--split", default="val", help="split to evaluate (default: val)")
+    parser.add_argument("--datasets", nargs="*", default=None, help="dataset names (default: all with that split)")
+    parser.add_argument("--views", type=int, default=8, help="views per scene (default 8)")
+    parser.add_argument("--scenes", type=int, default=None, help="evaluate the first K scenes of each dataset (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the view subsets (default 0)")
+    parser.add_argument("--image-width", type=int, default=518,
+                        help="input width in pixels, a multiple of 14 (default 518; use the training width)")
+    parser.add_argument("--manifest", default=None, help="manifest.json of an earlier run: evaluate the same views")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--panels", type=int, default=4, help="scenes rendered as PNG panels (default 4)")
+    parser.add_argument("--num-workers", type=int, default=2, help="data loader workers (default 2)")
+    parser.add_argument("--cpu", action="store_true", help="run on CPU even if a GPU is available")
+    args = parser.parse_args(argv)
+    if args.image_width % 14:
+        parser.error(f"--image-width must be a multiple of 14, got {args.image_width}")
+
+    from accelerate import Accelerator
+
+    from .model import DepthModel
+
+    accelerator = Accelerator(cpu=args.cpu)
+    sources = discover_sources(args.data, args.split, args.datasets)
+    model = DepthModel.from_pretrained(args.model, revision=args.revision).to(accelerator.device)
+    result = evaluate(
+        model, sources, views=args.views, seed=args.seed, image_width=args.image_width,
+        max_scenes=args.scenes, manifest=load_manifest(args.manifest), accelerator=accelerator,
+        num_workers=args.num_workers, panels=args.panels,
+    )
+    if accelerator.is_main_process:
+        meta = {"model": args.model, "revision": args.revision, "data": args.data, "split": args.split,
+                "views": args.views, "seed": args.seed, "image_width": args.image_width,
+                "global_pe": model.config.global_pe, "processes": accelerator.num_processes}
+        write_outputs(result, args.out, meta=meta)
+        print(format_summary(result.summary))
+        for failure in result.failures:
+            print(f"skipped {failure['scene']}: {failure['error']}")
+        print(f"wrote {args.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/")
+    accelerator.wait_for_everyone()
+    return 0

@@ -1,0 +1,457 @@
+"""The Accelerate training loop (``train/train.py`` calls ``main``).
+
+One readable loop: build the model, optimizer and step-indexed data loader; for each optimizer step
+accumulate gradients over ``grad_accum`` micro-batches, skip the step if the loss or the gradients
+are not finite, clip, step, set the learning rate from the schedule, log, validate, checkpoint.
+
+Run directory layout (``output_dir``)::
+
+    config.yaml                       resolved config of the run
+    logs/                             TensorBoard event files
+    checkpoints/step_0000500/         one checkpoint: Accelerate state (state/), exported model
+                                      (model/: config.json + model.safetensors), trainer_state.json
+    final/                            the exported final model (DepthModel.from_pretrained(...))
+
+Resuming (``--resume latest`` or a checkpoint path) restores the model, optimizer and RNG states and
+continues at the saved optimizer step; the learning rate is a pure function of the step and the
+data sampler is indexed by the step, so a resumed run continues exactly like an uninterrupted one.
+Checkpoints are written to a temporary folder and renamed when complete; an incomplete one is never
+picked by ``latest``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import dump_config, load_config
+from .data.config import DataConfig, SourceConfig, dataclass_from_dict as _from_dict
+
+__all__ = [
+    "OptimConfig",
+    "LossConfig",
+    "TrainLoopConfig",
+    "ValConfig",
+    "RunConfig",
+    "lr_at",
+    "find_checkpoint",
+    "train",
+    "main",
+]
+
+
+@dataclass
+class OptimConfig:
+    """AdamW and the learning-rate schedule (counted in optimizer steps).
+
+    schedule: ``constant`` = linear warm-up from ``min_lr`` to ``lr`` over ``warmup_steps``, then
+    constant (the DPPE paper's warmup-stable recipe); ``cosine`` = the same warm-up, then cosine
+    decay to ``min_lr`` at the last step.
+    """
+
+    lr: float = 1e-4
+    min_lr: float = 1e-6
+    weight_decay: float = 0.05
+    warmup_steps: int = 1000
+    schedule: str = "constant"
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0
+
+    def __post_init__(self):
+        if self.schedule not in ("constant", "cosine"):
+            raise ValueError(f"optim.schedule must be 'constant' or 'cosine', got {self.schedule!r}")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ValueError(f"need 0 <= optim.min_lr <= optim.lr, got {self.min_lr}, {self.lr}")
+        self.betas = tuple(float(b) for b in self.betas)
+
+
+@dataclass
+class LossConfig:
+    """Weights of the depth loss terms (``depthpe.losses.depth_loss``)."""
+
+    l1_weight: float = 1.0
+    gradient_weight: float = 1.0
+    gradient_scales: int = 4
+    conf_weight: float = 0.0
+    conf_alpha: float = 0.2
+
+
+@dataclass
+class TrainLoopConfig:
+    """Loop settings. ``steps`` counts optimizer steps; each uses ``grad_accum`` micro-batches."""
+
+    steps: int = 240_000
+    grad_accum: int = 1
+    mixed_precision: str = "no"  # no | bf16 | fp16
+    num_workers: int = 4
+    log_every: int = 50
+    smoothing: float = 0.95  # EMA decay of the logged/progress-bar metrics
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 3
+    max_nonfinite_in_row: int = 20
+    cpu: bool = False  # force CPU even when a GPU is present
+
+
+@dataclass
+class ValConfig:
+    """Periodic validation on held-out scenes (``every`` optimizer steps; 0 = only at the end)."""
+
+    sources: list = field(default_factory=list)
+    every: int = 1000
+    views: int = 8
+    max_scenes: int | None = 16
+    image_width: int | None = None  # default: data.image_width
+    panels: int = 2
+    seed: int = 0
+
+    def __post_init__(self):
+        self.sources = [s if isinstance(s, SourceConfig) else SourceConfig.from_dict(s) for s in self.sources]
+
+
+@dataclass
+class RunConfig:
+    """A whole training run (the YAML file). ``model`` holds ``preset`` plus DepthModelConfig fields."""
+
+    output_dir: str = "runs/default"
+    seed: int = 0
+    model: dict = field(default_factory=lambda: {"preset": "tiny"})
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    train: TrainLoopConfig = field(default_factory=TrainLoopConfig)
+    val: ValConfig = field(default_factory=ValConfig)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        d = dict(d)
+        sections = {"data": DataConfig, "optim": OptimConfig, "loss": LossConfig,
+                    "train": TrainLoopConfig, "val": ValConfig}
+        for name, section_cls in sections.items():
+            if name in d:
+                d[name] = section_cls.from_dict(d[name]) if name == "data" else _from_dict(section_cls, dict(d[name] or {}), name)
+        return _from_dict(cls, d, "config")
+
+    def to_dict(self) -> dict:
+        def plain(x):
+            if isinstance(x, tuple):
+                return [plain(v) for v in x]
+            if isinstance(x, list):
+                return [plain(v) for v in x]
+            if isinstance(x, dict):
+                return {k: plain(v) for k, v in x.items()}
+            return x
+
+        return plain(dataclasses.asdict(self))
+
+    def model_config(self):
+        """The ``DepthModelConfig`` of ``model`` (``preset`` + field overrides)."""
+        from .model.config import DepthModelConfig
+
+        fields = dict(self.model)
+        preset = fields.pop("preset", None)
+        if preset:
+            return DepthModelConfig.from_preset(preset, **fields)
+        return DepthModelConfig(**fields)
+
+
+def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:
+    """Learning rate for optimizer step ``step`` (0-based): warm-up, then constant or cosine."""
+    if cfg.warmup_steps > 0 and step < cfg.warmup_steps:
+        return cfg.min_lr + (cfg.lr - cfg.min_lr) * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    span = max(1, total_steps - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+# ---------------------------------------------------------------------------------------- checkpoints
+CHECKPOINT_PREFIX = "step_"
+STATE_FILE = "trainer_state.json"
+
+
+def _checkpoint_dirs(output_dir: Path) -> list[Path]:
+    """Complete checkpoints (with trainer_state.json), oldest first."""
+    root = output_dir / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.name.startswith(CHECKPOINT_PREFIX) and (p / STATE_FILE).is_file()
+             and p.name[len(CHECKPOINT_PREFIX):].isdigit()]
+    return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]))
+
+
+def find_checkpoint(output_dir: str | Path, resume: str) -> Path | None:
+    """``resume`` = "latest" (newest complete checkpoint of the run, or None) or a checkpoint path."""
+    if resume == "latest":
+        dirs = _checkpoint_dirs(Path(output_dir))
+        return dirs[-1] if dirs else None
+    path = Path(resume)
+    if not (path / STATE_FILE).is_file():
+        raise FileNotFoundError(f"{path} is not a complete depthpe checkpoint (no {STATE_FILE})")
+    return path
+
+
+def _save_checkpoint(accelerator, model, output_dir: Path, step: int, trainer_state: dict, keep: int) -> Path:
+    """Write checkpoints/step_N atomically (temp folder + rename) and rotate old ones (main process
+    writes the model export and trainer state; every process saves its own RNG state)."""
+    root = output_dir / "checkpoints"
+    final = root / f"{CHECKPOINT_PREFIX}{step:07d}"
+    tmp = root / f".tmp_{CHECKPOINT_PREFIX}{step:07d}"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp / "state"))
+    if accelerator.is_main_process:
+        accelerator.unwrap_model(model).save_pretrained(tmp / "model")
+        (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        for old in _checkpoint_dirs(output_dir)[:-keep] if keep > 0 else []:
+            shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    return final
+
+
+# ---------------------------------------------------------------------------------------- the loop
+class _Smoother:
+    """Exponential moving averages of logged scalars (decay ``beta``, bias-corrected)."""
+
+    def __init__(self, beta: float):
+        self.beta, self.values, self.weights = beta, {}, {}
+
+    def update(self, scalars: dict[str, float]) -> dict[str, float]:
+        for k, v in scalars.items():
+            if not math.isfinite(v):
+                continue
+            self.values[k] = self.beta * self.values.get(k, 0.0) + (1 - self.beta) * v
+            self.weights[k] = self.beta * self.weights.get(k, 0.0) + (1 - self.beta)
+        return self.get()
+
+    def get(self) -> dict[str, float]:
+        return {k: v / self.weights[k] for k, v in self.values.items()}
+
+    def state(self) -> dict:
+        return {"values": self.values, "weights": self.weights}
+
+    def load(self, state: dict) -> None:
+        self.values, self.weights = dict(state["values"]), dict(state["weights"])
+
+
+def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = None) -> Path:
+    """Run training as configured; returns the path of the exported final model."""
+    from accelerate import Accelerator
+    from accelerate.utils import ProjectConfiguration, set_seed
+    from tqdm.auto import tqdm
+
+    from .data.dataset import build_train_loader
+    from .evaluation import evaluate, format_summary
+    from .losses import depth_loss
+    from .model import DepthModel
+
+    t = cfg.train
+    output_dir = Path(cfg.output_dir)
+    accelerator = Accelerator(
+        mixed_precision=t.mixed_precision,
+        cpu=t.cpu,
+        log_with="tensorboard",
+        project_config=ProjectConfiguration(project_dir=str(output_dir), logging_dir=str(output_dir / "logs")),
+    )
+    set_seed(cfg.seed)
+    main_proc = accelerator.is_main_process
+    if main_proc:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / "config.yaml").write_text(dump_config(resolved or cfg.to_dict()))
+    accelerator.init_trackers("train", config=_flat_hparams(cfg))
+
+    model = DepthModel(cfg.model_config())
+    optimizer = torch.optim.AdamW(model.param_groups(cfg.optim.weight_decay), lr=cfg.optim.lr, betas=cfg.optim.betas)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+
+    step, counters, smoother = 0, {"nonfinite_steps": 0, "redraws": 0, "skipped_files": 0, "images": 0}, _Smoother(t.smoothing)
+    ckpt = find_checkpoint(output_dir, resume) if resume else None
+    if resume and ckpt is None and main_proc:
+        print(f"--resume {resume}: no checkpoint in {output_dir}/checkpoints, starting from scratch")
+    if ckpt is not None:
+        accelerator.load_state(str(ckpt / "state"))
+        state = json.loads((ckpt / STATE_FILE).read_text())
+        step, counters = state["step"], state["counters"]
+        smoother.load(state["smoother"])
+        if main_proc:
+            print(f"resumed from {ckpt} at step {step}")
+
+    loader = build_train_loader(
+        cfg.data, seed=cfg.seed, rank=accelerator.process_index, world_size=accelerator.num_processes,
+        start_step=step * t.grad_accum, num_steps=t.steps * t.grad_accum, num_workers=t.num_workers,
+    )
+    batches = iter(loader)
+    val_every = cfg.val.every if cfg.val.sources else 0
+
+    def validate(at_step: int) -> None:
+        result = evaluate(
+            accelerator.unwrap_model(model), cfg.val.sources, views=cfg.val.views, seed=cfg.val.seed,
+            image_width=cfg.val.image_width or cfg.data.image_width, max_scenes=cfg.val.max_scenes,
+            accelerator=accelerator, panels=cfg.val.panels, progress=False,
+        )
+        if main_proc:
+            scalars = {f"val/{ds}/{mode}/{k}": v[k] for ds, modes in result.summary.items()
+                       for mode, v in modes.items() for k in ("abs_rel", "delta1") if k in v}
+            accelerator.log(scalars, step=at_step)
+            tb = accelerator.get_tracker("tensorboard", unwrap=True)
+            for name, panel in result.panels:
+                tb.add_image(f"val_panels/{name}", panel, at_step, dataformats="HWC")
+            tqdm.write(f"validation at step {at_step}:\n{format_summary(result.summary, ('abs_rel', 'delta1'))}")
+
+    bar = tqdm(total=t.steps, initial=step, desc="train", unit="step", disable=not main_proc, dynamic_ncols=True)
+    nonfinite_in_row = 0
+    model.train()
+    while step < t.steps:
+        t0 = time.perf_counter()
+        lr = lr_at(step, cfg.optim, t.steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        terms_sum: dict[str, float] = {}
+        local_bad = False
+        n_images = 0
+        data_time = 0.0
+        for micro in range(t.grad_accum):
+            td = time.perf_counter()
+            batch = next(batches)
+            data_time += time.perf_counter() - td
+            counters["redraws"] += batch["redraws"]
+            counters["skipped_files"] += batch["skipped_files"]
+            n_images += batch["images"].shape[0] * batch["images"].shape[1]
+            sync = micro == t.grad_accum - 1
+            ctx = accelerator.no_sync(model) if not sync else _nullcontext()
+            with ctx:
+                with accelerator.autocast():
+                    out = model(batch["images"].to(accelerator.device), batch["K"].to(accelerator.device),
+                                batch["w2c"].to(accelerator.device))
+                terms = depth_loss(
+                    out["depth"], batch["depth"].to(accelerator.device), batch["valid"].to(accelerator.device),
+                    out.get("conf"), l1_weight=cfg.loss.l1_weight, gradient_weight=cfg.loss.gradient_weight,
+                    gradient_scales=cfg.loss.gradient_scales, conf_weight=cfg.loss.conf_weight,
+                    conf_alpha=cfg.loss.conf_alpha,
+                )
+                loss = terms["total"] / t.grad_accum
+                if not torch.isfinite(loss):
+                    local_bad = True
+                    # Keep every process in the gradient all-reduce: back-propagate a zero loss.
+                    loss = sum((p * 0).sum() for p in trainable) + 0 * out["depth"].sum().nan_to_num()
+                accelerator.backward(loss)
+            for k, v in terms.items():
+                terms_sum[k] = terms_sum.get(k, 0.0) + float(v.detach()) / t.grad_accum
+        bad = torch.tensor(float(local_bad), device=accelerator.device)
+        bad = accelerator.reduce(bad, reduction="sum").item() > 0
+        grad_norm = math.nan
+        if not bad:
+            grad_norm = float(accelerator.clip_grad_norm_(trainable, cfg.optim.grad_clip))
+            bad = not math.isfinite(grad_norm)
+        if bad:
+            counters["nonfinite_steps"] += 1
+            nonfinite_in_row += 1
+            optimizer.zero_grad(set_to_none=True)
+            if nonfinite_in_row >= t.max_nonfinite_in_row:
+                raise RuntimeError(
+                    f"{nonfinite_in_row} optimizer steps in a row had a non-finite loss or gradient "
+                    f"(step {step}); training stopped. Lower optim.lr, use mixed_precision=bf16 instead of "
+                    "fp16, or run `depthpe check` on the data."
+                )
+        else:
+            nonfinite_in_row = 0
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        step += 1
+        counters["images"] += n_images * accelerator.num_processes
+        dt = time.perf_counter() - t0
+        scalars = {f"loss/{k}": v for k, v in terms_sum.items()}
+        scalars.update({"lr": lr, "grad_norm": grad_norm, "images_per_s": n_images * accelerator.num_processes / dt,
+                        "data_time_fraction": data_time / dt})
+        smooth = smoother.update(scalars)
+        bar.update(1)
+        bar.set_postfix(loss=f"{smooth.get('loss/total', math.nan):.4f}", lr=f"{lr:.2e}",
+                        img_s=f"{smooth.get('images_per_s', 0):.1f}")
+        if main_proc and (step % t.log_every == 0 or step == t.steps):
+            logged = {f"smooth/{k}": v for k, v in smooth.items()}
+            logged.update(scalars)
+            logged.update({f"counters/{k}": v for k, v in counters.items()})
+            accelerator.log(logged, step=step)
+        if val_every and step % val_every == 0 and step < t.steps:
+            validate(step)
+        if t.checkpoint_every and step % t.checkpoint_every == 0 and step < t.steps:
+            _save_checkpoint(accelerator, model, output_dir, step,
+                             {"step": step, "counters": counters, "smoother": smoother.state()}, t.keep_checkpoints)
+    bar.close()
+    if cfg.val.sources:
+        validate(step)
+    final = output_dir / "final"
+    if main_proc:
+        tmp = output_dir / ".tmp_final"
+        shutil.rmtree(tmp, ignore_errors=True)
+        accelerator.unwrap_model(model).save_pretrained(tmp)
+        (tmp / STATE_FILE).write_text(json.dumps({"step": step, "counters": counters}, indent=1))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        print(f"training done: {step} steps, {counters['nonfinite_steps']} skipped (non-finite), "
+              f"{counters['redraws']} samples redrawn, {counters['skipped_files']} unreadable scene files; "
+              f"final model in {final}")
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return final
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _flat_hparams(cfg: RunConfig) -> dict[str, Any]:
+    """Scalar hyper-parameters for TensorBoard (nested keys joined with '.')."""
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, x):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        elif isinstance(x, (int, float, str, bool)):
+            out[prefix] = x
+        else:
+            out[prefix] = str(x)
+
+    d = cfg.to_dict()
+    d.pop("data", None)
+    d.pop("val", None)
+    walk("", d)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line of ``train/train.py``: ``--config FILE [--resume latest|PATH] [key=value ...]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Train a depthpe model. Launch with `accelerate launch train/train.py --config FILE` "
+                    "(or plain python for one process).",
+    )
+    parser.add_argument("--config", required=True, help="YAML run config (see configs/)")
+    parser.add_argument("--resume", default=None,
+                        help="'latest' (newest complete checkpoint of output_dir) or a checkpoint folder")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.steps=100 model.global_pe=prope")
+    args = parser.parse_args(argv)
+    resolved = load_config(args.config, args.overrides)
+    cfg = RunConfig.from_dict(resolved)
+    train(cfg, resume=args.resume, resolved=cfg.to_dict())
+    return 0

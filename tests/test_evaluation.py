@@ -1,0 +1,84 @@
+import csv
+import json
+
+import pytest
+import torch
+
+from depthpe.evaluation import discover_sources, evaluate, main
+from depthpe.metrics import BASELINE_MODES, MODES
+from test_training import MICRO_MODEL, synth_root  # noqa: F401 (fixture)
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory):
+    from depthpe.model import DepthModel
+    from depthpe.training import RunConfig
+
+    torch.manual_seed(0)
+    model = DepthModel(RunConfig.from_dict({"model": dict(MICRO_MODEL)}).model_config())
+    path = tmp_path_factory.mktemp("model")
+    model.save_pretrained(path)
+    return path
+
+
+def test_evaluate_script_writes_all_files(synth_root, saved_model, tmp_path, capsys):
+    out = tmp_path / "eval"
+    main(["--model", str(saved_model), "--data", str(synth_root), "--views", "3", "--image-width", "42",
+          "--out", str(out), "--panels", "1", "--num-workers", "0", "--cpu"])
+    printed = capsys.readouterr().out
+    assert "| synth | native |" in printed and "| synth | global_constant |" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary["summary"]["synth"]
+    assert set(MODES) | set(BASELINE_MODES) <= set(rows)
+    assert rows["native"]["n_scenes"] == 2 and rows["native"]["n_images"] == 6
+    with open(out / "metrics_per_image.csv") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 2 * 3 * (len(MODES) + len(BASELINE_MODES))
+    manifest = json.loads((out / "manifest.json").read_text())["scenes"]
+    assert sorted(manifest) == ["synth/val_000000", "synth/val_000001"]
+    assert all(len(v) == 3 for v in manifest.values())
+    assert len(list((out / "panels").glob("*.png"))) == 1
+    assert (out / "summary.md").read_text().startswith("| dataset |")
+
+    # the manifest reproduces the same views and numbers, whatever the seed
+    out2 = tmp_path / "eval2"
+    main(["--model", str(saved_model), "--data", str(synth_root), "--views", "3", "--image-width", "42",
+          "--out", str(out2), "--panels", "0", "--num-workers", "0", "--cpu", "--seed", "5",
+          "--manifest", str(out / "manifest.json")])
+    assert json.loads((out2 / "manifest.json").read_text())["scenes"] == manifest
+    assert json.loads((out2 / "summary.json").read_text())["summary"] == summary["summary"]
+
+
+def test_perfect_prediction_scores_zero(synth_root):
+    class Oracle(torch.nn.Module):
+        """Returns the GT depth it was handed (set per scene by the test)."""
+
+        def __init__(self):
+            super().__init__()
+            self.p = torch.nn.Parameter(torch.zeros(1))
+            self.gt = None
+
+        def forward(self, images, K, w2c):
+            return {"depth": self.gt}
+
+    from depthpe.data.dataset import SceneEvalDataset
+
+    sources = discover_sources(synth_root, "val")
+    ds = SceneEvalDataset(sources, views=3, image_width=42)
+    oracle = Oracle()
+    gts = [ds[i]["depth"][None] for i in range(len(ds))]
+    calls = iter(gts + gts)  # evaluate reads each scene once for the model
+
+    def forward(images, K, w2c):
+        return {"depth": next(calls)}
+
+    oracle.forward = forward
+    result = evaluate(oracle, sources, views=3, image_width=42, progress=False)
+    native = result.summary["synth"]["native"]
+    assert native["abs_rel"] == pytest.approx(0, abs=1e-7) and native["delta1"] == 1.0
+    assert result.summary["synth"]["global_constant"]["abs_rel"] > 0.05
+
+
+def test_discover_sources_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="depthpe synth"):
+        discover_sources(tmp_path, "val")
