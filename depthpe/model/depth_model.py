@@ -1,0 +1,317 @@
+"""``DepthModel``: frozen DINOv2 + VGGT-style aggregator + DPT depth head, with Hub save/load.
+
+State-dict layout (VGGT names, so VGGT-1B weights map with a short table later):
+``aggregator.patch_embed.*`` (timm DINOv2 keys), ``aggregator.backbone_proj.*`` (only when the
+backbone width differs from ``embed_dim``), ``aggregator.camera_token``, ``aggregator.register_token``,
+``aggregator.frame_blocks.i.*``, ``aggregator.global_blocks.i.*``, ``depth_head.*`` (VGGT DPT names).
+
+Trainable parameters are exactly those with ``requires_grad`` (everything except the frozen
+backbone); ``trainable_parameters()`` lists them and ``param_groups(wd)`` splits them for AdamW.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from huggingface_hub import PyTorchModelHubMixin
+
+from .. import geometry
+from ..pe import available_encodings
+from .aggregator import Aggregator
+from .config import DepthModelConfig
+from .dpt import DPTHead
+
+__all__ = ["DepthModel", "CheckpointMismatchError", "check_inputs"]
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+class CheckpointMismatchError(RuntimeError):
+    """A checkpoint's state dict does not match the model built from its config."""
+
+
+def check_inputs(images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor, patch_size: int) -> None:
+    """Validate model inputs; raise ``ValueError`` saying what is wrong and how to fix it.
+
+    images: (B, S, 3, H, W) float RGB in [0, 1], H and W multiples of ``patch_size``;
+    K: (B, S, 3, 3) pixel intrinsics (finite, positive focal lengths);
+    w2c: (B, S, 3, 4) or (B, S, 4, 4) OpenCV world-to-camera (finite).
+    """
+    for name, t in (("images", images), ("K", K), ("w2c", w2c)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if images.ndim != 5 or images.shape[2] != 3:
+        raise ValueError(
+            f"images must have shape (B, S, 3, H, W), got {tuple(images.shape)}; "
+            "add the batch/view dimensions and put channels first"
+        )
+    if not images.is_floating_point():
+        raise ValueError(
+            f"images must be float RGB in [0, 1], got dtype {images.dtype}; use images.float() / 255"
+        )
+    B, S, _, H, W = images.shape
+    if H % patch_size or W % patch_size or H == 0 or W == 0:
+        raise ValueError(
+            f"image size {H}x{W} (HxW) is not a multiple of the patch size {patch_size}; "
+            f"resize or crop to e.g. {max(1, round(H / patch_size)) * patch_size}x"
+            f"{max(1, round(W / patch_size)) * patch_size}"
+        )
+    if K.shape != (B, S, 3, 3):
+        raise ValueError(
+            f"K must have shape (B, S, 3, 3) = {(B, S, 3, 3)} to match images, got {tuple(K.shape)}"
+        )
+    if w2c.ndim != 4 or w2c.shape[:2] != (B, S) or w2c.shape[-1] != 4 or w2c.shape[-2] not in (3, 4):
+        raise ValueError(
+            f"w2c must have shape (B, S, 3, 4) or (B, S, 4, 4) with (B, S) = {(B, S)} to match "
+            f"images, got {tuple(w2c.shape)}"
+        )
+    flags = torch.stack([
+        torch.isfinite(K).all(),
+        torch.isfinite(w2c).all(),
+        ((K[..., 0, 0] > 0) & (K[..., 1, 1] > 0)).all(),
+        torch.isfinite(images).all(),
+        (images.amin() >= -1e-3) & (images.amax() <= 1 + 1e-3),
+    ]).tolist()
+    if not flags[0]:
+        raise ValueError("K contains NaN or inf values; every view needs finite pixel intrinsics")
+    if not flags[1]:
+        raise ValueError("w2c contains NaN or inf values; every view needs a finite camera pose")
+    if not flags[2]:
+        raise ValueError("K has non-positive focal lengths (K[..., 0, 0] and K[..., 1, 1] must be > 0)")
+    if not flags[3]:
+        raise ValueError("images contain NaN or inf values")
+    if not flags[4]:
+        raise ValueError(
+            f"images must be RGB in [0, 1] (got range [{float(images.amin()):.3g}, "
+            f"{float(images.amax()):.3g}]); divide uint8 images by 255 and do not apply ImageNet "
+            "normalization (the model does it)"
+        )
+
+
+class DepthModel(
+    nn.Module,
+    PyTorchModelHubMixin,
+    library_name="depthpe",
+    pipeline_tag="depth-estimation",
+    tags=["depthpe", "multi-view-depth", "vggt"],
+):
+    """Multi-view depth model. ``DepthModel(config)`` or ``DepthModel.from_preset("tiny")``.
+
+    ``forward(images, K, w2c)`` works in the normalized scene frame (view 0 = identity, unit mean
+    camera distance); ``predict`` normalizes and de-normalizes for callers.
+    ``load_backbone_weights=False`` builds the backbone without downloading/reading its weights
+    (used when a checkpoint provides them).
+    """
+
+    def __init__(self, config: DepthModelConfig | dict | None = None, *, load_backbone_weights: bool = True):
+        super().__init__()
+        if config is None:
+            config = DepthModelConfig()
+        elif isinstance(config, dict):
+            config = DepthModelConfig.from_dict(config)
+        elif not isinstance(config, DepthModelConfig):
+            raise TypeError(f"config must be a DepthModelConfig or dict, got {type(config).__name__}")
+        if config.global_pe not in available_encodings():
+            raise ValueError(
+                f"global_pe={config.global_pe!r} is not a registered encoding; "
+                f"available: {', '.join(available_encodings())}"
+            )
+        self.config = config
+        self.aggregator = Aggregator(config, load_backbone_weights=load_backbone_weights)
+        self.depth_head = DPTHead(
+            2 * config.embed_dim,
+            patch_size=config.patch_size,
+            features=config.head_features,
+            out_channels=config.head_out_channels,
+        )
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "DepthModel":
+        """Build a new model from a named preset (``PRESETS``) with config overrides."""
+        return cls(DepthModelConfig.from_preset(name, **overrides))
+
+    # ----------------------------------------------------------------- forward
+    def forward(self, images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Depth in the normalized scene frame.
+
+        images: (B, S, 3, H, W) RGB in [0, 1], H, W multiples of 14; K: (B, S, 3, 3) pixel
+        intrinsics of these images; w2c: (B, S, 3|4, 4) normalized OpenCV world-to-camera
+        (view 0 = identity, translations divided by the scene scale).
+        Returns {"depth": (B, S, H, W) > 0, "conf": (B, S, H, W) > 1}, float32.
+        """
+        check_inputs(images, K, w2c, self.config.patch_size)
+        layers = self.aggregator(images, K, w2c)
+        depth, conf = self.depth_head(layers, images.shape[-2:])
+        return {"depth": depth, "conf": conf}
+
+    @torch.no_grad()
+    def predict(
+        self,
+        images: torch.Tensor,
+        K: torch.Tensor,
+        w2c: torch.Tensor,
+        scale: float | torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Depth in the caller's units for a posed set of views (inference, no gradients).
+
+        images: (B, S, 3, H, W) or (S, 3, H, W) RGB in [0, 1]; K: (B, S, 3, 3) / (S, 3, 3) pixel
+        intrinsics; w2c: (B, S, 3|4, 4) / (S, 3|4, 4) OpenCV world-to-camera in any world frame and
+        unit; view 0 is the reference. The scene is normalized with
+        ``depthpe.geometry.normalize_scene`` (scale = mean distance of the camera centres of views
+        1..S-1 to view 0's, or ``scale`` (scalar or (B,)) if given) and depth is multiplied back.
+        Returns {"depth", "conf"} shaped like the images without channels, plus "scale" (B,) or ().
+        Raises ``DegenerateSceneError`` when the cameras do not move and no ``scale`` is given.
+        """
+        unbatched = isinstance(images, torch.Tensor) and images.ndim == 4
+        if unbatched:
+            images, K, w2c = images[None], K[None], w2c[None]
+        check_inputs(images, K, w2c, self.config.patch_size)
+        geometry.check_rotation(w2c, name="w2c")
+        try:
+            w2c_n, _, s = geometry.normalize_scene(w2c.double(), scale=scale)
+        except geometry.DegenerateSceneError as err:
+            raise geometry.DegenerateSceneError(
+                f"DepthModel.predict: {err} (scale is the length that becomes 1 in the model's "
+                "normalized frame, in your units, e.g. DepthModel.predict(..., scale=1.0))"
+            ) from err
+        param = next(self.parameters())
+        dev, dt = param.device, param.dtype
+        was_training = self.training
+        self.eval()
+        try:
+            out = self(images.to(dev, dt), K.to(dev, dt), w2c_n.to(dev, dt))
+        finally:
+            self.train(was_training)
+        s = s.to(dev, out["depth"].dtype)
+        depth = out["depth"] * s.reshape(-1, 1, 1, 1)
+        result = {"depth": depth, "conf": out["conf"], "scale": s}
+        if unbatched:
+            result = {k: v[0] for k, v in result.items()}
+        return result
+
+    # --------------------------------------------------------------- training
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """Parameters that are trained (``requires_grad``): all but the frozen backbone."""
+        return [p for p in self.parameters() if p.requires_grad]
+
+    def no_weight_decay_names(self) -> list[str]:
+        """Names of trainable parameters exempt from weight decay: biases, norm weights,
+        LayerScale gammas (all 0/1-D tensors) and the camera/register tokens."""
+        return [
+            n for n, p in self.named_parameters()
+            if p.requires_grad and (p.ndim <= 1 or n.endswith(("camera_token", "register_token")))
+        ]
+
+    def param_groups(self, weight_decay: float) -> list[dict]:
+        """AdamW parameter groups: [{"params": decayed, "weight_decay": weight_decay},
+        {"params": no_weight_decay_names(), "weight_decay": 0.0}] (empty groups omitted)."""
+        exempt = set(self.no_weight_decay_names())
+        decay, no_decay = [], []
+        for n, p in self.named_parameters():
+            if p.requires_grad:
+                (no_decay if n in exempt else decay).append(p)
+        groups = [
+            {"params": decay, "weight_decay": float(weight_decay)},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        return [g for g in groups if g["params"]]
+
+    # ------------------------------------------------------------ save / load
+    def _save_pretrained(self, save_directory: Path) -> None:
+        """Write ``model.safetensors`` and ``config.json`` (called by ``save_pretrained``)."""
+        from safetensors.torch import save_model
+
+        save_directory = Path(save_directory)
+        model = self.module if hasattr(self, "module") else self
+        save_model(model, str(save_directory / WEIGHTS_NAME))
+        self.config.to_json(save_directory / CONFIG_NAME)
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor], *, strict: bool = True) -> None:
+        """Load a state dict; with ``strict`` raise ``CheckpointMismatchError`` listing missing keys,
+        unexpected keys and shape mismatches (nothing is loaded then)."""
+        own = self.state_dict()
+        missing = sorted(set(own) - set(state_dict))
+        unexpected = sorted(set(state_dict) - set(own))
+        shapes = sorted(
+            f"{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}"
+            for k in set(own) & set(state_dict)
+            if state_dict[k].shape != own[k].shape
+        )
+        if shapes or (strict and (missing or unexpected)):
+            def show(items):
+                return f"{items[:20]}{f' ... ({len(items)} in all)' if len(items) > 20 else ''}"
+
+            raise CheckpointMismatchError(
+                "checkpoint does not match the model built from its config: "
+                f"missing keys {show(missing)}; unexpected keys {show(unexpected)}; "
+                f"shape mismatches {show(shapes)}. Was it saved by a different depthpe version "
+                "or with a different config?"
+            )
+        self.load_state_dict(state_dict, strict=strict)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        pretrained_model_name_or_path: str | Path,
+        *,
+        revision: str | None = None,
+        cache_dir: str | Path | None = None,
+        force_download: bool = False,
+        local_files_only: bool = False,
+        token: str | bool | None = None,
+        map_location: str = "cpu",
+        strict: bool = True,
+        **config_overrides,
+    ) -> "DepthModel":
+        """Load a model saved with ``save_pretrained`` from a local directory or a Hub repo id.
+
+        Reads ``config.json`` (unknown fields raise) and ``model.safetensors``; the backbone is
+        built WITHOUT downloading weights (the checkpoint holds them), whatever ``pretrained``
+        says. Loading is strict by default (missing/unexpected keys raise
+        ``CheckpointMismatchError``). ``config_overrides`` change config fields before building
+        (e.g. ``gradient_checkpointing=True``). Returns the model in eval mode on ``map_location``.
+        """
+        files = _resolve_checkpoint_files(
+            str(pretrained_model_name_or_path),
+            revision=revision, cache_dir=cache_dir, force_download=force_download,
+            local_files_only=local_files_only, token=token,
+        )
+        config = DepthModelConfig.from_json(files[CONFIG_NAME])
+        if config_overrides:
+            config = config.replace(**config_overrides)
+        from safetensors.torch import load_file
+
+        model = cls(config, load_backbone_weights=False)
+        model.load_weights(load_file(files[WEIGHTS_NAME], device="cpu"), strict=strict)
+        return model.to(map_location).eval()
+
+
+def _resolve_checkpoint_files(model_id: str, **hub_kwargs) -> dict[str, str]:
+    """Local paths of config.json and model.safetensors for a directory or a Hub repo id."""
+    if os.path.isdir(model_id):
+        paths = {name: os.path.join(model_id, name) for name in (CONFIG_NAME, WEIGHTS_NAME)}
+        absent = [n for n, p in paths.items() if not os.path.isfile(p)]
+        if absent:
+            raise FileNotFoundError(
+                f"{model_id!r} is not a depthpe checkpoint directory: missing {absent} "
+                "(expected the output of DepthModel.save_pretrained)"
+            )
+        return paths
+    if os.path.exists(model_id) or model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
+        raise FileNotFoundError(f"checkpoint directory {model_id!r} does not exist")
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return {
+            name: hf_hub_download(repo_id=model_id, filename=name, **hub_kwargs)
+            for name in (CONFIG_NAME, WEIGHTS_NAME)
+        }
+    except Exception as err:
+        raise FileNotFoundError(
+            f"{model_id!r} is neither a local checkpoint directory nor a Hub repo holding "
+            f"{CONFIG_NAME} and {WEIGHTS_NAME} ({type(err).__name__}: {err})"
+        ) from err
