@@ -15,7 +15,9 @@ import sys
 COMMANDS = {
     "synth": "depthpe.commands.synth",
     "check": "depthpe.commands.check",
+    "convert": "depthpe.commands.convert",
     "bench": "depthpe.commands.bench",
+    "push": "depthpe.commands.push",
 }
 
 

@@ -249,3 +249,33 @@ def test_eval_dataset_fixed_views_and_errors(tmp_path):
     assert [b["error"] is None for b in batches] == [True, True, False]
     assert batches[1]["images"].shape == (1, 4, 3, 42, 56)
     torch.testing.assert_close(batches[1]["images"][0], first["images"], rtol=0, atol=0)
+
+
+def test_nearest_view_selection_draws_close_cameras(tmp_path):
+    """view_selection "nearest": views come from the cameras closest to the anchor (train and eval)."""
+    from depthpe.data.config import DataConfig, SourceConfig
+    from depthpe.data.dataset import MultiViewDataset, SceneEvalDataset
+    from depthpe.data.sampling import SampleKey
+    from depthpe.data.scene_file import write_index, write_scene
+    from depthpe.geometry import camera_centers
+    from scenes import plane_scene
+
+    sc = plane_scene(12, 28, 28, seed=3)
+    split = tmp_path / "ring" / "train"
+    entry = write_scene(split / "s.h5", images=sc["images"], depth=sc["depth"], K=sc["K"], w2c=sc["w2c"],
+                        dataset="ring", scene_id="s", split="train", metric=False, depth_units="scene")
+    write_index(split, [entry], dataset="ring", split="train")
+    src = dict(name="ring", root=str(tmp_path), split="train", view_selection="nearest", window=3)
+    centers = camera_centers(torch.from_numpy(sc["w2c"])).numpy()
+
+    def max_gap(frames):
+        c = centers[list(frames)]
+        return max(np.linalg.norm(c[i] - c[0]) for i in range(1, len(frames)))
+
+    ring_gap = max(np.linalg.norm(centers[i] - centers[(i + 3) % 12]) for i in range(12))
+    ds = MultiViewDataset(DataConfig(sources=[src], views=(3, 3), image_width=28, max_images_per_batch=3), train=True)
+    for seed in range(5):
+        sample = ds[SampleKey(0, 0, 3, 28, 28, seed)]
+        assert max_gap(sample["frames"].tolist()) <= ring_gap + 1e-6
+    ev = SceneEvalDataset([SourceConfig(**src)], views=3, image_width=28)
+    assert max_gap(ev[0]["frames"].tolist()) <= ring_gap + 1e-6

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import importlib
 
-HELP = "run a benchmark (synth, ...) and print a table"
+HELP = "run a benchmark (synth, convert, attention, ...) and print a table"
 
 BENCHMARKS = {
     "synth": "depthpe.bench.synth",
+    "convert": "depthpe.bench.convert",
 }
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 __all__ = ["SourceConfig", "ColorJitterConfig", "DataConfig", "VIEW_SELECTIONS", "dataclass_from_dict"]
 
-VIEW_SELECTIONS = ("random", "window")
+VIEW_SELECTIONS = ("random", "window", "nearest")
 
 
 def _pair(value: Any, name: str, cast=float) -> tuple:
@@ -66,7 +66,9 @@ class SourceConfig:
     weight: relative sampling weight of this source (weights are normalized over sources; 0 allowed).
     view_selection: "random" (S distinct frames uniformly from the whole scene, as VGGT on CO3D) or
         "window" (an anchor frame, the reference view, plus S-1 frames within +-``window`` frames of
-        it; for video-like trajectories such as ARKitScenes).
+        it; for video-like trajectories such as ARKitScenes), or "nearest" (an anchor frame plus S-1
+        frames among the ``window`` cameras closest to it in position and viewing direction; for sparse
+        view sets such as MegaSynth's 48 views, so that the views overlap).
     window: half-width of the window in frames (widened when the scene is shorter than S frames).
     min_valid_fraction: override of ``DataConfig.min_valid_fraction`` for this source (None = inherit).
     dataset: folder name under ``root`` if it differs from ``name`` (None = ``name``).

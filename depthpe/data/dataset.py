@@ -266,7 +266,8 @@ class MultiViewDataset(_SceneSource, Dataset):
 
     def _load(self, reader: SceneReader, source: int, key: SampleKey, rng: np.random.Generator) -> dict:
         cfg, src = self.cfg, self.cfg.sources[source]
-        frames = select_views(reader.num_frames, key.num_views, rng, src.view_selection, src.window)
+        w2c = reader.read_cameras()[1] if src.view_selection == "nearest" else None
+        frames = select_views(reader.num_frames, key.num_views, rng, src.view_selection, src.window, w2c=w2c)
         return build_sample(
             reader, frames, (key.height, key.width), rng,
             crop_scale=cfg.crop_scale if self.train else (1.0, 1.0),
@@ -363,8 +364,9 @@ class SceneEvalDataset(_SceneSource, Dataset):
         _, e = self.items[index]
         return target_size(self.aspect or e.height / e.width, self.image_width, self.patch_size)
 
-    def view_indices(self, index: int, num_frames: int, attempt: int = 0) -> list[int]:
-        """Frames of item ``index`` (manifest entry, else ``eval_view_indices`` for ``attempt``)."""
+    def view_indices(self, index: int, num_frames: int, attempt: int = 0, w2c: np.ndarray | None = None) -> list[int]:
+        """Frames of item ``index`` (manifest entry, else ``eval_view_indices`` for ``attempt``);
+        ``w2c`` (num_frames, 3, 4): the scene's cameras, needed by view_selection "nearest"."""
         src, key = self.sources[self.items[index][0]], self.scene_key(index)
         if key in self.manifest:
             frames = list(self.manifest[key])
@@ -372,11 +374,14 @@ class SceneEvalDataset(_SceneSource, Dataset):
                 raise SampleRejected(f"manifest frames {frames} out of range for {num_frames} frames")
             return frames
         return eval_view_indices(
-            num_frames, self.views, self.seed, key, mode=src.view_selection, window=src.window, attempt=attempt
+            num_frames, self.views, self.seed, key, mode=src.view_selection, window=src.window, attempt=attempt,
+            w2c=w2c,
         )
 
     def _load(self, reader: SceneReader, index: int, attempt: int) -> dict:
-        frames = self.view_indices(index, reader.num_frames, attempt)
+        src = self.sources[self.items[index][0]]
+        w2c = reader.read_cameras()[1] if src.view_selection == "nearest" else None
+        frames = self.view_indices(index, reader.num_frames, attempt, w2c=w2c)
         return build_sample(
             reader, frames, self.output_size(index), make_rng(self.seed, _TAG_REDRAW, attempt),
             min_valid_fraction=self.min_valid_fraction, min_scale_ratio=self.min_scale_ratio,

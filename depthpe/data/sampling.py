@@ -32,6 +32,7 @@ __all__ = [
     "normalized_weights",
     "draw_scene",
     "select_views",
+    "nearest_camera_order",
     "eval_view_indices",
     "DynamicBatchSampler",
 ]
@@ -123,12 +124,34 @@ def draw_scene(rng: np.random.Generator, probs: np.ndarray, counts: Sequence[int
     return source, int(rng.integers(counts[source]))
 
 
+def nearest_camera_order(w2c: np.ndarray, anchor: int, angle_weight: float = 1.0) -> np.ndarray:
+    """Frames ordered by camera similarity to ``anchor`` (the anchor itself excluded).
+
+    w2c: (N, 3|4, 4) OpenCV world-to-camera. The distance of camera j to the anchor a is
+    ``|c_j - c_a| / s + angle_weight * (1 - cos(angle between optical axes))`` with c the camera
+    centres and s the median distance of all centres to the anchor (so the order is scale-free).
+    Nearby cameras looking the same way see the same surfaces, which is what "views chosen for
+    overlap" needs when frame order says nothing about overlap (MegaSynth's 48 scattered views).
+    Returns (N - 1,) int frame indices, most similar first.
+    """
+    w2c = np.asarray(w2c, dtype=np.float64)
+    R, t = w2c[:, :3, :3], w2c[:, :3, 3]
+    centers = -np.einsum("nji,nj->ni", R, t)  # c = -R^T t
+    axes = R[:, 2, :]  # optical axis (camera +z) in world coordinates
+    dist = np.linalg.norm(centers - centers[anchor], axis=1)
+    others = np.array([i for i in range(len(w2c)) if i != anchor])
+    scale = float(np.median(dist[others])) if len(others) else 1.0
+    cost = dist / max(scale, 1e-12) + angle_weight * (1.0 - axes @ axes[anchor])
+    return others[np.argsort(cost[others], kind="stable")]
+
+
 def select_views(
     num_frames: int,
     num_views: int,
     rng: np.random.Generator,
     mode: str = "random",
     window: int = 30,
+    w2c: np.ndarray | None = None,
 ) -> list[int]:
     """Frame indices of one sample; the first is the reference view (view 0).
 
@@ -136,6 +159,10 @@ def select_views(
     mode "window": a random anchor frame (returned first), then ``num_views - 1`` distinct frames from
     ``[anchor - window, anchor + window]`` (clipped to the scene and widened to hold ``num_views``
     frames), in random order.
+    mode "nearest": a random anchor frame (returned first), then ``num_views - 1`` distinct frames
+    drawn from the ``max(window, num_views - 1)`` cameras most similar to the anchor's
+    (``nearest_camera_order``: close centres, similar viewing directions), in random order; needs
+    ``w2c`` (num_frames, 3|4, 4).
     Scenes with fewer than ``num_views`` frames repeat frames (all frames appear, extra ones drawn
     with replacement).
     """
@@ -146,8 +173,15 @@ def select_views(
         return [int(i) for i in rng.permutation(np.concatenate([np.arange(num_frames), extra]))]
     if mode == "random":
         return [int(i) for i in rng.choice(num_frames, size=num_views, replace=False)]
+    if mode == "nearest":
+        if w2c is None or len(w2c) != num_frames:
+            raise ValueError(f"view selection 'nearest' needs the {num_frames} cameras (w2c) of the scene")
+        anchor = int(rng.integers(num_frames))
+        pool = nearest_camera_order(w2c, anchor)[: max(int(window), num_views - 1)]
+        chosen = rng.choice(pool, size=num_views - 1, replace=False)
+        return [anchor] + [int(i) for i in chosen]
     if mode != "window":
-        raise ValueError(f"view selection mode must be 'random' or 'window', got {mode!r}")
+        raise ValueError(f"view selection mode must be 'random', 'window' or 'nearest', got {mode!r}")
     anchor = int(rng.integers(num_frames))
     half = max(int(window), math.ceil((num_views - 1) / 2))
     lo, hi = max(0, anchor - half), min(num_frames, anchor + half + 1)
@@ -174,15 +208,17 @@ def eval_view_indices(
     mode: str = "random",
     window: int = 30,
     attempt: int = 0,
+    w2c: np.ndarray | None = None,
 ) -> list[int]:
     """Fixed view subset of one evaluation scene, a function of (seed, scene_id, attempt) only.
 
     Returns ``min(views, num_frames)`` distinct frame indices (reference first) chosen as in
-    ``select_views``; ``attempt`` > 0 gives alternative subsets (used when a subset is degenerate).
+    ``select_views``; ``attempt`` > 0 gives alternative subsets (used when a subset is degenerate);
+    ``w2c``: the scene's cameras (N, 3|4, 4), needed by mode "nearest".
     The evaluator writes the result to its manifest so that runs can be compared view for view.
     """
     rng = make_rng(seed, _TAG_EVAL, _stable_hash(scene_id), attempt)
-    return select_views(num_frames, min(views, num_frames), rng, mode, window)
+    return select_views(num_frames, min(views, num_frames), rng, mode, window, w2c=w2c)
 
 
 class DynamicBatchSampler(Sampler):

@@ -1,0 +1,88 @@
+"""``depthpe convert DATASET --src RAW --out ROOT``: raw dataset downloads -> depthpe scene files."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "convert a raw dataset download (co3d, wildrgbd, arkitscenes, megasynth) to scene files"
+DESCRIPTION = """\
+Convert a raw dataset download into depthpe scene files: ROOT/<dataset>/<split>/<scene_id>.h5 plus an
+index.json per split (DESIGN.md). Cameras become OpenCV K and world-to-camera in the dataset's own
+world frame and units (metric and depth_units are recorded); depth is z-depth with 0 = invalid.
+
+  co3d         SRC = CO3Dv2 root (<category>/frame_annotations.jgz, <category>/<sequence>/...)
+  wildrgbd     SRC = WildRGB-D root (<category>/scenes/scene_<id>/{rgb,depth,metadata,cam_poses.txt})
+  arkitscenes  SRC = ARKitScenes root (3dod/{Training,Validation}/<video>/<video>_frames/ or
+               raw/{Training,Validation}/<video>/, lowres_wide + lowres_depth + intrinsics + .traj)
+  megasynth    SRC = extracted MegaSynth zips (**/<uuid>/hanwen/opencv_cameras.json + renderings/)
+
+Frames are resized so that the longer side is at most --max-side (K updated exactly, depth resampled
+nearest-neighbour). Unusable frames (blacked out, no pose, almost no valid depth) are dropped and
+counted. Splits follow the DPPE paper: CO3D and MegaSynth draw --val-scenes validation scenes with
+--split-seed, ARKitScenes uses the official 3dod Training/Validation folds, WildRGB-D is train only.
+The split is saved in ROOT/<dataset>/split.json and reused by later runs. Finished scenes are kept
+on a rerun (resume an interrupted conversion by running the same command again); a summary is
+printed and saved to ROOT/<dataset>/convert_summary.json. Run `depthpe check ROOT` afterwards."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..data.convert import CONVERTERS
+
+    parser.add_argument("dataset", choices=sorted(CONVERTERS), help="which dataset layout to read")
+    parser.add_argument("--src", required=True, metavar="RAW_ROOT", help="root of the raw download")
+    parser.add_argument("--out", required=True, metavar="ROOT",
+                        help="data root; scenes go to ROOT/<dataset>/<split>/")
+    parser.add_argument("--workers", type=int, default=0, metavar="N",
+                        help="worker processes; 0 = one per available CPU core, at most 16 (default 0)")
+    parser.add_argument("--max-side", type=int, default=640, metavar="PX",
+                        help="longer image side after resizing, never enlarged (default 640)")
+    parser.add_argument("--limit", type=int, default=None, metavar="K",
+                        help="convert at most K scenes (the first in sorted order; for a quick try)")
+    parser.add_argument("--frame-stride", type=int, default=1, metavar="S",
+                        help="keep every S-th frame of a sequence (default 1 = all; the training "
+                             "sampler chooses views anyway)")
+    parser.add_argument("--min-frames", type=int, default=2, metavar="F",
+                        help="skip scenes with fewer usable frames (default 2: a scene needs two views)")
+    parser.add_argument("--min-valid-fraction", type=float, default=0.01, metavar="X",
+                        help="drop frames with a smaller fraction of valid depth pixels (default 0.01)")
+    parser.add_argument("--val-scenes", type=int, default=2000, metavar="M",
+                        help="validation scenes drawn for co3d and megasynth (default 2000, at most "
+                             "half of the scenes); ignored when ROOT/<dataset>/split.json exists")
+    parser.add_argument("--split-seed", type=int, default=0, metavar="S",
+                        help="seed of the validation draw (default 0)")
+    parser.add_argument("--split-csv", default=None, metavar="CSV",
+                        help="arkitscenes: the official 3dod_train_val_splits.csv (default: searched "
+                             "under --src; else the Training/Validation folders decide)")
+    parser.add_argument("--depth-dtype", choices=("float16", "float32"), default="float16",
+                        help="stored depth precision (default float16)")
+    parser.add_argument("--jpeg-quality", type=int, default=95, metavar="Q",
+                        help="JPEG quality of the stored images (default 95)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..data.convert import convert
+    from ..data.convert.common import ConvertError, ConvertOptions, format_summary
+    from .synth import default_workers
+
+    try:
+        options = ConvertOptions(
+            max_side=args.max_side,
+            frame_stride=args.frame_stride,
+            min_frames=args.min_frames,
+            min_valid_fraction=args.min_valid_fraction,
+            val_scenes=args.val_scenes,
+            split_seed=args.split_seed,
+            limit=args.limit,
+            workers=args.workers or default_workers(16),
+            jpeg_quality=args.jpeg_quality,
+            depth_dtype=args.depth_dtype,
+            split_csv=args.split_csv,
+            progress=not args.quiet,
+        )
+        summary = convert(args.dataset, args.src, args.out, options)
+    except (ConvertError, ValueError) as err:
+        print(f"depthpe convert: error: {err}")
+        return 2
+    print(format_summary(summary))
+    return 0 if summary["scenes_written"] + summary["scenes_existing"] > 0 else 1

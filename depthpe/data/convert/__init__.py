@@ -1,0 +1,34 @@
+"""Converters from raw dataset downloads to depthpe scene files (``depthpe convert DATASET``).
+
+One module per dataset (co3d, wildrgbd, arkitscenes, megasynth) reads the native layout and camera
+conventions (reference/datasets.md); ``common`` holds the shared runner (splits, resizing, workers,
+resume, summary) and ``fake`` writes tiny fake datasets in each native layout from procedural scenes
+(for tests and ``depthpe bench convert``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["CONVERTERS", "converter_module", "convert"]
+
+CONVERTERS = {
+    "co3d": "depthpe.data.convert.co3d",
+    "wildrgbd": "depthpe.data.convert.wildrgbd",
+    "arkitscenes": "depthpe.data.convert.arkitscenes",
+    "megasynth": "depthpe.data.convert.megasynth",
+}
+
+
+def converter_module(dataset: str) -> str:
+    """Module name of the converter for ``dataset``; raises ValueError listing the known datasets."""
+    try:
+        return CONVERTERS[dataset]
+    except KeyError:
+        raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(CONVERTERS)}") from None
+
+
+def convert(dataset: str, src, out, options=None) -> dict:
+    """Convert the raw download ``src`` of ``dataset`` into ``out/<dataset>/<split>/``; returns the
+    summary dict of ``common.convert_dataset``."""
+    from .common import convert_dataset
+
+    return convert_dataset(converter_module(dataset), src, out, options)

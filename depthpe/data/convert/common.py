@@ -1,0 +1,633 @@
+"""Shared machinery of the dataset converters: frames, resizing, splits, the parallel runner, summary.
+
+A converter module (``depthpe.data.convert.<dataset>``) reads one native dataset layout and exposes
+
+* ``NAME`` (folder name under the output root), ``METRIC`` (bool), ``DEPTH_UNITS`` ("m", "colmap",
+  "scene"), ``SOURCE`` (a short provenance string), ``SPLIT_RULE``: ``"random"`` (a seeded random
+  draw of ``val_scenes`` validation scenes, the rest train), ``"official"`` (each ``SceneRef``
+  carries its split) or ``"train"`` (everything is train);
+* ``list_scenes(src: Path, options: ConvertOptions) -> list[SceneRef]``: every scene of the raw
+  download (cheap: no image is read); raises ``ConvertError`` when ``src`` has not the expected layout;
+* ``open_scene(ref: SceneRef, options) -> SceneSource``: parses a scene's metadata (cameras, frame
+  list); ``SceneSource.frames`` are frame keys in temporal order, ``SceneSource.dropped`` counts
+  frames dropped while parsing (e.g. no pose), and ``SceneSource.load(key) -> RawFrame`` reads one
+  frame in native resolution or raises ``FrameDropped(reason)``.
+
+``convert_dataset`` does the rest, identically for every dataset: split assignment (written to
+``ROOT/<dataset>/split.json`` and reused on reruns), resumability (a scene file written with the same
+settings is kept), frame subsampling, resizing with exact intrinsics, dropping unusable frames, the
+worker pool and progress bar, ``index.json`` per split and a summary (``convert_summary.json``).
+Output frames follow DESIGN.md: RGB uint8, z-depth (0 = invalid), OpenCV K and world-to-camera in
+the dataset's own world frame and units.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import cv2
+import numpy as np
+
+from ..scene_file import SceneFileError, SceneReader, atomic_write_bytes, write_index, write_scene
+
+__all__ = [
+    "CONVERTER_VERSION",
+    "ConvertError",
+    "FrameDropped",
+    "SceneSkipped",
+    "ConvertOptions",
+    "SceneRef",
+    "RawFrame",
+    "SceneSource",
+    "fit_size",
+    "scale_intrinsics",
+    "resize_frame",
+    "match_size",
+    "find_dirs_with",
+    "read_rgb",
+    "read_uint16",
+    "rotation_ok",
+    "random_val_split",
+    "load_or_create_split",
+    "convert_scene",
+    "convert_dataset",
+    "format_summary",
+]
+
+CONVERTER_VERSION = 1
+BLANK_IMAGE_MAX = 2  # an image whose brightest pixel is <= this is "blacked out" (CO3D test targets)
+
+
+class ConvertError(Exception):
+    """The raw dataset cannot be converted as a whole (wrong --src layout, unreadable split file)."""
+
+
+class SceneSkipped(Exception):
+    """A whole scene is unusable (e.g. a known-bad scene); ``reason`` is reported in the summary."""
+
+
+class FrameDropped(Exception):
+    """A frame is unusable; ``reason`` is a short stable text used to count drops in the summary."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class ConvertOptions:
+    """Settings of one conversion run (see ``depthpe convert --help``).
+
+    max_side: longer image side after resizing (pixels; never enlarged). frame_stride: keep every
+    k-th frame (1 = all). min_frames: scenes with fewer usable frames are skipped (a scene needs two
+    views to be multi-view). min_valid_fraction: frames whose fraction of valid depth pixels is below
+    this are dropped. val_scenes / split_seed: the random validation draw (``SPLIT_RULE="random"``).
+    limit: convert at most this many scenes (the first ones in sorted order; the split is still drawn
+    over all scenes). split_csv: ARKitScenes split CSV (None = search the download).
+    """
+
+    max_side: int = 640
+    frame_stride: int = 1
+    min_frames: int = 2
+    min_valid_fraction: float = 0.01
+    val_scenes: int = 2000
+    split_seed: int = 0
+    limit: int | None = None
+    workers: int = 1
+    jpeg_quality: int = 95
+    depth_dtype: str = "float16"
+    split_csv: str | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_side < 8:
+            raise ValueError(f"max_side must be at least 8 pixels, got {self.max_side}")
+        if self.frame_stride < 1:
+            raise ValueError(f"frame_stride must be >= 1, got {self.frame_stride}")
+        if self.min_frames < 1:
+            raise ValueError(f"min_frames must be >= 1, got {self.min_frames}")
+        if not 0 <= self.min_valid_fraction <= 1:
+            raise ValueError(f"min_valid_fraction must be in [0, 1], got {self.min_valid_fraction}")
+        if self.val_scenes < 0:
+            raise ValueError(f"val_scenes must be >= 0, got {self.val_scenes}")
+        if self.limit is not None and self.limit < 0:
+            raise ValueError(f"limit must be >= 0, got {self.limit}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.depth_dtype not in ("float16", "float32"):
+            raise ValueError(f"depth_dtype must be float16 or float32, got {self.depth_dtype!r}")
+
+    def content_settings(self) -> dict:
+        """Settings that change the content of a scene file (stored in it; a mismatch reconverts)."""
+        return {
+            "converter_version": CONVERTER_VERSION,
+            "max_side": self.max_side,
+            "frame_stride": self.frame_stride,
+            "min_valid_fraction": self.min_valid_fraction,
+            "jpeg_quality": self.jpeg_quality,
+            "depth_dtype": self.depth_dtype,
+        }
+
+
+@dataclass
+class SceneRef:
+    """One scene of a raw dataset: output ``scene_id`` (a file-name-safe string), its source folder
+    ``path``, the ``split`` fixed by the dataset (official folds) or None, and converter ``meta``."""
+
+    scene_id: str
+    path: str
+    split: str | None = None
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class RawFrame:
+    """One frame as read from the raw dataset, before resizing.
+
+    image: (H, W, 3) uint8 RGB; depth: (H, W) float32 z-depth in the dataset's units, 0 = invalid
+    (finite, >= 0); K: (3, 3) OpenCV pixel intrinsics of this image (pixel centres at integers);
+    w2c: (3, 4) OpenCV world-to-camera; name: source frame name.
+    """
+
+    image: np.ndarray
+    depth: np.ndarray
+    K: np.ndarray
+    w2c: np.ndarray
+    name: str
+
+
+@dataclass
+class SceneSource:
+    """A parsed scene: ``frames`` (frame keys, temporal order), ``load(key) -> RawFrame`` (raises
+    ``FrameDropped``), ``dropped`` (frames already dropped while parsing, by reason)."""
+
+    frames: list
+    load: Callable[[Any], RawFrame]
+    dropped: Counter = field(default_factory=Counter)
+
+
+# --------------------------------------------------------------------------------------------
+# Image helpers
+# --------------------------------------------------------------------------------------------
+
+
+def read_rgb(path: str | os.PathLike) -> np.ndarray:
+    """Read an 8-bit colour image file as (H, W, 3) uint8 RGB; an alpha channel is discarded.
+    Raises ``FrameDropped("unreadable image")`` if the file is missing or not an image."""
+    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise FrameDropped("unreadable image")
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def read_uint16(path: str | os.PathLike) -> np.ndarray:
+    """Read a single-channel 16-bit PNG unchanged -> (H, W) uint16 (the default imread flag would
+    silently convert to 8 bit). Raises ``FrameDropped("unreadable depth")`` on failure."""
+    arr = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if arr is None or arr.dtype != np.uint16 or arr.ndim != 2:
+        raise FrameDropped("unreadable depth")
+    return arr
+
+
+def fit_size(height: int, width: int, max_side: int) -> tuple[int, int]:
+    """(height, width) scaled so that the longer side is at most ``max_side`` (never enlarged),
+    rounded to whole pixels."""
+    longest = max(height, width)
+    if longest <= max_side:
+        return height, width
+    s = max_side / longest
+    return max(1, int(round(height * s))), max(1, int(round(width * s)))
+
+
+def scale_intrinsics(K: np.ndarray, sx: float, sy: float) -> np.ndarray:
+    """(3, 3) OpenCV pixel intrinsics after resizing the image by (sx, sy) (geometry.resize_intrinsics,
+    pixel-centre exact: cx' = sx (cx + 0.5) - 0.5) -> (3, 3) float64."""
+    import torch
+
+    from ...geometry import resize_intrinsics
+
+    return resize_intrinsics(torch.from_numpy(np.asarray(K, np.float64)), sx, sy).numpy()
+
+
+def match_size(depth: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Nearest-neighbour resample (``cv2.INTER_NEAREST_EXACT``) of a depth or mask map (h, w) to
+    (height, width); a no-op if the size already matches. Never interpolates across depth edges."""
+    if depth.shape[:2] == (height, width):
+        return depth
+    return cv2.resize(depth, (width, height), interpolation=cv2.INTER_NEAREST_EXACT)
+
+
+def resize_frame(
+    image: np.ndarray, depth: np.ndarray, K: np.ndarray, height: int, width: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Resize one frame to (height, width) with exact intrinsics.
+
+    image: (H, W, 3) uint8 (INTER_AREA when shrinking, INTER_CUBIC when enlarging); depth: (H, W)
+    z-depth (INTER_NEAREST_EXACT, so no value is ever interpolated); K: (3, 3) OpenCV pixel
+    intrinsics, updated with sx = width / W, sy = height / H as
+    ``fx' = sx fx, cx' = sx (cx + 0.5) - 0.5`` (geometry.resize_intrinsics).
+    Returns (image (height, width, 3), depth (height, width), K (3, 3) float64).
+    """
+    H, W = depth.shape
+    if image.shape[:2] != (H, W):
+        raise ValueError(f"image {image.shape[:2]} and depth {(H, W)} differ in size")
+    if (H, W) == (height, width):
+        return image, depth, np.asarray(K, np.float64)
+    shrink = height * width < H * W
+    image = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_CUBIC)
+    depth = match_size(depth, height, width)
+    return image, depth, scale_intrinsics(K, width / W, height / H)
+
+
+def rotation_ok(w2c: np.ndarray, atol: float = 1e-3) -> bool:
+    """True if ``w2c`` (3, 4) is finite and its 3x3 block is orthonormal with det +1 (within atol)."""
+    w2c = np.asarray(w2c, np.float64)
+    if w2c.shape != (3, 4) or not np.isfinite(w2c).all():
+        return False
+    R = w2c[:, :3]
+    return bool(np.abs(R @ R.T - np.eye(3)).max() <= atol and abs(np.linalg.det(R) - 1) <= atol)
+
+
+def find_dirs_with(root: str | os.PathLike, filename: str, max_depth: int = 6) -> list[Path]:
+    """Folders at most ``max_depth`` levels below ``root`` (root included) that contain ``filename``,
+    sorted. A folder holding the file is not searched further, so the (huge) frame folders inside a
+    scene are never listed."""
+    found, stack = [], [(Path(root), 0)]
+    while stack:
+        folder, depth = stack.pop()
+        if (folder / filename).is_file():
+            found.append(folder)
+            continue
+        if depth >= max_depth:
+            continue
+        try:
+            with os.scandir(folder) as it:
+                stack.extend((Path(e.path), depth + 1) for e in it if e.is_dir(follow_symlinks=True))
+        except OSError:
+            continue
+    return sorted(found)
+
+
+# --------------------------------------------------------------------------------------------
+# Splits
+# --------------------------------------------------------------------------------------------
+
+SPLIT_FILE = "split.json"
+SUMMARY_FILE = "convert_summary.json"
+
+
+def random_val_split(scene_ids: Iterable[str], val_scenes: int, seed: int) -> dict[str, str]:
+    """Seeded random split: ``val_scenes`` scenes (at most half of them) are "val", the rest "train".
+
+    The draw depends only on the sorted scene ids and ``seed``, so it is reproducible. Returns
+    ``{scene_id: split}``.
+    """
+    ids = sorted(set(scene_ids))
+    n_val = min(int(val_scenes), len(ids) // 2)
+    rng = np.random.default_rng(int(seed))
+    val = {ids[i] for i in rng.choice(len(ids), size=n_val, replace=False)} if n_val else set()
+    return {s: ("val" if s in val else "train") for s in ids}
+
+
+def load_or_create_split(
+    dataset_dir: Path, refs: list[SceneRef], rule: str, options: ConvertOptions
+) -> tuple[dict[str, str], dict]:
+    """The split of every scene, from ``dataset_dir/split.json`` if it exists, else made by ``rule``
+    and written there. Scenes missing from an existing file (a larger download) are assigned by
+    their official split (rule "official") or to train, and the file is updated.
+
+    Under rule "official" a scene without an official split is left out of the assignment.
+    Returns ``({scene_id: split}, info)`` with info = {"file", "created", "added"}.
+    """
+    path = dataset_dir / SPLIT_FILE
+    ids = [r.scene_id for r in refs]
+    info = {"file": str(path), "created": False, "added": 0}
+    if path.is_file():
+        try:
+            doc = json.loads(path.read_text())
+            assignment = {s: split for split, members in doc["splits"].items() for s in members}
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ConvertError(
+                f"{path}: malformed split file ({err!r}); fix or delete it to draw a new split"
+            ) from err
+    else:
+        doc = {"format": "depthpe-split", "rule": rule, "seed": options.split_seed,
+               "val_scenes": options.val_scenes}
+        if rule == "random":
+            assignment = random_val_split(ids, options.val_scenes, options.split_seed)
+        elif rule == "official":
+            assignment = {r.scene_id: r.split for r in refs if r.split}
+        elif rule == "train":
+            assignment = {s: "train" for s in ids}
+        else:
+            raise ValueError(f"unknown split rule {rule!r}")
+        info["created"] = True
+    for r in refs:
+        if r.scene_id not in assignment:
+            if rule == "official" and not r.split:
+                continue  # not in the official split: reported as skipped, never assigned
+            assignment[r.scene_id] = r.split if rule == "official" else "train"
+            info["added"] += 1
+    if info["created"] or info["added"]:
+        splits: dict[str, list[str]] = {}
+        for s, split in sorted(assignment.items()):
+            splits.setdefault(split, []).append(s)
+        doc["splits"] = splits
+        doc["dataset"] = dataset_dir.name
+        atomic_write_bytes(path, json.dumps(doc, indent=1).encode())
+    return assignment, info
+
+
+# --------------------------------------------------------------------------------------------
+# One scene
+# --------------------------------------------------------------------------------------------
+
+
+def _existing_entry(path: Path, settings: str, min_frames: int) -> dict | None:
+    """Index entry of a finished scene file written with the same settings, else None."""
+    if not path.is_file():
+        return None
+    reader = SceneReader(path)
+    try:
+        attrs = reader.attrs
+    except (SceneFileError, OSError):
+        return None
+    finally:
+        reader.close()
+    if attrs.get("convert_settings") != settings or attrs["num_frames"] < min_frames:
+        return None
+    return {
+        "path": path.name,
+        "scene_id": str(attrs["scene_id"]),
+        "num_frames": int(attrs["num_frames"]),
+        "height": int(attrs["height"]),
+        "width": int(attrs["width"]),
+        "metric": bool(attrs["metric"]),
+        "depth_units": str(attrs["depth_units"]),
+    }
+
+
+def _prepare_frame(raw: RawFrame, target: tuple[int, int] | None, options: ConvertOptions):
+    """Validate, resize and filter one raw frame -> (image, depth, K, w2c); raises FrameDropped."""
+    image, depth = np.asarray(raw.image), np.asarray(raw.depth, np.float32)
+    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        raise FrameDropped("bad image format")
+    if image.shape[:2] != depth.shape:
+        depth = match_size(depth, *image.shape[:2])
+    if int(image.max(initial=0)) <= BLANK_IMAGE_MAX:
+        raise FrameDropped("blank image")
+    K = np.asarray(raw.K, np.float64)
+    w2c = np.asarray(raw.w2c, np.float64)[:3]
+    if not np.isfinite(K).all() or K[0, 0] <= 0 or K[1, 1] <= 0:
+        raise FrameDropped("invalid intrinsics")
+    if not rotation_ok(w2c):
+        raise FrameDropped("invalid pose")
+    depth = np.where(np.isfinite(depth) & (depth > 0), depth, 0).astype(np.float32)
+    H, W = depth.shape
+    if target is None:
+        target = fit_size(H, W, options.max_side)
+    elif abs(target[1] / W - target[0] / H) > 0.02 * max(target[1] / W, target[0] / H):
+        raise FrameDropped("image aspect differs from the scene's first frame")
+    image, depth, K = resize_frame(image, depth, K, *target)
+    if float((depth > 0).mean()) < options.min_valid_fraction:
+        raise FrameDropped("too little valid depth")
+    return image, depth, K, w2c
+
+
+def convert_scene(
+    module_name: str, ref: SceneRef, split: str, split_dir: str | os.PathLike, options: ConvertOptions
+) -> dict:
+    """Convert one scene to ``split_dir/<scene_id>.h5``; never raises for a bad scene.
+
+    Returns a result dict: scene_id, split, status ("written", "existing" = finished by an earlier
+    run with the same settings, or "skipped"), entry (index entry or None), frames (written or
+    existing), dropped ({reason: frames}), reason (why a scene was skipped), seconds.
+    """
+    t0 = time.perf_counter()
+    cv2.setNumThreads(1)
+    module = importlib.import_module(module_name)
+    path = Path(split_dir) / f"{ref.scene_id}.h5"
+    settings = json.dumps(options.content_settings(), sort_keys=True)
+    result = {"scene_id": ref.scene_id, "split": split, "status": "skipped", "entry": None,
+              "frames": 0, "dropped": {}, "reason": "", "kind": "", "seconds": 0.0}
+    entry = _existing_entry(path, settings, options.min_frames)
+    if entry is not None:
+        result.update(status="existing", entry=entry, frames=entry["num_frames"])
+        result["seconds"] = time.perf_counter() - t0
+        return result
+    dropped: Counter = Counter()
+    try:
+        source = module.open_scene(ref, options)
+        dropped.update(source.dropped)
+        keys = list(source.frames)[:: options.frame_stride]
+        images, depths, Ks, w2cs, names = [], [], [], [], []
+        target = None
+        for key in keys:
+            try:
+                raw = source.load(key)
+                image, depth, K, w2c = _prepare_frame(raw, target, options)
+            except FrameDropped as drop:
+                dropped[drop.reason] += 1
+                continue
+            target = depth.shape
+            images.append(image)
+            depths.append(depth)
+            Ks.append(K)
+            w2cs.append(w2c)
+            names.append(raw.name)
+        if len(images) < options.min_frames:
+            result["reason"] = f"only {len(images)} usable frame(s) (minimum {options.min_frames})"
+            result["kind"] = "too few usable frames"
+            if path.exists():  # a stale file of an earlier run would no longer be listed
+                path.unlink()
+        else:
+            entry = write_scene(
+                path,
+                images=images,
+                depth=np.stack(depths),
+                K=np.stack(Ks),
+                w2c=np.stack(w2cs),
+                dataset=module.NAME,
+                scene_id=ref.scene_id,
+                split=split,
+                metric=module.METRIC,
+                depth_units=module.DEPTH_UNITS,
+                source=module.SOURCE,
+                frame_names=names,
+                jpeg_quality=options.jpeg_quality,
+                depth_dtype=options.depth_dtype,
+                extra_attrs={"convert_settings": settings, "frames_dropped": json.dumps(dict(dropped))},
+            )
+            result.update(status="written", entry=entry, frames=len(images))
+    except SceneSkipped as err:
+        result["reason"] = result["kind"] = str(err)
+    except Exception as err:  # noqa: BLE001 - one bad scene must never stop a conversion
+        result["reason"] = f"error: {type(err).__name__}: {err}"
+        result["kind"] = f"error: {type(err).__name__}"
+    result["dropped"] = dict(dropped)
+    result["seconds"] = time.perf_counter() - t0
+    return result
+
+
+def _convert_job(job: tuple) -> dict:
+    return convert_scene(*job)
+
+
+# --------------------------------------------------------------------------------------------
+# Whole dataset
+# --------------------------------------------------------------------------------------------
+
+
+def convert_dataset(module_name: str, src: str | os.PathLike, out: str | os.PathLike,
+                    options: ConvertOptions | None = None) -> dict:
+    """Convert a raw dataset into ``out/<NAME>/<split>/*.h5`` plus ``index.json`` per split.
+
+    module_name: a converter module (``depthpe.data.convert.co3d`` ...). The split comes from
+    ``out/<NAME>/split.json`` if present (else it is drawn and written). Scenes finished by an earlier
+    run with the same settings are kept, so an interrupted run resumes. Each ``index.json`` lists every
+    finished scene file of its split (also those outside ``options.limit``). The summary (also saved
+    to ``out/<NAME>/convert_summary.json``) has scene and frame counts, skipped scenes with reasons,
+    dropped frames by reason, wall time and throughput.
+    """
+    options = options or ConvertOptions()
+    module = importlib.import_module(module_name)
+    src, out = Path(src), Path(out)
+    if not src.exists():
+        raise ConvertError(f"--src {src} does not exist")
+    t0 = time.perf_counter()
+    refs = sorted(module.list_scenes(src, options), key=lambda r: r.scene_id)
+    ids = [r.scene_id for r in refs]
+    if len(set(ids)) != len(ids):
+        dup = sorted({s for s in ids if ids.count(s) > 1})[:3]
+        raise ConvertError(f"{src}: duplicate scene ids {dup}; the download holds a scene twice")
+    if not refs:
+        raise ConvertError(
+            f"{src}: no {module.NAME} scenes found; --src must be the root of the raw download "
+            f"({module.LAYOUT_HINT})"
+        )
+    dataset_dir = out / module.NAME
+    dataset_dir.mkdir(parents=True, exist_ok=True)
+    assignment, split_info = load_or_create_split(dataset_dir, refs, module.SPLIT_RULE, options)
+    unassigned = [r for r in refs if r.scene_id not in assignment]
+    refs = [r for r in refs if r.scene_id in assignment]
+    jobs_refs = refs if options.limit is None else refs[: options.limit]
+    jobs = [(module_name, r, assignment[r.scene_id], str(dataset_dir / assignment[r.scene_id]), options)
+            for r in jobs_refs]
+
+    results: list[dict] = [
+        {"scene_id": r.scene_id, "split": "", "status": "skipped", "entry": None, "frames": 0,
+         "dropped": {}, "reason": "not in the official split", "kind": "not in the official split",
+         "seconds": 0.0}
+        for r in unassigned
+    ]
+    pool = None
+    if options.workers > 1 and len(jobs) > 1:
+        import multiprocessing as mp
+
+        pool = mp.get_context("spawn").Pool(min(options.workers, len(jobs)))
+    try:
+        it = pool.imap_unordered(_convert_job, jobs) if pool else map(_convert_job, jobs)
+        bar = None
+        if options.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(jobs), desc=f"convert {module.NAME}", unit="scene")
+        frames_done = 0
+        for res in it:
+            results.append(res)
+            frames_done += res["frames"] if res["status"] == "written" else 0
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(frames=frames_done, skipped=sum(r["status"] == "skipped" for r in results))
+        if bar is not None:
+            bar.close()
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+
+    # index: every finished scene of each split, including scenes outside --limit from earlier runs
+    settings = json.dumps(options.content_settings(), sort_keys=True)
+    entries: dict[str, list[dict]] = {}
+    for res in results:
+        if res["entry"] is not None:
+            entries.setdefault(res["split"], []).append(res["entry"])
+    for r in refs[len(jobs_refs):]:
+        split = assignment[r.scene_id]
+        entry = _existing_entry(dataset_dir / split / f"{r.scene_id}.h5", settings, options.min_frames)
+        if entry is not None:
+            entries.setdefault(split, []).append(entry)
+    for split in sorted(set(assignment.values())):
+        split_dir = dataset_dir / split
+        if entries.get(split) or split_dir.is_dir():
+            write_index(split_dir, entries.get(split, []), dataset=module.NAME, split=split)
+
+    wall = time.perf_counter() - t0
+    summary = _summarize(module, src, out, options, refs + unassigned, results, entries, split_info, wall)
+    atomic_write_bytes(dataset_dir / SUMMARY_FILE, json.dumps(summary, indent=1).encode())
+    return summary
+
+
+def _summarize(module, src, out, options, refs, results, entries, split_info, wall) -> dict:
+    dropped: Counter = Counter()
+    skip_reasons: Counter = Counter()
+    written = [r for r in results if r["status"] == "written"]
+    for r in results:
+        dropped.update(r["dropped"] if r["status"] != "existing" else {})
+        if r["status"] == "skipped":
+            skip_reasons[r["kind"]] += 1
+    frames_written = sum(r["frames"] for r in written)
+    busy = sum(r["seconds"] for r in written)
+    opts = asdict(options)
+    return {
+        "dataset": module.NAME,
+        "src": str(src),
+        "out": str(Path(out) / module.NAME),
+        "options": opts,
+        "scenes_found": len(refs),
+        "scenes_processed": len(results),
+        "scenes_written": len(written),
+        "scenes_existing": sum(r["status"] == "existing" for r in results),
+        "scenes_skipped": sum(r["status"] == "skipped" for r in results),
+        "skip_reasons": dict(skip_reasons),
+        "skipped": [{"scene_id": r["scene_id"], "reason": r["reason"]} for r in results
+                    if r["status"] == "skipped"],
+        "frames_written": frames_written,
+        "frames_dropped": dict(dropped),
+        "splits": {s: {"scenes": len(e), "frames": sum(x["num_frames"] for x in e)}
+                   for s, e in sorted(entries.items())},
+        "split_file": split_info,
+        "wall_s": wall,
+        "frames_per_s": frames_written / wall if wall > 0 else 0.0,
+        "frames_per_s_per_worker": frames_written / busy if busy > 0 else 0.0,
+    }
+
+
+def format_summary(summary: dict) -> str:
+    """Human-readable multi-line summary of ``convert_dataset``'s result."""
+    lines = [
+        f"{summary['dataset']}: {summary['scenes_found']} scenes found, {summary['scenes_processed']} processed: "
+        f"{summary['scenes_written']} written, {summary['scenes_existing']} already done, "
+        f"{summary['scenes_skipped']} skipped",
+        f"frames written: {summary['frames_written']}; dropped: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(summary["frames_dropped"].items())) or "none"),
+    ]
+    for split, st in summary["splits"].items():
+        lines.append(f"  {split}: {st['scenes']} scenes, {st['frames']} frames in index "
+                     f"-> {summary['out']}/{split}")
+    for item in summary["skipped"][:20]:
+        lines.append(f"  skipped {item['scene_id']}: {item['reason']}")
+    if len(summary["skipped"]) > 20:
+        lines.append(f"  ... {len(summary['skipped']) - 20} more skipped scenes in {SUMMARY_FILE}")
+    lines.append(
+        f"time {summary['wall_s']:.1f} s, {summary['frames_per_s']:.1f} frames/s "
+        f"({summary['frames_per_s_per_worker']:.1f} frames/s per worker); split: {summary['split_file']['file']}"
+    )
+    return "\n".join(lines)
