@@ -41,6 +41,7 @@ __all__ = [
     "LossConfig",
     "TrainLoopConfig",
     "ValConfig",
+    "HubConfig",
     "RunConfig",
     "lr_at",
     "find_checkpoint",
@@ -99,6 +100,9 @@ class TrainLoopConfig:
     keep_checkpoints: int = 3
     max_nonfinite_in_row: int = 20
     cpu: bool = False  # force CPU even when a GPU is present
+    # torch intra-op threads when training on CPU; None = available cores minus data workers (at
+    # least 1). Oversubscribing a small CPU (workers + threads > cores) makes steps many times slower.
+    torch_threads: int | None = None
 
 
 @dataclass
@@ -118,6 +122,31 @@ class ValConfig:
 
 
 @dataclass
+class HubConfig:
+    """Pushing to the Hugging Face Hub (main process, background thread; see ``depthpe.hub``).
+
+    repo_id: "user/name" (None = no pushes); private: visibility when the repo is created;
+    push_every: push every Nth checkpoint (checkpoint number = step / train.checkpoint_every; the
+    final model is always pushed); revision: branch to push to (None = main); license: licence of
+    the weights on the model card; retries / retry_delay: attempts after a failure and the first
+    back-off in seconds (doubling); wait_timeout: seconds to wait for uploads when training ends.
+    """
+
+    repo_id: str | None = None
+    private: bool = False
+    push_every: int = 1
+    revision: str | None = None
+    license: str = "apache-2.0"
+    retries: int = 5
+    retry_delay: float = 10.0
+    wait_timeout: float = 1800.0
+
+    def __post_init__(self):
+        if self.push_every < 1:
+            raise ValueError(f"hub.push_every must be >= 1 (every Nth checkpoint), got {self.push_every}")
+
+
+@dataclass
 class RunConfig:
     """A whole training run (the YAML file). ``model`` holds ``preset`` plus DepthModelConfig fields."""
 
@@ -129,12 +158,13 @@ class RunConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainLoopConfig = field(default_factory=TrainLoopConfig)
     val: ValConfig = field(default_factory=ValConfig)
+    hub: HubConfig = field(default_factory=HubConfig)
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
         d = dict(d)
         sections = {"data": DataConfig, "optim": OptimConfig, "loss": LossConfig,
-                    "train": TrainLoopConfig, "val": ValConfig}
+                    "train": TrainLoopConfig, "val": ValConfig, "hub": HubConfig}
         for name, section_cls in sections.items():
             if name in d:
                 d[name] = section_cls.from_dict(d[name]) if name == "data" else _from_dict(section_cls, dict(d[name] or {}), name)
@@ -200,9 +230,19 @@ def find_checkpoint(output_dir: str | Path, resume: str) -> Path | None:
     return path
 
 
-def _save_checkpoint(accelerator, model, output_dir: Path, step: int, trainer_state: dict, keep: int) -> Path:
+def _rotate_checkpoints(output_dir: Path, keep: int, protected=None) -> None:
+    """Delete all but the newest ``keep`` checkpoints (keep <= 0: delete none), sparing those for
+    which ``protected(path)`` is true (hub: an upload still reads them)."""
+    for old in _checkpoint_dirs(output_dir)[:-keep] if keep > 0 else []:
+        if protected is None or not protected(old):
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _save_checkpoint(accelerator, model, output_dir: Path, step: int, trainer_state: dict, keep: int,
+                     protected=None) -> Path:
     """Write checkpoints/step_N atomically (temp folder + rename) and rotate old ones (main process
-    writes the model export and trainer state; every process saves its own RNG state)."""
+    writes the model export and trainer state; every process saves its own RNG state).
+    ``protected(path) -> bool``: checkpoints to keep for now (an upload still reads them)."""
     root = output_dir / "checkpoints"
     final = root / f"{CHECKPOINT_PREFIX}{step:07d}"
     tmp = root / f".tmp_{CHECKPOINT_PREFIX}{step:07d}"
@@ -216,8 +256,7 @@ def _save_checkpoint(accelerator, model, output_dir: Path, step: int, trainer_st
         (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        for old in _checkpoint_dirs(output_dir)[:-keep] if keep > 0 else []:
-            shutil.rmtree(old, ignore_errors=True)
+        _rotate_checkpoints(output_dir, keep, protected)
     accelerator.wait_for_everyone()
     return final
 
@@ -267,6 +306,8 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
         project_config=ProjectConfiguration(project_dir=str(output_dir), logging_dir=str(output_dir / "logs")),
     )
     set_seed(cfg.seed)
+    if accelerator.device.type == "cpu":
+        torch.set_num_threads(t.torch_threads or _default_cpu_threads(t.num_workers, accelerator.num_processes))
     main_proc = accelerator.is_main_process
     if main_proc:
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -296,6 +337,14 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
     )
     batches = iter(loader)
     val_every = cfg.val.every if cfg.val.sources else 0
+    # --- hub (issue 7): background pushes of checkpoints and the final model, main process only
+    hub = None
+    if main_proc and cfg.hub.repo_id:
+        from .hub import TrainingPushes
+
+        hub = TrainingPushes(cfg.hub, resolved or cfg.to_dict(), total_steps=t.steps,
+                             checkpoint_every=t.checkpoint_every, output_dir=output_dir, log=tqdm.write)
+    # --- end hub
 
     def validate(at_step: int) -> None:
         result = evaluate(
@@ -311,6 +360,8 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
             for name, panel in result.panels:
                 tb.add_image(f"val_panels/{name}", panel, at_step, dataformats="HWC")
             tqdm.write(f"validation at step {at_step}:\n{format_summary(result.summary, ('abs_rel', 'delta1'))}")
+            if hub is not None:  # hub: the latest validation goes on the model card
+                hub.record_validation(at_step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
 
     bar = tqdm(total=t.steps, initial=step, desc="train", unit="step", disable=not main_proc, dynamic_ncols=True)
     nonfinite_in_row = 0
@@ -389,8 +440,11 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
         if val_every and step % val_every == 0 and step < t.steps:
             validate(step)
         if t.checkpoint_every and step % t.checkpoint_every == 0 and step < t.steps:
-            _save_checkpoint(accelerator, model, output_dir, step,
-                             {"step": step, "counters": counters, "smoother": smoother.state()}, t.keep_checkpoints)
+            ckpt_dir = _save_checkpoint(accelerator, model, output_dir, step,
+                                        {"step": step, "counters": counters, "smoother": smoother.state()},
+                                        t.keep_checkpoints, protected=hub.is_pending if hub else None)
+            if hub is not None:  # hub: queue the upload of this checkpoint's exported model
+                hub.after_checkpoint(ckpt_dir, step)
     bar.close()
     if cfg.val.sources:
         validate(step)
@@ -402,12 +456,23 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
         (tmp / STATE_FILE).write_text(json.dumps({"step": step, "counters": counters}, indent=1))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
+        if hub is not None:  # hub: the final model goes to the repository root
+            hub.after_final(final, step)
         print(f"training done: {step} steps, {counters['nonfinite_steps']} skipped (non-finite), "
               f"{counters['redraws']} samples redrawn, {counters['skipped_files']} unreadable scene files; "
               f"final model in {final}")
     accelerator.wait_for_everyone()
     accelerator.end_training()
+    if hub is not None:  # hub: wait (bounded by hub.wait_timeout) for uploads; never raises
+        hub.finish()
+        _rotate_checkpoints(output_dir, t.keep_checkpoints, protected=hub.is_pending)  # spared ones, now done
     return final
+
+
+def _default_cpu_threads(num_workers: int, num_processes: int) -> int:
+    """Cores of this machine per training process, minus the data workers of that process."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, num_processes) - num_workers)
 
 
 class _nullcontext:

@@ -1,0 +1,348 @@
+"""A small Hugging Face Hub-compatible HTTP server for offline tests (loopback only).
+
+huggingface_hub 2.x talks through ``httpx2``, which request-mocking libraries do not see, so tests
+run this server on ``127.0.0.1:<free port>`` and point the client at it: a subprocess gets
+``HF_ENDPOINT=<server.url>`` in its environment (``server.env()``), an in-process ``HfApi`` gets
+``endpoint=server.url``.
+
+Implemented (only what ``create_repo``, ``create_commit``/``upload_folder``, ``create_branch``,
+``create_tag``/``delete_tag``, ``repo_info(revision=)``, ``list_repo_refs`` and
+``hf_hub_download`` call)::
+
+    POST   /api/repos/create                       {"name", "organization", "private"} -> {"url"}
+    POST   /api/validate-yaml                      -> {"errors": [], "warnings": []}
+    POST   /api/models/<repo>/preupload/<rev>      -> every file "regular" (bytes come in the commit)
+    POST   /api/models/<repo>/commit/<rev>         NDJSON header/file/deletedFile/deletedFolder lines
+    POST   /api/models/<repo>/branch/<branch>      {"startingPoint"?}        (409 if it exists)
+    DELETE /api/models/<repo>/branch/<branch>
+    POST   /api/models/<repo>/tag/<rev>            {"tag", "message"?}       (409 if it exists)
+    DELETE /api/models/<repo>/tag/<tag>
+    GET    /api/models/<repo>/revision/<rev>       {"id", "sha", "siblings", "private"}
+    GET    /api/models/<repo>/refs                 {"branches", "tags", "converts"}
+    HEAD/GET /<repo>/resolve/<rev>/<path>          file bytes + X-Repo-Commit, ETag, Content-Length
+
+Anything else answers 404 and is recorded in ``unknown`` so a test can show what the client asked.
+Failures are injected per request kind (``"create"``, ``"preupload"``, ``"commit"``, ``"tag"``,
+``"branch"``): ``FakeHub(fail={"commit": 2})`` answers the first two commits with HTTP 500,
+``fail={"create": -1}`` fails every repo creation. ``FakeHub(hold_commits=True)`` keeps commit
+requests waiting until ``hub.hold.set()``. Avoid failing ``preupload`` in fast tests: the
+client retries it itself with back-off (1 s, 2 s, 4 s, ...).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+__all__ = ["FakeHub", "FakeRepo"]
+
+
+@dataclass
+class FakeRepo:
+    """One model repository: commits (oid -> {path: bytes}), branches and tags (name -> oid)."""
+
+    repo_id: str
+    private: bool
+    commits: dict = field(default_factory=dict)  # oid -> {"files": {path: bytes}, "parent", "message"}
+    branches: dict = field(default_factory=dict)
+    tags: dict = field(default_factory=dict)
+
+    def resolve(self, revision: str) -> str | None:
+        """Commit oid of a branch, tag or (full) commit id; None when unknown."""
+        if revision in self.branches:
+            return self.branches[revision]
+        if revision in self.tags:
+            return self.tags[revision]
+        return revision if revision in self.commits else None
+
+
+class FakeHub:
+    """The server; use as a context manager (``with FakeHub() as hub: ... hub.url ...``)."""
+
+    def __init__(self, fail: dict[str, int] | None = None, fail_status: int = 500, hold_commits: bool = False):
+        self.fail = dict(fail or {})
+        # While ``hold`` is clear, commit requests wait (at most 60 s): lets a test look at the client
+        # side while an upload is in flight. Created set unless ``hold_commits``.
+        self.hold = threading.Event()
+        if not hold_commits:
+            self.hold.set()
+        self.fail_status = fail_status
+        self.repos: dict[str, FakeRepo] = {}
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every request
+        self.failed: list[tuple[str, str]] = []  # (kind, path) of injected failures
+        self.unknown: list[tuple[str, str]] = []
+        self.authorizations: set[str] = set()  # Authorization headers seen
+        self.lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> "FakeHub":
+        handler = type("Handler", (_Handler,), {"hub": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> "FakeHub":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def env(self, base: dict | None = None, token: str = "hf_fake_token", home: str | None = None) -> dict:
+        """Environment for a subprocess that should talk to this server (online, fake token)."""
+        env = dict(base or {})
+        env.update(HF_ENDPOINT=self.url, HF_TOKEN=token, HF_HUB_OFFLINE="0", HF_HUB_DISABLE_TELEMETRY="1",
+                   HF_HUB_DISABLE_XET="1")
+        if home is not None:
+            env["HF_HOME"] = home
+        return env
+
+    # ------------------------------------------------------------------ test helpers
+    def repo(self, repo_id: str) -> FakeRepo:
+        return self.repos[repo_id]
+
+    def files(self, repo_id: str, revision: str = "main") -> dict[str, bytes]:
+        """{path: bytes} of the repository at ``revision`` (branch, tag or commit)."""
+        repo = self.repos[repo_id]
+        oid = repo.resolve(revision)
+        if oid is None:
+            raise KeyError(f"{repo_id}: unknown revision {revision!r}")
+        return dict(repo.commits[oid]["files"])
+
+    # ------------------------------------------------------------------ state changes
+    def should_fail(self, kind: str) -> bool:
+        with self.lock:
+            left = self.fail.get(kind, 0)
+            if left == 0:
+                return False
+            if left > 0:
+                self.fail[kind] = left - 1
+            return True
+
+
+def _git_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    hub: FakeHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # keep test output clean
+        pass
+
+    # ------------------------------------------------------------------ plumbing
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(self, status: int, payload=None, *, data: bytes | None = None, headers: dict | None = None,
+              head: bool = False) -> None:
+        if data is None:
+            data = json.dumps(payload if payload is not None else {}).encode()
+            headers = {"Content-Type": "application/json", **(headers or {})}
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(data)
+
+    def _error(self, status: int, message: str, code: str | None = None) -> None:
+        headers = {"X-Error-Message": message}
+        if code:
+            headers["X-Error-Code"] = code
+        self._send(status, {"error": message}, headers=headers)
+
+    def _route(self, method: str) -> None:
+        hub = self.hub
+        path = urlsplit(self.path).path
+        body = self._body() if method in ("POST", "PUT", "DELETE") else b""
+        with hub.lock:
+            hub.requests.append((method, path))
+            if self.headers.get("Authorization"):
+                hub.authorizations.add(self.headers["Authorization"])
+        parts = path.strip("/").split("/")
+        try:
+            if method == "POST" and path == "/api/repos/create":
+                return self._create_repo(json.loads(body or b"{}"))
+            if method == "POST" and path == "/api/validate-yaml":
+                return self._send(200, {"errors": [], "warnings": []})
+            if len(parts) >= 5 and parts[:2] == ["api", "models"]:
+                repo_id = f"{unquote(parts[2])}/{unquote(parts[3])}"
+                action, rest = parts[4], [unquote(p) for p in parts[5:]]
+                return self._repo_api(method, repo_id, action, rest, body)
+            if method in ("GET", "HEAD") and len(parts) >= 5 and parts[2] == "resolve":
+                repo_id = f"{unquote(parts[0])}/{unquote(parts[1])}"
+                return self._resolve(repo_id, unquote(parts[3]), unquote("/".join(parts[4:])), head=method == "HEAD")
+        except Exception as err:  # a bug in the fake: answer 400 so the test sees it
+            return self._error(400, f"fake hub error: {type(err).__name__}: {err}")
+        with hub.lock:
+            hub.unknown.append((method, path))
+        return self._error(404, f"fake hub: no route for {method} {path}")
+
+    def do_GET(self):
+        self._route("GET")
+
+    def do_HEAD(self):
+        self._route("HEAD")
+
+    def do_POST(self):
+        self._route("POST")
+
+    def do_DELETE(self):
+        self._route("DELETE")
+
+    def _inject(self, kind: str) -> bool:
+        if self.hub.should_fail(kind):
+            with self.hub.lock:
+                self.hub.failed.append((kind, self.path))
+            self._error(self.hub.fail_status, f"injected failure of {kind}")
+            return True
+        return False
+
+    # ------------------------------------------------------------------ endpoints
+    def _create_repo(self, payload: dict) -> None:
+        if self._inject("create"):
+            return
+        name, org = payload["name"], payload.get("organization")
+        repo_id = f"{org}/{name}" if org else f"user/{name}"
+        hub = self.hub
+        url = f"{hub.url}/{repo_id}"
+        with hub.lock:
+            if repo_id in hub.repos:
+                return self._send(409, {"error": "You already created this model repo", "url": url})
+            private = bool(payload.get("private")) or payload.get("visibility") == "private"
+            repo = FakeRepo(repo_id, private)
+            oid = hashlib.sha1(f"init-{repo_id}".encode()).hexdigest()
+            repo.commits[oid] = {"files": {}, "parent": None, "message": "initial commit"}
+            repo.branches["main"] = oid
+            hub.repos[repo_id] = repo
+        self._send(200, {"url": url, "name": repo_id})
+
+    def _repo_api(self, method: str, repo_id: str, action: str, rest: list[str], body: bytes) -> None:
+        hub = self.hub
+        repo = hub.repos.get(repo_id)
+        if repo is None:
+            return self._error(404, f"Repository {repo_id} not found", "RepoNotFound")
+        if method == "GET" and action == "refs":
+            def refs(d, prefix):
+                return [{"name": n, "ref": f"refs/{prefix}/{n}", "targetCommit": o} for n, o in sorted(d.items())]
+            return self._send(200, {"branches": refs(repo.branches, "heads"), "tags": refs(repo.tags, "tags"),
+                                    "converts": []})
+        rev = "/".join(rest)
+        if method == "GET" and action == "revision":
+            oid = repo.resolve(rev)
+            if oid is None:
+                return self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+            files = repo.commits[oid]["files"]
+            return self._send(200, {"id": repo_id, "modelId": repo_id, "sha": oid, "private": repo.private,
+                                    "siblings": [{"rfilename": p} for p in sorted(files)]})
+        if method == "POST" and action == "preupload":
+            if self._inject("preupload"):
+                return
+            files = json.loads(body)["files"]
+            return self._send(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+                                              for f in files]})
+        if method == "POST" and action == "commit":
+            hub.hold.wait(60)
+            if self._inject("commit"):
+                return
+            return self._commit(repo, rev, body)
+        if action == "branch":
+            if self._inject("branch"):
+                return
+            with hub.lock:
+                if method == "DELETE":
+                    repo.branches.pop(rev, None)
+                    return self._send(200, {})
+                if rev in repo.branches:
+                    return self._error(409, f"Reference already exists: refs/heads/{rev}")
+                start = json.loads(body or b"{}").get("startingPoint") or "main"
+                oid = repo.resolve(start)
+                if oid is None:
+                    return self._error(404, f"Invalid rev id: {start}", "RevisionNotFound")
+                repo.branches[rev] = oid
+            return self._send(200, {})
+        if action == "tag":
+            if method == "POST" and self._inject("tag"):
+                return
+            with hub.lock:
+                if method == "DELETE":
+                    if rev not in repo.tags:
+                        return self._error(404, f"Tag {rev} not found", "RevisionNotFound")
+                    del repo.tags[rev]
+                    return self._send(200, {})
+                tag = json.loads(body)["tag"]
+                if tag in repo.tags:
+                    return self._error(409, f"Tag {tag} already exists")
+                oid = repo.resolve(rev)
+                if oid is None:
+                    return self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+                repo.tags[tag] = oid
+            return self._send(200, {})
+        with hub.lock:
+            hub.unknown.append((method, self.path))
+        return self._error(404, f"fake hub: no route for {method} {self.path}")
+
+    def _commit(self, repo: FakeRepo, rev: str, body: bytes) -> None:
+        hub = self.hub
+        lines = [json.loads(line) for line in body.splitlines() if line.strip()]
+        with hub.lock:
+            parent = repo.branches.get(rev)
+            if parent is None:
+                return self._error(404, f"Invalid rev id: {rev} (commits go to a branch)", "RevisionNotFound")
+            files = dict(repo.commits[parent]["files"])
+            message = ""
+            for line in lines:
+                key, value = line["key"], line["value"]
+                if key == "header":
+                    message = value.get("summary", "")
+                elif key == "file":
+                    if value.get("encoding", "base64") != "base64":
+                        return self._error(400, f"unsupported encoding {value.get('encoding')}")
+                    files[value["path"]] = base64.b64decode(value["content"])
+                elif key == "deletedFile":
+                    files.pop(value["path"], None)
+                elif key == "deletedFolder":
+                    prefix = value["path"].rstrip("/") + "/"
+                    files = {p: b for p, b in files.items() if not p.startswith(prefix)}
+                else:
+                    return self._error(400, f"fake hub supports regular files only, got a {key!r} line")
+            oid = hashlib.sha1(f"{parent}-{message}-{len(repo.commits)}".encode()).hexdigest()
+            repo.commits[oid] = {"files": files, "parent": parent, "message": message}
+            repo.branches[rev] = oid
+        self._send(200, {"commitUrl": f"{hub.url}/{repo.repo_id}/commit/{oid}", "commitOid": oid,
+                         "pullRequestUrl": None})
+
+    def _resolve(self, repo_id: str, rev: str, filename: str, *, head: bool) -> None:
+        repo = self.hub.repos.get(repo_id)
+        if repo is None:
+            return self._error(404, f"Repository {repo_id} not found", "RepoNotFound")
+        oid = repo.resolve(rev)
+        if oid is None:
+            return self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+        data = repo.commits[oid]["files"].get(filename)
+        if data is None:
+            return self._error(404, f"Entry {filename} not found", "EntryNotFound")
+        headers = {"X-Repo-Commit": oid, "ETag": f'"{_git_sha1(data)}"', "Content-Type": "application/octet-stream"}
+        self._send(200, data=data, headers=headers, head=head)
