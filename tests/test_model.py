@@ -555,3 +555,34 @@ def test_head_chunking_is_identical(model):
         b = head(layers, (H, W))
         head.frames_chunk_size = 8
     torch.testing.assert_close(a[0], b[0])
+
+
+def test_global_encoding_receives_qk_after_qk_norm(monkeypatch):
+    """The camera transform must act on q/k AFTER the per-head q/k LayerNorm: with a fresh
+    LayerNorm (weight 1, bias 0) each head's q and k handed to the encoding have zero mean and unit
+    variance over head_dim. Moving the norm after the transform breaks this."""
+    from depthpe.pe.base import Encoding
+
+    seen = []
+    real_attend = Encoding.attend
+
+    def recording(self, q, k, v, **kw):
+        seen.append((q.detach(), k.detach()))
+        return real_attend(self, q, k, v, **kw)
+
+    monkeypatch.setattr(Encoding, "attend", recording)
+    torch.manual_seed(0)
+    m = DepthModel(tiny_config(global_pe="prope")).eval()
+    images, K, w2c = make_inputs(B=1, S=2)
+    with torch.no_grad():
+        m(images, K, w2c)
+    T = 1 + m.config.num_register_tokens + (H // 14) * (W // 14)
+    global_calls = [(q, k) for q, k in seen if q.shape[2] == 2 * T]  # frame calls hold T tokens
+    assert len(global_calls) == m.config.num_blocks
+    patch = torch.ones(2 * T, dtype=torch.bool)
+    for s in range(2):  # special tokens start near zero (their LayerNorm variance is eps-limited)
+        patch[s * T: s * T + 1 + m.config.num_register_tokens] = False
+    for q, k in global_calls:
+        for t in (q[:, :, patch], k[:, :, patch]):
+            assert t.mean(-1).abs().max() < 1e-4
+            torch.testing.assert_close(t.var(-1, unbiased=False), torch.ones_like(t[..., 0]), atol=1e-3, rtol=0)

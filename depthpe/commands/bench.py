@@ -10,6 +10,7 @@ HELP = "run a benchmark (synth, convert, attention, ...) and print a table"
 BENCHMARKS = {
     "synth": "depthpe.bench.synth",
     "convert": "depthpe.bench.convert",
+    "attention": "depthpe.bench.attention",
 }
 
 

@@ -71,7 +71,9 @@ class Rope2D(Encoding):
             raise ValueError(
                 f"RoPE prepared for {self.positions.shape[0]} tokens, got {x.shape[-2]}"
             )
-        pos = self.positions.to(x.device)
+        # Angles in float64 for float64 inputs (exactness tests), float32 otherwise (also under autocast).
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        pos = self.positions.to(device=x.device, dtype=dtype)
         return apply_rope_2d(x, pos, self.base)
 
     transform_q = _rotate
@@ -80,7 +82,7 @@ class Rope2D(Encoding):
 
 @register_encoding("rope")
 def _make_rope(*, num_views, grid, num_special, patch_offset, base: float = 100.0, **_):
-    return Rope2D(token_positions(num_views, grid, num_special, patch_offset), base=base)
+    return Rope2D(token_positions(num_views, grid, num_special, patch_offset, dtype=torch.float64), base=base)
 
 
 @register_encoding("none")

@@ -1,0 +1,265 @@
+"""``depthpe bench attention``: time and peak memory of one global attention layer per encoding.
+
+What is measured, per method, with the same path the model uses (``prepare_encoding`` once, then
+``enc.attend(q, k, v)``):
+
+* ``fwd+bwd ms``: median wall time of ``enc.attend(q, k, v)`` followed by ``backward`` of its output
+  (q, k, v require grad), over ``--repeats`` runs after one warm-up; methods are interleaved
+  round-robin so that load changes on a shared machine hit all of them alike. ``spread`` is
+  (max - min) / median of those runs, a noise indicator.
+* ``prepare ms``: median time of ``prepare_encoding`` (once per forward pass, shared by all global
+  layers), reported separately and *not* included in fwd+bwd.
+* ``peak MiB``: extra memory of one fwd+bwd on top of the inputs and the prepared encoding. On CUDA
+  ``torch.cuda.max_memory_allocated`` minus the allocation before the call. On CPU each method runs
+  in a fresh subprocess with ``MALLOC_MMAP_THRESHOLD_=65536`` (so freed tensors go back to the OS):
+  after one warm-up fwd+bwd the peak-RSS counter is reset (``/proc/self/clear_refs``), and the
+  figure is ``VmHWM`` after a second fwd+bwd minus ``VmRSS`` before it (torch's CPU allocator does
+  not cache, so RSS follows live tensors; ``ru_maxrss`` is useless here because Linux carries it
+  over from the parent process across exec).
+
+Ratios are against ``rope`` (VGGT 2D RoPE around the same SDPA call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+HELP = "time and peak memory of one global attention layer per positional encoding"
+DESCRIPTION = __doc__
+
+DEFAULT_METHODS = ["none", "rope", "prope", "dppe_dual", "dppe_tadd", "gta", "urope"]
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
+          "float16": torch.float16}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--views", type=int, default=8, help="views S (default 8)")
+    parser.add_argument("--tokens-per-view", type=int, default=261,
+                        help="tokens per view T = special + h*w (default 261 = 5 + 16x16)")
+    parser.add_argument("--special", type=int, default=5, help="special tokens per view (default 5)")
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: torch's default); 1 is far less noisy "
+                             "on a shared, oversubscribed machine")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    parser.add_argument("--_memory-child", dest="memory_child", default=None, help=argparse.SUPPRESS)
+
+
+def grid_for(tokens_per_view: int, special: int) -> tuple[int, int]:
+    """Most square (h, w) with h * w = tokens_per_view - special."""
+    n = tokens_per_view - special
+    if n < 1:
+        raise ValueError(f"--tokens-per-view {tokens_per_view} leaves no patch tokens after "
+                         f"{special} special tokens")
+    h = max(d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0)
+    return h, n // h
+
+
+def make_cameras(batch: int, views: int, image_size, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Normalized random cameras: view 0 identity, others small rotations and unit-ish baselines."""
+    g = torch.Generator().manual_seed(0)
+    H, W = image_size
+    skew = 0.15 * torch.randn(batch, views, 3, 3, generator=g, dtype=torch.float64)
+    w2c = torch.eye(4, dtype=torch.float64).repeat(batch, views, 1, 1)
+    w2c[..., :3, :3] = torch.linalg.matrix_exp(skew - skew.mT)
+    w2c[..., :3, 3] = torch.randn(batch, views, 3, generator=g, dtype=torch.float64)
+    w2c[:, 0] = torch.eye(4, dtype=torch.float64)
+    K = torch.tensor([[0.9 * W, 0, (W - 1) / 2], [0, 0.9 * W, (H - 1) / 2], [0, 0, 1]],
+                     dtype=torch.float64).expand(batch, views, 3, 3)
+    return K.to(device), w2c.to(device)
+
+
+class Setup:
+    """Inputs of one benchmark configuration."""
+
+    def __init__(self, args):
+        self.grid = grid_for(args.tokens_per_view, args.special)
+        self.image_size = (14 * self.grid[0], 14 * self.grid[1])
+        self.device = torch.device(args.device)
+        self.dtype = DTYPES[args.dtype]
+        self.K, self.w2c = make_cameras(args.batch, args.views, self.image_size, self.device)
+        shape = (args.batch, args.heads, args.views * args.tokens_per_view, args.head_dim)
+        g = torch.Generator(device=self.device).manual_seed(1)
+        self.qkv = [torch.randn(shape, generator=g, device=self.device, dtype=self.dtype)
+                    .requires_grad_() for _ in range(3)]
+        self.grad = torch.randn(shape, generator=g, device=self.device, dtype=self.dtype)
+        self.special = args.special
+
+    def prepare(self, method):
+        from depthpe.pe import prepare_encoding
+
+        return prepare_encoding(method, K=self.K, w2c=self.w2c, image_size=self.image_size,
+                                grid=self.grid, num_special=self.special, patch_offset=1)
+
+    def step(self, enc) -> None:
+        for x in self.qkv:
+            x.grad = None
+        out = enc.attend(*self.qkv)
+        out.backward(self.grad)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+
+def _timed(fn, setup: Setup) -> float:
+    setup.sync()
+    t0 = time.perf_counter()
+    res = fn()
+    setup.sync()
+    return (time.perf_counter() - t0) * 1e3, res
+
+
+def time_methods(setup: Setup, methods, repeats: int) -> dict:
+    encs = {m: setup.prepare(m) for m in methods}
+    for m in methods:  # warm-up
+        setup.step(encs[m])
+    fb = {m: [] for m in methods}
+    prep = {m: [] for m in methods}
+    for _ in range(repeats):
+        for m in methods:
+            ms, encs[m] = _timed(lambda: setup.prepare(m), setup)  # noqa: B023
+            prep[m].append(ms)
+            ms, _ = _timed(lambda: setup.step(encs[m]), setup)  # noqa: B023
+            fb[m].append(ms)
+    return {m: {"fwd_bwd_ms": statistics.median(fb[m]), "prepare_ms": statistics.median(prep[m]),
+                "spread": (max(fb[m]) - min(fb[m])) / statistics.median(fb[m]),
+                "runs_ms": fb[m]} for m in methods}
+
+
+def _status_mib(field: str) -> float:
+    """VmRSS / VmHWM of this process from /proc (Linux), in MiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError(f"{field} not found in /proc/self/status (CPU memory needs Linux)")
+
+
+def _reset_peak_rss() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0); False if not permitted."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory_mib(setup: Setup, method: str) -> float:
+    """Extra peak memory (MiB) of one fwd+bwd in this process (see module docstring)."""
+    enc = setup.prepare(method)
+    if setup.device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        setup.step(enc)
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
+    setup.step(enc)  # warm-up: one-time allocations (thread pools, caches) happen here
+    for x in setup.qkv:
+        x.grad = None
+    if not _reset_peak_rss():  # fall back to measuring the first (cold) call
+        enc = setup.prepare(method)
+    before = _status_mib("VmRSS")
+    setup.step(enc)
+    return _status_mib("VmHWM") - before
+
+
+def _child_argv(args, method: str) -> list[str]:
+    argv = [sys.executable, "-m", "depthpe.bench.attention", "--_memory-child", method]
+    for flag, val in (("--views", args.views), ("--tokens-per-view", args.tokens_per_view),
+                      ("--special", args.special), ("--heads", args.heads),
+                      ("--head-dim", args.head_dim), ("--batch", args.batch),
+                      ("--device", args.device), ("--dtype", args.dtype),
+                      ("--threads", args.threads or torch.get_num_threads())):
+        argv += [flag, str(val)]
+    return argv
+
+
+def memory_methods(args, methods) -> dict:
+    out = {}
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    for m in methods:
+        proc = subprocess.run(_child_argv(args, m), capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"memory run for {m} failed:\n{proc.stderr}")
+        out[m] = float(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def format_table(results: dict, base: str = "rope") -> str:
+    head = f"{'method':<10} {'fwd+bwd ms':>11} {'x rope':>7} {'spread':>7} {'prepare ms':>11}"
+    has_mem = any("peak_mib" in r for r in results.values())
+    if has_mem:
+        head += f" {'peak MiB':>9} {'x rope':>7}"
+    lines = [head, "-" * len(head)]
+    b = results.get(base)
+    for m, r in results.items():
+        ratio = r["fwd_bwd_ms"] / b["fwd_bwd_ms"] if b else float("nan")
+        line = (f"{m:<10} {r['fwd_bwd_ms']:>11.1f} {ratio:>7.3f} {r['spread']:>7.2f} "
+                f"{r['prepare_ms']:>11.2f}")
+        if has_mem:
+            mr = r["peak_mib"] / b["peak_mib"] if b and b.get("peak_mib") else float("nan")
+            line += f" {r['peak_mib']:>9.1f} {mr:>7.3f}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from depthpe.pe import available_encodings
+
+    unknown = [m for m in args.methods if m not in available_encodings()]
+    if unknown:
+        raise SystemExit(f"unknown methods {unknown}; available: {', '.join(available_encodings())}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda requested but CUDA is not available")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    setup = Setup(args)
+    if args.memory_child:
+        print(peak_memory_mib(setup, args.memory_child))
+        return 0
+    methods = list(dict.fromkeys((["rope"] if "rope" not in args.methods else []) + args.methods))
+    results = time_methods(setup, methods, args.repeats)
+    if not args.no_memory:
+        for m, mib in memory_methods(args, methods).items():
+            results[m]["peak_mib"] = mib
+    print(f"one global attention layer: B={args.batch} S={args.views} T={args.tokens_per_view} "
+          f"(grid {setup.grid[0]}x{setup.grid[1]} + {args.special} special) heads={args.heads} "
+          f"head_dim={args.head_dim} {args.dtype} on {args.device}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, median of {args.repeats}")
+    print(format_table(results))
+    if args.json:
+        meta = {k: v for k, v in vars(args).items() if k not in ("json", "memory_child")}
+        with open(args.json, "w") as f:
+            json.dump({"config": meta, "torch": torch.__version__,
+                       "threads": torch.get_num_threads(), "results": results}, f, indent=2)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="depthpe bench attention", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

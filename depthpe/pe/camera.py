@@ -1,0 +1,365 @@
+"""Shared machinery of the camera encodings (PRoPE, DPPE-dual, DPPE-tAdd, GTA).
+
+All of them follow the "transform - SDPA - transform" pattern of reference/camera_pe.md section 1:
+the head dim d is split into a camera block ``[0, d/2)`` and a RoPE block ``[d/2, d)``, and each of
+q, k, v and the attention output o gets a per-view map on the camera block and a 2D rotation on the
+RoPE block. The attention itself is one unmodified ``F.scaled_dot_product_attention`` call.
+
+Layouts (the official PRoPE / DPPE code, reference/camera_pe.md sections 3.1 and 5):
+
+* camera block ``[0, d/2)``: contiguous 4-chunks ``[4m, 4m+4)`` each multiplied, as a column vector,
+  by the view's 4x4 matrix (``TiledMatrix``); DPPE-tAdd's v/o instead use contiguous 6-chunks
+  ``[r0 r1 r2 | s0 s1 s2]`` (``RotTransSplit``), the trailing ``(d/2) % 6`` channels passing through.
+* RoPE block: ``[d/2, 3d/4)`` rotated by the token's x position, ``[3d/4, d)`` by its y position.
+  Inside each quarter of width w = d/4 the pairing is split-half (c, c + w/2), frequencies
+  ``base ** (-m / (w/2))``, m = 0..w/2-1, base 100. The *forward* map (q, k, v) is a rotation by
+  **-theta**: (a, b) -> (a cos + b sin, b cos - a sin); o gets the inverse (+theta).
+* positions: special tokens (0, 0); patch (x, y) at (x + patch_offset, y + patch_offset). The official
+  code uses ``patch_offset = 0``; the depthpe model uses 1 (VGGT).
+
+Precision: camera matrices are built in float64 from the cameras (closed-form inverses, no
+``torch.linalg.inv``) and applied in float64 when the activations are float64, otherwise in float32,
+with autocast disabled; the result is cast back to the input dtype (bf16 kernels get bf16 inputs
+exactly as DPPE does before FlashAttention).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Callable
+
+import torch
+
+from ..geometry import invert_intrinsics, invert_w2c, normalize_intrinsics, to_4x4
+from .base import Encoding
+
+__all__ = [
+    "lift_intrinsics",
+    "validate_cameras",
+    "projection_matrices",
+    "TiledMatrix",
+    "RotTransSplit",
+    "PropeRope",
+    "CameraBlockEncoding",
+    "work_dtype",
+    "check_head_dim",
+    "make_camera_encoding",
+]
+
+
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Dtype the transforms run in for activations of ``dtype``: float64 stays, all else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def lift_intrinsics(K: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 3) -> (..., 4, 4) ``[[K, 0], [0, 1]]`` in K's own dtype and device."""
+    out = torch.zeros(*K.shape[:-2], 4, 4, dtype=K.dtype, device=K.device)
+    out[..., :3, :3] = K
+    out[..., 3, 3] = 1
+    return out
+
+
+def validate_cameras(
+    K: torch.Tensor | None,
+    w2c: torch.Tensor | None,
+    num_views: int,
+    *,
+    method: str,
+    need_K: bool = True,
+    max_translation: float | None = 10.0,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Check camera inputs and return ``(K (B,S,3,3) float64 or None, w2c (B,S,4,4) float64)``.
+
+    K: (B, S, 3, 3) pixel intrinsics (zero skew, positive focal lengths); w2c: (B, S, 3|4, 4) OpenCV
+    world-to-camera. Raises ``ValueError`` naming the problem. Warns when a translation is longer
+    than ``max_translation`` (camera encodings are not scale-invariant and lose precision in bf16
+    for large translations: normalize the scene first, reference/camera_pe.md 8.3).
+    """
+    if w2c is None or (need_K and K is None):
+        raise ValueError(
+            f"encoding {method!r} needs cameras: pass K=(B, S, 3, 3) pixel intrinsics and "
+            "w2c=(B, S, 3|4, 4) world-to-camera extrinsics"
+        )
+    if w2c.ndim != 4 or w2c.shape[-1] != 4 or w2c.shape[-2] not in (3, 4):
+        raise ValueError(f"w2c must have shape (B, S, 3, 4) or (B, S, 4, 4), got {tuple(w2c.shape)}")
+    if w2c.shape[1] != num_views:
+        raise ValueError(f"w2c has {w2c.shape[1]} views but num_views={num_views}")
+    w2c64 = to_4x4(w2c.detach().to(torch.float64))
+    if not torch.isfinite(w2c64).all():
+        raise ValueError("w2c contains NaN or inf values")
+    K64 = None
+    if K is not None:
+        if K.ndim != 4 or K.shape[-2:] != (3, 3) or K.shape[:2] != w2c.shape[:2]:
+            raise ValueError(
+                f"K must have shape (B, S, 3, 3) matching w2c {tuple(w2c.shape[:2])}, got {tuple(K.shape)}"
+            )
+        K64 = K.detach().to(torch.float64)
+        if not torch.isfinite(K64).all():
+            raise ValueError("K contains NaN or inf values")
+        if (K64[..., 0, 0] <= 0).any() or (K64[..., 1, 1] <= 0).any():
+            raise ValueError("K has a non-positive focal length (fx or fy <= 0)")
+    if max_translation is not None:
+        tmax = float(w2c64[..., :3, 3].norm(dim=-1).max())
+        if tmax > max_translation:
+            warnings.warn(
+                f"{method}: a camera translation has norm {tmax:.3g} > {max_translation}; camera "
+                "encodings are not scale-invariant and lose precision for large translations. "
+                "Normalize the scene (depthpe.geometry.normalize_scene) before the model.",
+                stacklevel=3,
+            )
+    return K64, w2c64
+
+
+def projection_matrices(
+    K: torch.Tensor, w2c: torch.Tensor, image_size: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PRoPE projection matrices and their closed-form inverses.
+
+    K: (..., 3, 3) pixel intrinsics; w2c: (..., 4, 4); image_size (H, W). Returns
+    ``P = lift(K_bar) @ w2c`` and ``P^-1 = w2c^-1 @ lift(K_bar^-1)`` (..., 4, 4) with ``K_bar`` the
+    normalized intrinsics of ``geometry.normalize_intrinsics``.
+    """
+    Kbar = normalize_intrinsics(K, image_size)
+    P = lift_intrinsics(Kbar) @ w2c
+    P_inv = invert_w2c(w2c) @ lift_intrinsics(invert_intrinsics(Kbar))
+    return P, P_inv
+
+
+class _Cached:
+    """Holds float64 tensors and hands out copies in a work dtype/device, cached."""
+
+    def __init__(self, **tensors: torch.Tensor):
+        self._master = tensors
+        self._cache: dict = {}
+
+    def get(self, name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        key = (name, dtype, device)
+        if key not in self._cache:
+            self._cache[key] = self._master[name].to(device=device, dtype=dtype)
+        return self._cache[key]
+
+
+class TiledMatrix(_Cached):
+    """Camera-block map: every contiguous 4-chunk of a token multiplied by its view's 4x4 matrix.
+
+    matrix: (B, S, 4, 4). ``apply(x, out)`` with x, out (B, H, S, T, c), c % 4 == 0, writes
+    ``out[..., 4m:4m+4] = matrix[b, s] @ x[..., 4m:4m+4]`` (``adjoint=True``: ``matrix^T``).
+    """
+
+    def __init__(self, matrix: torch.Tensor):
+        super().__init__(M_T=matrix.transpose(-1, -2).contiguous(), M=matrix.contiguous())
+
+    def apply(self, x: torch.Tensor, out: torch.Tensor, adjoint: bool = False) -> None:
+        B, H, S, T, c = x.shape
+        M = self.get("M" if adjoint else "M_T", x.dtype, x.device)  # right factor, (B, S, 4, 4)
+        y = torch.matmul(x.reshape(B, H, S, T * c // 4, 4), M.unsqueeze(1))
+        out.copy_(y.view(B, H, S, T, c))
+
+
+class RotTransSplit(_Cached):
+    """DPPE-tAdd camera-block map on contiguous 6-chunks ``[r0 r1 r2 | s0 s1 s2]``.
+
+    rot: (B, S, 3, 3), trans: (B, S, 3). ``r <- rot @ r``, ``s <- s + trans``; the trailing
+    ``c % 6`` channels pass through unchanged. ``apply(x, out)``: x, out (B, H, S, T, c).
+    ``adjoint=True`` applies the adjoint of the linear part (``rot^T``, no translation), which is
+    what backward needs.
+    """
+
+    def __init__(self, rot: torch.Tensor, trans: torch.Tensor):
+        super().__init__(R_T=rot.transpose(-1, -2).contiguous(), R=rot.contiguous(),
+                         t=trans.contiguous())
+
+    def apply(self, x: torch.Tensor, out: torch.Tensor, adjoint: bool = False) -> None:
+        B, H, S, T, c = x.shape
+        n6 = c // 6
+        R = self.get("R" if adjoint else "R_T", x.dtype, x.device)  # right factor, (B, S, 3, 3)
+        chunks = x[..., : 6 * n6].unflatten(-1, (n6, 6))
+        out6 = out[..., : 6 * n6].unflatten(-1, (n6, 6))
+        r = torch.matmul(chunks[..., :3].reshape(B, H, S, T * n6, 3), R.unsqueeze(1))
+        out6[..., :3].copy_(r.view(B, H, S, T, n6, 3))
+        if adjoint:
+            out6[..., 3:].copy_(chunks[..., 3:])
+        else:
+            t = self.get("t", x.dtype, x.device)[:, None, :, None, None, :]
+            torch.add(chunks[..., 3:], t, out=out6[..., 3:])
+        if 6 * n6 < c:
+            out[..., 6 * n6 :].copy_(x[..., 6 * n6 :])
+
+
+def _patch_positions(grid, num_special, patch_offset, dtype=torch.float64):
+    """(T,) x and (T,) y positions of one view's tokens (special tokens first at 0, x fastest)."""
+    h, w = grid
+    yy, xx = torch.meshgrid(torch.arange(h, dtype=dtype), torch.arange(w, dtype=dtype), indexing="ij")
+    zeros = torch.zeros(num_special, dtype=dtype)
+    px = torch.cat([zeros, xx.reshape(-1) + patch_offset])
+    py = torch.cat([zeros, yy.reshape(-1) + patch_offset])
+    return px, py
+
+
+class PropeRope:
+    """PRoPE's 2D RoPE on a block of width d/2: ``[x: d/4 | y: d/4]``, split-half pairs, -theta.
+
+    Positions are per view-token (T,) and shared by all views. ``apply(x, inverse)``: x
+    (B, H, S, T, d/2) -> same shape; forward rotates by -theta, ``inverse=True`` by +theta.
+    """
+
+    def __init__(self, grid, num_special: int, patch_offset: int, base: float = 100.0):
+        self.px, self.py = _patch_positions(grid, num_special, patch_offset)
+        self.base = float(base)
+        self._cache: dict = {}
+
+    def tables(self, width: int, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Full-width tables (T, width): ``C`` = cos at every channel, ``Sn`` = +sin on the first
+        channel of each pair and -sin on the second, so that the forward map is
+        ``x * C + swap(x) * Sn`` with swap exchanging the two halves of each quarter."""
+        key = (width, dtype, device)
+        if key not in self._cache:
+            nf = width // 4
+            freqs = self.base ** (-torch.arange(nf, dtype=torch.float64) / nf)
+            ang = torch.stack([self.px, self.py], dim=-1)[..., None] * freqs  # (T, axis, nf)
+            cos, sin = ang.cos().unsqueeze(-2), ang.sin().unsqueeze(-2)  # (T, axis, 1, nf)
+            C = cos.expand(-1, 2, 2, nf).reshape(-1, width)
+            Sn = torch.cat([sin, -sin], dim=-2).reshape(-1, width)
+            self._cache[key] = (C.to(device, dtype), Sn.to(device, dtype))
+        return self._cache[key]
+
+    def apply(self, x: torch.Tensor, out: torch.Tensor, inverse: bool = False) -> None:
+        """Write the rotated x (..., T, width) into out (same shape).
+
+        Forward: (a, b) -> (a cos + b sin, b cos - a sin); inverse: the transpose.
+        """
+        width = x.shape[-1]
+        C, Sn = self.tables(width, x.dtype, x.device)
+        xc = x.contiguous()  # strided inputs make the broadcast products slow on CPU
+        swapped = xc.unflatten(-1, (2, 2, width // 4)).flip(-2).flatten(-3)
+        y = xc * C
+        y.addcmul_(swapped, Sn, value=-1 if inverse else 1)
+        out.copy_(y)
+
+
+class _Transform(torch.autograd.Function):
+    """y = A x for a per-token linear(+constant) map A; backward applies the adjoint A^T.
+
+    Nothing is saved for backward (the maps are fixed by the cameras), and backward is one fused
+    transform instead of autograd's chain of slices, products and concatenations.
+    """
+
+    @staticmethod
+    def forward(ctx, x, enc, which):
+        ctx.enc, ctx.which = enc, which
+        return enc._apply(x, which)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.enc._apply(grad, ctx.which, adjoint=True), None, None
+
+
+def check_head_dim(d: int, method: str, multiple: int = 8) -> None:
+    if d % multiple:
+        raise ValueError(
+            f"{method} needs a head dim divisible by {multiple} (camera block of d/2 channels in "
+            f"4-chunks, RoPE quarters of even width), got head dim {d}"
+        )
+
+
+class CameraBlockEncoding(Encoding):
+    """Generic camera encoding: per-view maps on ``[0, d/2)``, PRoPE RoPE on ``[d/2, d)``.
+
+    q_op, k_op, v_op, o_op: objects with ``apply(x (B,H,S,T,d/2)) -> same``. q, k, v get the forward
+    RoPE, o the inverse. Tensors passed to ``transform_*`` are (B, heads, S*T, d), view-major.
+    """
+
+    def __init__(self, *, method, num_views, tokens_per_view, batch, q_op, k_op, v_op, o_op, rope):
+        self.method = method
+        self.S = int(num_views)
+        self.T = int(tokens_per_view)
+        self.B = int(batch)
+        self.ops = {"q": q_op, "k": k_op, "v": v_op, "o": o_op}
+        self.rope = rope
+
+    # -- shape checks -------------------------------------------------------------------------
+    def _check(self, x: torch.Tensor) -> None:
+        if x.ndim != 4:
+            raise ValueError(f"{self.method}: expected (B, heads, S*T, head_dim), got {tuple(x.shape)}")
+        B, _, N, d = x.shape
+        if N != self.S * self.T:
+            raise ValueError(
+                f"{self.method}: prepared for {self.S} views x {self.T} tokens = {self.S * self.T} "
+                f"tokens, got {N}"
+            )
+        if B != self.B:
+            raise ValueError(f"{self.method}: prepared for batch {self.B}, got batch {B}")
+        check_head_dim(d, self.method)
+
+    def _apply(self, x: torch.Tensor, which: str, adjoint: bool = False) -> torch.Tensor:
+        """The map of ``which`` (or its adjoint) on x (B, H, N, d) in the work dtype, no autograd."""
+        B, H, N, d = x.shape
+        dc = d // 2
+        xv = x.unflatten(2, (self.S, self.T))
+        out = torch.empty(B, H, self.S, self.T, d, dtype=x.dtype, device=x.device)
+        self.ops[which].apply(xv[..., :dc], out[..., :dc], adjoint=adjoint)
+        self.rope.apply(xv[..., dc:], out[..., dc:], inverse=(which == "o") != adjoint)
+        return out.view(B, H, N, d)
+
+    def _transform(self, x: torch.Tensor, which: str) -> torch.Tensor:
+        self._check(x)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            out = _Transform.apply(x.to(work_dtype(x.dtype)), self, which)
+        return out.to(x.dtype)
+
+    def transform_q(self, q):
+        return self._transform(q, "q")
+
+    def transform_k(self, k):
+        return self._transform(k, "k")
+
+    def transform_v(self, v):
+        return self._transform(v, "v")
+
+    def transform_out(self, o):
+        return self._transform(o, "o")
+
+    def attention_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Debug/test helper: the (B, heads, N, N) logits SDPA sees. Materializes the matrix."""
+        qt, kt = self.transform_q(q), self.transform_k(k)
+        return qt @ kt.transpose(-1, -2) / math.sqrt(q.shape[-1])
+
+
+def make_camera_encoding(
+    method: str,
+    build_ops: Callable[[torch.Tensor | None, torch.Tensor], tuple],
+    *,
+    grid,
+    num_special: int,
+    patch_offset: int,
+    K,
+    w2c,
+    num_views: int,
+    need_K: bool = True,
+    rope_base: float = 100.0,
+    max_translation: float | None = 10.0,
+    cls=None,
+    **cls_kwargs,
+) -> "CameraBlockEncoding":
+    """Validate cameras, build the (q, k, v, o) ops with ``build_ops(K64, w2c64)`` in float64
+    (autocast off) and wrap them in ``cls`` (default ``CameraBlockEncoding``)."""
+    K64, E = validate_cameras(
+        K, w2c, num_views, method=method, need_K=need_K, max_translation=max_translation
+    )
+    with torch.autocast(device_type=E.device.type, enabled=False):
+        q_op, k_op, v_op, o_op = build_ops(K64, E)
+    h, w = grid
+    return (cls or CameraBlockEncoding)(
+        method=method,
+        num_views=num_views,
+        tokens_per_view=num_special + h * w,
+        batch=E.shape[0],
+        q_op=q_op,
+        k_op=k_op,
+        v_op=v_op,
+        o_op=o_op,
+        rope=PropeRope(grid, num_special, patch_offset, rope_base),
+        **cls_kwargs,
+    )

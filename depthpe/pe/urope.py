@@ -1,0 +1,336 @@
+"""URoPE (arXiv 2604.18747; no public code): reconstruction of reference/camera_pe.md section 6.
+
+For query view i, key view j, key patch (c, r) and head group g with depth anchor ``d_g``:
+
+* the patch centre pixel (OpenCV, pixel centres at integers) ``u = (c + 0.5) W/w - 0.5``,
+  ``v = (r + 0.5) H/h - 0.5`` is lifted along its ray to the point at **z-depth** ``d_g`` in camera j,
+  ``X_j = d_g K_j^-1 [u, v, 1]``, moved into camera i, ``X_i = R_i R_j^T X_j + t_i - R_i R_j^T t_j``,
+  and projected, ``[u', v', z'] = K_i X_i``;
+* points behind (or almost on) the query camera's image plane use ``z_safe = max(z', eps d_g)``
+  (``behind_eps``, default 1e-3); the projected position in patch units
+  ``((u'/z_safe + 0.5) w/W - 0.5, (v'/z_safe + 0.5) h/H - 0.5)`` is clipped to
+  ``[-clip w, (1 + clip) w] x [-clip h, (1 + clip) h]`` (``clip`` default 1), so everything stays finite;
+* same-view pairs (j = i) use the exact grid, so the i-i block is exactly 2D RoPE;
+* special tokens sit at position 0 (no camera); patches are shifted by ``patch_offset`` (keys too).
+
+q gets VGGT 2D RoPE (``rope.py``: y on the first half, x on the second, +theta, base 100) at its own
+grid position; k gets the same RoPE at its position projected into the query view, per head group:
+heads ``[g H/G, (g+1) H/G)`` use anchor g (H must be a multiple of the number of anchors G). v and the
+output are not transformed. Anchors are in the normalized scene unit (DESIGN.md scene
+normalization); default 4 anchors log-spaced over 0.5..8.
+
+Memory is bounded by processing ``view_chunk`` query views per SDPA call (default 1): each call sees
+the chunk's queries and all keys rotated for those views; keys and values are never copied for all
+views at once. cos/sin are computed per chunk from the stored positions (``cache_tables=True``
+keeps them for all layers instead: faster, B*S*S*T*G*d/2 complex numbers of memory).
+
+Implementation detail: the rotation is a complex multiplication. q and k channels are permuted once
+per call into adjacent (a, b) pairs; a common permutation of q and k leaves every logit unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..geometry import invert_intrinsics
+from .base import Encoding, register_encoding, token_positions
+from .camera import validate_cameras, work_dtype
+
+__all__ = ["URoPE", "make_urope", "default_anchors", "project_key_positions"]
+
+
+def default_anchors(num: int = 4, near: float = 0.5, far: float = 8.0) -> list[float]:
+    """``num`` depth anchors log-spaced over [near, far] (normalized scene units)."""
+    if num == 1:
+        return [math.sqrt(near * far)]
+    return [near * (far / near) ** (i / (num - 1)) for i in range(num)]
+
+
+def project_key_positions(
+    K: torch.Tensor,
+    w2c: torch.Tensor,
+    anchors: torch.Tensor,
+    image_size: tuple[int, int],
+    grid: tuple[int, int],
+    *,
+    behind_eps: float = 1e-3,
+    clip: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Key patch positions projected into every query view, in patch units (no offset).
+
+    K: (B, S, 3, 3) pixel intrinsics; w2c: (B, S, 4, 4); anchors: (G,) z-depths. Returns
+    ``pos`` (B, S_q, G, S_k, h*w, 2) as (y, x) grid coordinates (exact grid on the diagonal
+    i = j) and ``behind`` (B, S_q, G, S_k, h*w) bool (projected depth <= eps * anchor).
+    """
+    H, W = image_size
+    h, w = grid
+    B, S = w2c.shape[:2]
+    dt, dev = w2c.dtype, w2c.device
+    pw, ph = W / w, H / h
+    rr, cc = torch.meshgrid(torch.arange(h, dtype=dt, device=dev), torch.arange(w, dtype=dt, device=dev),
+                            indexing="ij")
+    cc, rr = cc.reshape(-1), rr.reshape(-1)
+    pix = torch.stack([(cc + 0.5) * pw - 0.5, (rr + 0.5) * ph - 0.5, torch.ones_like(cc)], -1)
+    rays = pix @ invert_intrinsics(K).mT  # (B, S, n, 3), z = 1
+    R, t = w2c[..., :3, :3], w2c[..., :3, 3]
+    R_ij = R[:, :, None] @ R[:, None].mT  # (B, Sq, Sk, 3, 3)
+    t_ij = t[:, :, None] - (R_ij @ t[:, None, :, :, None]).squeeze(-1)  # (B, Sq, Sk, 3)
+    M = K[:, :, None] @ R_ij  # K_i R_ij
+    m = (K[:, :, None] @ t_ij.unsqueeze(-1)).squeeze(-1)  # K_i t_ij
+    dirs = torch.einsum("bijxy,bjny->bijnx", M, rays)  # (B, Sq, Sk, n, 3)
+    a = anchors.to(dt).view(1, 1, -1, 1, 1, 1)
+    p = a * dirs.unsqueeze(2) + m[:, :, None, :, None, :]  # (B, Sq, G, Sk, n, 3)
+    z = p[..., 2]
+    eps = behind_eps * a[..., 0]
+    behind = z <= eps
+    z_safe = torch.maximum(z, eps)
+    x = ((p[..., 0] / z_safe + 0.5) / pw - 0.5).clamp(-clip * w, (1 + clip) * w)
+    y = ((p[..., 1] / z_safe + 0.5) / ph - 0.5).clamp(-clip * h, (1 + clip) * h)
+    pos = torch.stack([y, x], dim=-1)
+    eye = torch.eye(S, dtype=torch.bool, device=dev).view(1, S, 1, S, 1, 1)
+    exact = torch.stack([rr, cc], dim=-1).view(1, 1, 1, 1, -1, 2)
+    pos = torch.where(eye, exact, pos)
+    behind = behind & ~eye[..., 0]
+    return pos, behind
+
+
+def _as_pairs(x: torch.Tensor) -> torch.Tensor:
+    """(..., d) -> (..., d/2) complex: VGGT's rotate-half pairs (c, c + d/4) of each half as a + ib.
+
+    Complex index ``half * d/4 + m`` holds channels (half*d/2 + m, half*d/2 + m + d/4); the
+    channel permutation is the same for q and k, so their dot products are unchanged.
+    """
+    d = x.shape[-1]
+    pairs = x.unflatten(-1, (2, 2, d // 4)).transpose(-1, -2).contiguous()  # (..., half, m, a|b)
+    return torch.view_as_complex(pairs).flatten(-2)
+
+
+def _phases(pos: torch.Tensor, d: int, base: float, dtype) -> torch.Tensor:
+    """Unit complex numbers (..., d/2) for positions (..., 2) = (y, x), VGGT frequencies.
+
+    Index ``axis * d/4 + m`` (axis 0 = y, 1 = x) holds ``exp(i pos[axis] base^(-m / (d/4)))``.
+    """
+    nf = d // 4
+    freqs = base ** (-torch.arange(nf, dtype=torch.float64, device=pos.device) / nf)
+    ang = (pos.to(dtype).unsqueeze(-1) * freqs.to(dtype)).flatten(-2)
+    return torch.complex(ang.cos(), ang.sin())
+
+
+class URoPE(Encoding):
+    """Prepared URoPE; ``attend`` loops over chunks of query views (see module docstring)."""
+
+    def __init__(self, *, key_pos, query_pos, behind, num_views, tokens_per_view, num_groups,
+                 view_chunk: int = 1, base: float = 100.0, cache_tables: bool = False):
+        self.key_pos = key_pos  # (B, Sq, G, N, 2) (y, x) float64, offset applied
+        self.query_pos = query_pos  # (N, 2) float64
+        self.behind = behind  # (B, Sq, G, Sk, n) diagnostics
+        self.S, self.T, self.G = int(num_views), int(tokens_per_view), int(num_groups)
+        self.B = key_pos.shape[0]
+        if view_chunk < 1:
+            raise ValueError(f"urope view_chunk must be >= 1, got {view_chunk}")
+        self.view_chunk = int(view_chunk)
+        self.base = float(base)
+        self.cache_tables = bool(cache_tables)
+        self._cache: dict = {}
+        self._backward_phases: dict = {}  # chunk -> phases, from recompute to rotate-backward
+
+    # -- checks and tables ---------------------------------------------------------------------
+    def _check(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        if q.ndim != 4 or k.shape != q.shape or v.shape[:-1] != q.shape[:-1]:
+            raise ValueError(f"urope: q, k, v must be (B, heads, S*T, head_dim), got {tuple(q.shape)}, "
+                             f"{tuple(k.shape)}, {tuple(v.shape)}")
+        B, H, N, d = q.shape
+        if N != self.S * self.T:
+            raise ValueError(f"urope: prepared for {self.S} views x {self.T} tokens = "
+                             f"{self.S * self.T} tokens, got {N}")
+        if B != self.B:
+            raise ValueError(f"urope: prepared for batch {self.B}, got batch {B}")
+        if d % 4:
+            raise ValueError(f"urope needs a head dim divisible by 4 (2D RoPE), got {d}")
+        if H % self.G:
+            raise ValueError(f"urope: {H} heads cannot be split into {self.G} anchor groups; use a "
+                             "number of anchors that divides the number of heads")
+
+    def _key_phases(self, i0: int, i1: int, d: int, cdtype, device) -> torch.Tensor:
+        """(B, i1-i0, G, 1, N, d/2) complex key phases for query views i0..i1-1."""
+        if self.cache_tables:
+            key = ("k", d, cdtype, device)
+            if key not in self._cache:
+                self._cache[key] = _phases(self.key_pos.to(device), d, self.base, _real(cdtype))
+            return self._cache[key][:, i0:i1, :, None]
+        pos = self._key_pos_as(_real(cdtype), device)[:, i0:i1]
+        return _phases(pos, d, self.base, _real(cdtype))[:, :, :, None]
+
+    def _key_pos_as(self, dtype, device) -> torch.Tensor:
+        key = ("pos", dtype, device)
+        if key not in self._cache:
+            self._cache[key] = self.key_pos.to(device=device, dtype=dtype)
+        return self._cache[key]
+
+    def _query_phases(self, d: int, cdtype, device) -> torch.Tensor:
+        key = ("q", d, cdtype, device)
+        if key not in self._cache:
+            self._cache[key] = _phases(self.query_pos.to(device), d, self.base, _real(cdtype))
+        return self._cache[key]
+
+    # -- attention -----------------------------------------------------------------------------
+    def _rotated(self, q: torch.Tensor, k: torch.Tensor):
+        """Permuted, complex views: q rotated at its grid (B,H,N,d/2), k unrotated (B,G,H/G,N,d/2)."""
+        B, H, N, d = q.shape
+        wd = work_dtype(q.dtype)
+        qc, kc = _as_pairs(q.to(wd)), _as_pairs(k.to(wd))
+        q_rot = torch.view_as_real(qc * self._query_phases(d, qc.dtype, q.device)).flatten(-2)
+        return q_rot.to(q.dtype), kc.unflatten(1, (self.G, H // self.G))
+
+    def _chunk_keys(self, kr: torch.Tensor, i0: int, i1: int, out_dtype,
+                    keep_phases: bool = False) -> torch.Tensor:
+        """Keys rotated for query views i0..i1-1: (B*(i1-i0), H, N, d) in ``out_dtype``.
+
+        kr: (B, G, H/G, N, d/2, 2) permuted keys in the work dtype (real view of complex pairs).
+        keep_phases: leave the phases for ``_RotateKeys.backward`` (used during backward only).
+        """
+        B, G, Hg, N, d2, _ = kr.shape
+        ph = self._key_phases(i0, i1, 2 * d2, _complex(kr.dtype), kr.device)
+        if keep_phases:
+            self._backward_phases[(i0, i1)] = ph
+        k_rot = torch.view_as_complex(kr).unsqueeze(1) * ph
+        return torch.view_as_real(k_rot).reshape(B * (i1 - i0), G * Hg, N, 2 * d2).to(out_dtype)
+
+    def attend(self, q, k, v, *, dropout_p: float = 0.0):
+        """URoPE attention. q, k, v: (B, heads, S*T, head_dim) -> (B, heads, S*T, head_dim).
+
+        Memory: the rotated keys of a chunk are not kept for backward; a saved-tensor hook
+        recomputes them from the permuted keys and the positions (one complex multiply).
+        """
+        self._check(q, k, v)
+        B, H, N, d = q.shape
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            q_rot, kc = self._rotated(q, k)
+        kr = torch.view_as_real(kc)  # (B, G, H/G, N, d/2, 2), work dtype
+        kr_const = kr.detach()
+        q_views = q_rot.unflatten(2, (self.S, self.T))  # (B, H, S, T, d)
+        outs = []
+        for n, q_blk in enumerate(q_views.split(self.view_chunk, dim=2)):  # (B, H, c, T, d)
+            i0 = n * self.view_chunk
+            c = q_blk.shape[2]
+            i1 = i0 + c
+            with torch.autocast(device_type=q.device.type, enabled=False):
+                k_rot = _RotateKeys.apply(kr, self, i0, i1, q.dtype)
+            if c == 1:
+                q_c, v_c = q_blk.squeeze(2), v
+            else:
+                q_c = q_blk.transpose(1, 2).reshape(B * c, H, self.T, d)
+                v_c = v.unsqueeze(1).expand(B, c, H, N, v.shape[-1]).reshape(B * c, H, N, v.shape[-1])
+            with torch.autograd.graph.saved_tensors_hooks(
+                *self._recompute_hooks(k_rot, kr_const, i0, i1, q.dtype)
+            ):
+                o = F.scaled_dot_product_attention(q_c, k_rot, v_c, dropout_p=dropout_p)
+            del k_rot
+            outs.append(o.unsqueeze(2) if c == 1 else o.view(B, c, H, self.T, -1).transpose(1, 2))
+        return torch.cat(outs, dim=2).flatten(2, 3)  # (B, H, S, T, dv) -> (B, H, N, dv)
+
+    def _recompute_hooks(self, k_rot, kr_const, i0, i1, out_dtype):
+        """Saved-tensor hooks that store a recipe instead of the rotated keys ``k_rot``."""
+        sig = (k_rot.data_ptr(), k_rot.shape, k_rot.stride(), k_rot.dtype)
+
+        def pack(t):
+            if (t.data_ptr(), t.shape, t.stride(), t.dtype) == sig:
+                return _Recompute()
+            return t
+
+        def unpack(x):
+            if isinstance(x, _Recompute):
+                with torch.no_grad(), torch.autocast(device_type=kr_const.device.type, enabled=False):
+                    return self._chunk_keys(kr_const, i0, i1, out_dtype, keep_phases=True)
+            return x
+
+        return pack, unpack
+
+    def attention_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Debug/test helper: (B, heads, N, N) logits. Materializes the matrix."""
+        B, H, N, d = q.shape
+        q_rot, kc = self._rotated(q, k)
+        rows = []
+        for i in range(self.S):
+            k_rot = self._chunk_keys(torch.view_as_real(kc), i, i + 1, q_rot.dtype)
+            rows.append(q_rot[:, :, i * self.T:(i + 1) * self.T] @ k_rot.mT / math.sqrt(d))
+        return torch.cat(rows, dim=2)
+
+    def _no_transform(self, x):
+        raise NotImplementedError(
+            "urope rotates keys differently for every query view, so it has no per-tensor "
+            "transform; call attend(q, k, v)"
+        )
+
+    transform_q = transform_k = _no_transform
+
+
+def _real(cdtype):
+    return torch.float64 if cdtype == torch.complex128 else torch.float32
+
+
+def _complex(dtype):
+    return torch.complex128 if dtype == torch.float64 else torch.complex64
+
+
+class _Recompute:
+    """Marker stored by the saved-tensor hook in place of a chunk's rotated keys."""
+
+
+class _RotateKeys(torch.autograd.Function):
+    """Rotate permuted keys for query views i0..i1-1 without saving anything large for backward.
+
+    forward(kr (B,G,H/G,N,d/2,2) work dtype, enc, i0, i1, out_dtype) -> (B*c, H, N, d) out_dtype.
+    backward multiplies by the conjugate phases (recomputed) and sums over the c query views.
+    """
+
+    @staticmethod
+    def forward(ctx, kr, enc, i0, i1, out_dtype):
+        ctx.enc, ctx.i0, ctx.i1, ctx.shape = enc, i0, i1, kr.shape
+        ctx.kr_dtype = kr.dtype
+        return enc._chunk_keys(kr, i0, i1, out_dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        B, G, Hg, N, d2, _ = ctx.shape
+        c = ctx.i1 - ctx.i0
+        with torch.autocast(device_type=grad.device.type, enabled=False):
+            ph = ctx.enc._backward_phases.pop((ctx.i0, ctx.i1), None)
+            if ph is None:
+                ph = ctx.enc._key_phases(ctx.i0, ctx.i1, 2 * d2, _complex(ctx.kr_dtype), grad.device)
+            g = grad.to(ctx.kr_dtype).reshape(B, c, G, Hg, N, d2, 2).contiguous()
+            gk = torch.view_as_complex(g) * ph.conj()
+            gk = gk.squeeze(1) if c == 1 else gk.sum(1)
+        return torch.view_as_real(gk), None, None, None, None
+
+
+@register_encoding("urope")
+def make_urope(*, image_size, grid, num_special, patch_offset, K, w2c, num_views,
+               anchors=None, view_chunk: int = 1, behind_eps: float = 1e-3, clip: float = 1.0,
+               rope_base: float = 100.0, cache_tables: bool = False,
+               max_translation: float | None = 10.0):
+    """Prepare URoPE. K: (B,S,3,3) pixel intrinsics; w2c: (B,S,3|4,4) OpenCV world-to-camera.
+
+    anchors: depth anchors (normalized scene units), one per head group; default
+    ``default_anchors()`` = 4 log-spaced over 0.5..8. view_chunk: query views per SDPA call.
+    """
+    K64, E = validate_cameras(K, w2c, num_views, method="urope", max_translation=max_translation)
+    anchors = default_anchors() if anchors is None else list(anchors)
+    if not anchors or any(not (a > 0) for a in anchors):
+        raise ValueError(f"urope anchors must be a non-empty list of positive depths, got {anchors}")
+    with torch.autocast(device_type=E.device.type, enabled=False):
+        a = torch.tensor(anchors, dtype=torch.float64, device=E.device)
+        pos, behind = project_key_positions(K64, E, a, image_size, grid, behind_eps=behind_eps,
+                                            clip=clip)
+    B, S, G, _, n, _ = pos.shape
+    pos = pos + patch_offset
+    special = torch.zeros(B, S, G, S, num_special, 2, dtype=pos.dtype, device=pos.device)
+    key_pos = torch.cat([special, pos], dim=4).flatten(3, 4)  # (B, Sq, G, N, 2)
+    query_pos = token_positions(S, grid, num_special, patch_offset, dtype=torch.float64,
+                                device=pos.device)  # (S*T, 2) (y, x)
+    return URoPE(key_pos=key_pos, query_pos=query_pos, behind=behind, num_views=num_views,
+                 tokens_per_view=num_special + n, num_groups=G, view_chunk=view_chunk,
+                 base=rope_base, cache_tables=cache_tables)

@@ -1,0 +1,190 @@
+"""URoPE (reference/camera_pe.md sections 6 and 11), float64, tiny shapes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from depthpe.pe import apply_rope_2d, prepare_encoding, token_positions
+from depthpe.pe.urope import default_anchors
+from test_pe_support import DT, GRID, IMAGE, random_cameras, random_qkv, random_se3, rel_err
+
+B, H, S, NS = 2, 4, 3, 2
+h, w = GRID
+T = NS + h * w
+N = S * T
+ANCHORS = [0.7, 3.0]
+
+
+def prep(K, w2c, **opts):
+    opts.setdefault("anchors", ANCHORS)
+    return prepare_encoding("urope", K=K, w2c=w2c, image_size=IMAGE, grid=GRID, num_special=NS,
+                            patch_offset=1, **opts)
+
+
+def setup(seed, d=16, trans=0.3):
+    g = torch.Generator().manual_seed(seed)
+    K, w2c = random_cameras(B, S, g, trans=trans)
+    # small random rotations: cameras roughly face the same way, most projections are in front
+    skew = 0.2 * torch.randn(B, S, 3, 3, generator=g, dtype=DT)
+    w2c[..., :3, :3] = torch.linalg.matrix_exp(skew - skew.mT)
+    q, k, v = random_qkv(B, H, N, d, g)
+    return g, K, w2c, q, k, v
+
+
+def naive_key_positions(K, w2c, anchors, eps=1e-3, clip=1.0):
+    """(B, Sq, G, S*T, 2) (y, x) positions with offset 1, per (b, i, j, g) with explicit inverses."""
+    Hi, Wi = IMAGE
+    pw, ph = Wi / w, Hi / h
+    G = len(anchors)
+    out = torch.zeros(B, S, G, S, T, 2, dtype=DT)
+    rr, cc = torch.meshgrid(torch.arange(h, dtype=DT), torch.arange(w, dtype=DT), indexing="ij")
+    rr, cc = rr.reshape(-1), cc.reshape(-1)
+    pix = torch.stack([(cc + 0.5) * pw - 0.5, (rr + 0.5) * ph - 0.5, torch.ones_like(cc)], 0)
+    for b in range(B):
+        for i in range(S):
+            for j in range(S):
+                for g, d_g in enumerate(anchors):
+                    if i == j:
+                        y, x = rr, cc
+                    else:
+                        Xj = d_g * torch.linalg.inv(K[b, j]) @ pix  # (3, n) camera-j points
+                        Xw = torch.linalg.inv(w2c[b, j]) @ torch.cat([Xj, torch.ones(1, h * w, dtype=DT)])
+                        p = K[b, i] @ (w2c[b, i] @ Xw)[:3]
+                        z = p[2].clamp_min(eps * d_g)
+                        x = ((p[0] / z + 0.5) / pw - 0.5).clamp(-clip * w, (1 + clip) * w)
+                        y = ((p[1] / z + 0.5) / ph - 0.5).clamp(-clip * h, (1 + clip) * h)
+                    out[b, i, g, j, NS:, 0] = y + 1
+                    out[b, i, g, j, NS:, 1] = x + 1
+    return out.flatten(3, 4)
+
+
+def naive_urope(q, k, v, K, w2c, anchors):
+    """Per (b, head, query view) explicit logits with VGGT RoPE (depthpe.pe.rope) and softmax."""
+    kpos = naive_key_positions(K, w2c, anchors)
+    qpos = token_positions(S, GRID, NS, 1, dtype=DT)
+    G = len(anchors)
+    logits = torch.zeros(B, H, N, N, dtype=DT)
+    for b in range(B):
+        for hd in range(H):
+            g = hd // (H // G)
+            for i in range(S):
+                rows = slice(i * T, (i + 1) * T)
+                qr = apply_rope_2d(q[b, hd, rows], qpos[rows])
+                kr = apply_rope_2d(k[b, hd], kpos[b, i, g])
+                logits[b, hd, rows] = qr @ kr.T / math.sqrt(q.shape[-1])
+    return logits, logits.softmax(-1) @ v
+
+
+def test_matches_naive_per_view_head_reference():
+    _, K, w2c, q, k, v = setup(0)
+    enc = prep(K, w2c)
+    logits_ref, out_ref = naive_urope(q, k, v, K, w2c, ANCHORS)
+    assert rel_err(enc.attention_logits(q, k), logits_ref) < 1e-12
+    assert rel_err(enc.attend(q, k, v), out_ref) < 1e-12
+
+
+def test_chunked_equals_unchunked_and_cached_tables():
+    _, K, w2c, q, k, v = setup(1)
+    ref = prep(K, w2c, view_chunk=S).attend(q, k, v)
+    for opts in ({"view_chunk": 1}, {"view_chunk": 2}, {"view_chunk": 2, "cache_tables": True}):
+        assert rel_err(prep(K, w2c, **opts).attend(q, k, v), ref) < 1e-13, opts
+
+
+def test_same_view_block_is_exact_2d_rope_for_every_anchor():
+    _, K, w2c, q, k, _ = setup(2)
+    logits = prep(K, w2c).attention_logits(q, k)
+    pos = token_positions(S, GRID, NS, 1, dtype=DT)
+    plain = apply_rope_2d(q, pos) @ apply_rope_2d(k, pos).mT / math.sqrt(q.shape[-1])
+    for i in range(S):
+        blk = slice(i * T, (i + 1) * T)
+        assert (logits[:, :, blk, blk] - plain[:, :, blk, blk]).abs().max() < 1e-12
+    assert (logits - plain).abs().max() > 1e-3  # cross-view blocks do differ
+
+
+def test_identical_cameras_reduce_to_vggt_rope():
+    _, K, w2c, q, k, v = setup(3)
+    K_same, w2c_same = K[:, :1].expand(B, S, 3, 3), w2c[:, :1].expand(B, S, 4, 4)
+    out = prep(K_same, w2c_same).attend(q, k, v)
+    pos = token_positions(S, GRID, NS, 1, dtype=DT)
+    ref = F.scaled_dot_product_attention(apply_rope_2d(q, pos), apply_rope_2d(k, pos), v)
+    assert rel_err(out, ref) < 1e-12
+
+
+def test_pure_rotation_projections_do_not_depend_on_anchor():
+    g, K, w2c, *_ = setup(4)
+    c = torch.randn(B, 1, 3, generator=g, dtype=DT)  # common camera centre
+    w2c = w2c.clone()
+    w2c[..., :3, 3] = -(w2c[..., :3, :3] @ c.unsqueeze(-1)).squeeze(-1)
+    enc = prep(K, w2c, anchors=[0.5, 1.3, 4.0, 9.0])
+    pos = enc.key_pos  # (B, Sq, G, N, 2)
+    assert (pos - pos[:, :, :1]).abs().max() < 1e-9
+    w2c[:, 1, :3, 3] += 0.5  # now view 1 has a baseline: anchors matter
+    moved = prep(K, w2c, anchors=[0.5, 1.3, 4.0, 9.0])
+    assert (moved.key_pos - moved.key_pos[:, :, :1]).abs().max() > 1e-3  # translation: they differ
+
+
+def test_se3_invariance_and_scale_with_anchors():
+    g, K, w2c, q, k, v = setup(5)
+    G = random_se3(g)
+    a, b = prep(K, w2c), prep(K, w2c @ torch.linalg.inv(G))
+    assert rel_err(b.attention_logits(q, k), a.attention_logits(q, k)) < 1e-10
+    assert rel_err(b.attend(q, k, v), a.attend(q, k, v)) < 1e-10
+    scaled = w2c.clone()
+    scaled[..., :3, 3] *= 3
+    assert rel_err(prep(K, scaled).attend(q, k, v), a.attend(q, k, v)) > 1e-6
+    both = prep(K, scaled, anchors=[3 * x for x in ANCHORS])
+    assert rel_err(both.attend(q, k, v), a.attend(q, k, v)) < 1e-10
+
+
+def test_opposite_facing_cameras_finite_outputs_and_gradients():
+    _, K, w2c, q, k, v = setup(6)
+    w2c = w2c.clone()
+    w2c[:, 1, :3, :3] = torch.diag(torch.tensor([-1.0, 1.0, -1.0], dtype=DT))  # looks backwards
+    enc = prep(K, w2c)
+    assert enc.behind.any()
+    q, k, v = (x.requires_grad_() for x in (q, k, v))
+    out = enc.attend(q, k, v)
+    out.square().sum().backward()
+    assert torch.isfinite(out).all() and all(torch.isfinite(x.grad).all() for x in (q, k, v))
+    assert torch.isfinite(enc.key_pos).all()
+    assert enc.key_pos[..., 1].abs().max() <= 2 * w + 1 and enc.key_pos[..., 0].abs().max() <= 2 * h + 1
+
+
+def test_gradcheck():
+    g = torch.Generator().manual_seed(7)
+    K, w2c = random_cameras(1, 2, g, trans=0.2)
+    q, k, v = (x.requires_grad_() for x in random_qkv(1, 2, 2 * 5, 8, g))
+    enc = prepare_encoding("urope", K=K, w2c=w2c, image_size=(28, 28), grid=(2, 2), num_special=1,
+                           anchors=[1.0, 2.0])
+    assert torch.autograd.gradcheck(lambda a, b, c: enc.attend(a, b, c), (q, k, v), fast_mode=True)
+
+
+def test_bf16_autocast_output_close_to_float32():
+    _, K, w2c, q, k, v = setup(8)
+    enc = prep(K, w2c)
+    ref = enc.attend(q.float(), k.float(), v.float())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = enc.attend(q.bfloat16(), k.bfloat16(), v.bfloat16())
+    assert got.dtype == torch.bfloat16
+    assert rel_err(got.float(), ref) < 3e-2
+
+
+def test_defaults_and_errors():
+    assert default_anchors() == pytest.approx([0.5, 0.5 * 16 ** (1 / 3), 0.5 * 16 ** (2 / 3), 8.0])
+    _, K, w2c, q, k, v = setup(9)
+    enc = prepare_encoding("urope", K=K, w2c=w2c, image_size=IMAGE, grid=GRID, num_special=NS)
+    assert enc.G == 4
+    with pytest.raises(ValueError, match="anchor groups"):
+        prep(K, w2c, anchors=[1.0, 2.0, 3.0]).attend(q, k, v)
+    with pytest.raises(ValueError, match="divisible by 4"):
+        prep(K, w2c).attend(q[..., :14], k[..., :14], v[..., :14])
+    with pytest.raises(NotImplementedError, match="attend"):
+        prep(K, w2c).transform_k(k)
+    with pytest.raises(ValueError, match="positive"):
+        prep(K, w2c, anchors=[1.0, -1.0])
+    with pytest.raises(ValueError, match="view_chunk"):
+        prep(K, w2c, view_chunk=0)
