@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["load_config", "apply_overrides", "dump_config", "parse_value"]
+__all__ = ["load_config", "apply_overrides", "dump_config", "parse_value", "merge"]
 
 # PyYAML follows YAML 1.1, where "1e-4" (no dot) is a string; users mean a number.
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)$")
@@ -58,17 +58,37 @@ def apply_overrides(config: dict, overrides: list[str]) -> dict:
     return out
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> dict:
-    """Read a YAML config file (a mapping) and apply overrides; clear errors for bad files."""
+def merge(base: dict, update: dict) -> dict:
+    """Deep merge: mappings are merged key by key, everything else (lists too) is replaced."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None, _seen: tuple = ()) -> dict:
+    """Read a YAML config file (a mapping) and apply overrides; clear errors for bad files.
+
+    A top-level ``base: OTHER.yaml`` (relative to the file) is loaded first and the file's own keys
+    are deep-merged over it, so recipe variants only state what differs.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} not found (see configs/ for examples)")
+    if path.resolve() in _seen:
+        raise ValueError(f"{path}: circular 'base:' chain {[str(p) for p in _seen]}")
     try:
         config = _coerce(yaml.safe_load(path.read_text()) or {})
     except yaml.YAMLError as err:
         raise ValueError(f"{path}: not valid YAML: {err}") from err
     if not isinstance(config, dict):
         raise ValueError(f"{path}: the top level must be a mapping of sections")
+    base = config.pop("base", None)
+    if base is not None:
+        config = merge(load_config(path.parent / base, _seen=_seen + (path.resolve(),)), config)
     return apply_overrides(config, list(overrides or []))
 
 

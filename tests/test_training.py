@@ -147,3 +147,24 @@ def test_nonfinite_loss_is_skipped_and_counted(synth_root, tmp_path, monkeypatch
     with pytest.raises(RuntimeError, match="in a row had a non-finite loss"):
         train(run_config(synth_root, tmp_path / "run2",
                          train={"steps": 5, "checkpoint_every": 0, "max_nonfinite_in_row": 3}))
+
+
+def test_base_configs_merge_and_every_shipped_config_is_valid(tmp_path):
+    from pathlib import Path
+
+    (tmp_path / "a.yaml").write_text("output_dir: a\nmodel: {preset: tiny, global_pe: rope}\ntrain: {steps: 3}\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\nmodel: {global_pe: prope}\n")
+    merged = load_config(tmp_path / "b.yaml")
+    assert merged["model"] == {"preset": "tiny", "global_pe": "prope"} and merged["train"] == {"steps": 3}
+    (tmp_path / "c.yaml").write_text("base: c.yaml\n")
+    with pytest.raises(ValueError, match="circular"):
+        load_config(tmp_path / "c.yaml")
+    configs = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
+    assert len(configs) >= 12
+    for path in configs:
+        cfg = RunConfig.from_dict(load_config(path))
+        model_cfg = cfg.model_config()
+        expected = path.stem.split("_", 1)[1] if "_" in path.stem else "rope"
+        if expected != "rope" and not expected.startswith("rope"):
+            assert model_cfg.global_pe == expected, path
+        assert cfg.data.sources, path
