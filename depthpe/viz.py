@@ -9,8 +9,6 @@ Colour maps come from ``matplotlib.colormaps`` (no pyplot, no backend needed).
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -161,18 +159,9 @@ def save_png(path, array) -> Path:
     ok, encoded = cv2.imencode(".png", a[..., ::-1] if a.ndim == 3 else a)
     if not ok:
         raise RuntimeError(f"OpenCV could not encode a PNG of shape {a.shape}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(encoded.tobytes())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    from .data.scene_file import atomic_write_bytes
+
+    return atomic_write_bytes(path, encoded.tobytes())
 
 
 # ----------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def plane_scene(n: int = 4, h: int = 24, w: int = 32, seed: int = 0, radius: flo
         a = 2 * np.pi * i / n + rng.uniform(-0.2, 0.2)
         center = np.array([radius * np.cos(a), radius * np.sin(a), 1.6 + 0.3 * i])
         w2c = look_at_w2c(center, np.array([0.0, 0.0, 0.0]) + rng.uniform(-0.2, 0.2, 3) * [1, 1, 0])
-        R, t = w2c[:, :3], w2c[:, 3]
+        R = w2c[:, :3]
         v, u = np.mgrid[0:h, 0:w].astype(float)
         rays_cam = np.stack([(u - K[0, 2]) / f, (v - K[1, 2]) / f, np.ones_like(u)], -1)  # z = 1
         rays_w = rays_cam @ R  # R^T applied to each ray

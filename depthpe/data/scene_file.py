@@ -48,6 +48,7 @@ __all__ = [
     "encode_image",
     "decode_image",
     "atomic_write_bytes",
+    "read_attrs",
 ]
 
 FORMAT = "depthpe-scene"
@@ -276,6 +277,20 @@ def read_index(split_dir: str | os.PathLike) -> list[dict]:
     except (ValueError, KeyError, TypeError) as err:
         raise SceneFileError(f"{index_path}: malformed index ({err!r})") from err
     return scenes
+
+
+def read_attrs(path: str | os.PathLike) -> dict | None:
+    """Attributes (plus num_frames, height, width) of a readable scene file; None if the file is
+    missing, unreadable or malformed. Used by resumable writers to decide whether to redo a scene."""
+    if not Path(path).is_file():
+        return None
+    reader = SceneReader(path)
+    try:
+        return reader.attrs
+    except (SceneFileError, OSError):
+        return None
+    finally:
+        reader.close()
 
 
 class SceneReader:

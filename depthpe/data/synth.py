@@ -868,17 +868,11 @@ def _scene_id(split: str, index: int) -> str:
 def _existing_entry(path: Path, seed: int, views: int, height: int, width: int) -> dict | None:
     """Index entry of a complete scene file made by this generator with the same seed and shape,
     or None if the file is missing, unreadable or was made with other settings (then it is redone)."""
-    from depthpe.data.scene_file import SceneFileError, SceneReader
+    from depthpe.data.scene_file import read_attrs
 
-    if not path.exists():
+    attrs = read_attrs(path)
+    if attrs is None:
         return None
-    reader = SceneReader(path)
-    try:
-        attrs = reader.attrs
-    except (SceneFileError, OSError):
-        return None
-    finally:
-        reader.close()
     same = (
         attrs.get("source") == SOURCE
         and attrs.get("synth_seed") == seed

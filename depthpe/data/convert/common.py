@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable
 import cv2
 import numpy as np
 
-from ..scene_file import SceneFileError, SceneReader, atomic_write_bytes, write_index, write_scene
+from ..scene_file import atomic_write_bytes, read_attrs, write_index, write_scene
 
 __all__ = [
     "CONVERTER_VERSION",
@@ -352,15 +352,9 @@ def load_or_create_split(
 
 def _existing_entry(path: Path, settings: str, min_frames: int) -> dict | None:
     """Index entry of a finished scene file written with the same settings, else None."""
-    if not path.is_file():
+    attrs = read_attrs(path)
+    if attrs is None:
         return None
-    reader = SceneReader(path)
-    try:
-        attrs = reader.attrs
-    except (SceneFileError, OSError):
-        return None
-    finally:
-        reader.close()
     if attrs.get("convert_settings") != settings or attrs["num_frames"] < min_frames:
         return None
     return {
