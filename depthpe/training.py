@@ -148,7 +148,8 @@ class HubConfig:
 
 @dataclass
 class RunConfig:
-    """A whole training run (the YAML file). ``model`` holds ``preset`` plus DepthModelConfig fields."""
+    """A whole training run (the YAML file). ``model`` holds ``preset`` plus DepthModelConfig fields, and
+    optionally ``init_from``: a VGGT-format checkpoint to start from (see ``build_model``)."""
 
     output_dir: str = "runs/default"
     seed: int = 0
@@ -188,9 +189,36 @@ class RunConfig:
 
         fields = dict(self.model)
         preset = fields.pop("preset", None)
+        fields.pop("init_from", None)  # issue 6: where the weights come from, not an architecture field
         if preset:
             return DepthModelConfig.from_preset(preset, **fields)
         return DepthModelConfig(**fields)
+
+
+# --- init_from (issue 6): the model a run starts from
+def build_model(cfg: RunConfig, *, resuming: bool = False):
+    """A new ``DepthModel`` for ``cfg``. With ``model.init_from`` (a VGGT-format checkpoint: a Hub id
+    such as ``facebook/VGGT-1B`` or a local .safetensors/.pt file) it is ``DepthModel.from_vggt`` with
+    the run's model config, so the backbone comes from that checkpoint and timm downloads nothing;
+    when ``resuming`` the checkpoint file is not read (the run's own checkpoint restores every weight)."""
+    from .model import DepthModel
+
+    init_from = cfg.model.get("init_from")
+    config = cfg.model_config()
+    if init_from and not resuming:
+        return DepthModel.from_vggt(init_from, **config.to_dict())
+    return DepthModel(config, load_backbone_weights=not init_from)
+
+
+def init_weights_release(cfg: RunConfig) -> str | None:
+    """The released weights named by ``model.init_from`` when it is a known Hub release
+    (``depthpe.model_card.INIT_WEIGHTS``, e.g. ``facebook/VGGT-1B``), for the model card's licence;
+    None otherwise (for a local copy of VGGT-1B set ``hub.license`` yourself)."""
+    from .model_card import INIT_WEIGHTS
+
+    init_from = cfg.model.get("init_from")
+    return init_from if init_from in INIT_WEIGHTS else None
+# --- end init_from
 
 
 def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:
@@ -295,7 +323,6 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
     from .data.dataset import build_train_loader
     from .evaluation import evaluate, format_summary
     from .losses import depth_loss
-    from .model import DepthModel
 
     t = cfg.train
     output_dir = Path(cfg.output_dir)
@@ -314,7 +341,10 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
         (output_dir / "config.yaml").write_text(dump_config(resolved or cfg.to_dict()))
     accelerator.init_trackers("train", config=_flat_hparams(cfg))
 
-    model = DepthModel(cfg.model_config())
+    # init_from (issue 6): the main process downloads the checkpoint first, the others read the cache
+    resuming = bool(resume) and find_checkpoint(output_dir, resume) is not None
+    with accelerator.main_process_first():
+        model = build_model(cfg, resuming=resuming)
     optimizer = torch.optim.AdamW(model.param_groups(cfg.optim.weight_decay), lr=cfg.optim.lr, betas=cfg.optim.betas)
     model, optimizer = accelerator.prepare(model, optimizer)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -343,7 +373,8 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
         from .hub import TrainingPushes
 
         hub = TrainingPushes(cfg.hub, resolved or cfg.to_dict(), total_steps=t.steps,
-                             checkpoint_every=t.checkpoint_every, output_dir=output_dir, log=tqdm.write)
+                             checkpoint_every=t.checkpoint_every, output_dir=output_dir, log=tqdm.write,
+                             init_weights=init_weights_release(cfg))
     # --- end hub
 
     def validate(at_step: int) -> None:

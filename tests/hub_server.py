@@ -171,7 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"X-Error-Message": message}
         if code:
             headers["X-Error-Code"] = code
-        self._send(status, {"error": message}, headers=headers)
+        self._send(status, {"error": message}, headers=headers, head=self.command == "HEAD")
 
     def _route(self, method: str) -> None:
         hub = self.hub

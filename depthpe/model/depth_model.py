@@ -1,6 +1,7 @@
 """``DepthModel``: frozen DINOv2 + VGGT-style aggregator + DPT depth head, with Hub save/load.
 
-State-dict layout (VGGT names, so VGGT-1B weights map with a short table later):
+State-dict layout (VGGT names, so VGGT-1B weights map with a short table: ``from_vggt`` and
+``depthpe.model.vggt_weights``):
 ``aggregator.patch_embed.*`` (timm DINOv2 keys), ``aggregator.backbone_proj.*`` (only when the
 backbone width differs from ``embed_dim``), ``aggregator.camera_token``, ``aggregator.register_token``,
 ``aggregator.frame_blocks.i.*``, ``aggregator.global_blocks.i.*``, ``depth_head.*`` (VGGT DPT names).
@@ -287,6 +288,40 @@ class DepthModel(
 
         model = cls(config, load_backbone_weights=False)
         model.load_weights(load_file(files[WEIGHTS_NAME], device="cpu"), strict=strict)
+        return model.to(map_location).eval()
+
+    @classmethod
+    def from_vggt(
+        cls,
+        path_or_hub_id: str | Path = "facebook/VGGT-1B",
+        *,
+        revision: str | None = None,
+        cache_dir: str | Path | None = None,
+        token: str | bool | None = None,
+        local_files_only: bool = False,
+        map_location: str = "cpu",
+        **config_overrides,
+    ) -> "DepthModel":
+        """A new model initialised from a VGGT-format checkpoint (default: VGGT-1B, CC BY-NC 4.0).
+
+        path_or_hub_id: a ``.safetensors`` / ``.pt`` state dict, a folder holding one, or a Hub repo
+        id (``model.safetensors``, else ``model.pt``). The backbone (``aggregator.patch_embed``, mapped
+        onto timm), the special tokens, the frame/global blocks and the depth head are loaded; the
+        camera/point/track heads are ignored; any other missing or unexpected key raises
+        ``VGGTWeightsError`` (``depthpe.model.vggt_weights``). ``config_overrides`` are
+        ``DepthModelConfig`` fields on top of the VGGT-1B defaults: any ``global_pe`` (the encodings
+        have no parameters), or a reduced architecture for small VGGT-format checkpoints (backbone,
+        backbone_blocks, embed_dim, num_blocks, num_heads, head_features, head_out_channels,
+        head_layers). No timm weights are downloaded. Returns the model in eval mode on ``map_location``.
+        """
+        from .vggt_weights import load_vggt_weights, read_vggt_state_dict
+
+        config = DepthModelConfig(**config_overrides)
+        state = read_vggt_state_dict(
+            path_or_hub_id, revision=revision, cache_dir=cache_dir, token=token, local_files_only=local_files_only
+        )
+        model = cls(config, load_backbone_weights=False)
+        load_vggt_weights(model, state)
         return model.to(map_location).eval()
 
 
