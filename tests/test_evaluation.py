@@ -82,3 +82,39 @@ def test_perfect_prediction_scores_zero(synth_root):
 def test_discover_sources_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="depthpe synth"):
         discover_sources(tmp_path, "val")
+
+
+def test_two_processes_give_the_same_table(synth_root, saved_model, tmp_path):
+    """accelerate launch with 2 CPU processes (gloo) splits the scenes and writes the same summary."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent.parent / "eval" / "evaluate.py"
+    args = ["--model", str(saved_model), "--data", str(synth_root), "--views", "3", "--image-width", "42",
+            "--panels", "0", "--num-workers", "0", "--cpu"]
+    main([*args, "--out", str(tmp_path / "one")])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(port), str(script), *args, "--out", str(tmp_path / "two")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    two = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert two["meta"]["processes"] == 2 and one["meta"]["processes"] == 1
+    assert _close(two["summary"], one["summary"])
+
+
+def _close(a, b, tol=1e-6):
+    """Nested dicts of numbers equal within tol (tiny float differences between process layouts)."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], tol) for k in a)
+    if isinstance(a, float):
+        return abs(a - b) <= tol * max(1.0, abs(b)) or (a != a and b != b)
+    return a == b
