@@ -60,6 +60,7 @@ __all__ = [
     "aggregate",
     "summary_table",
     "StreamingMedian",
+    "depth_and_mask",
 ]
 
 PRED_MIN = 1e-6
@@ -296,6 +297,22 @@ def _to_numpy(x) -> np.ndarray:
     return np.asarray(x)
 
 
+def depth_and_mask(depth, valid=None) -> tuple[np.ndarray, np.ndarray]:
+    """(depth as float64 numpy (...), mask (...) bool = finite & depth > 0 & optional ``valid``).
+
+    depth and valid: numpy arrays or torch tensors of one shape; raises ValueError otherwise.
+    """
+    d = _to_numpy(depth).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        m = np.isfinite(d) & (d > 0)
+    if valid is not None:
+        v = _to_numpy(valid)
+        if v.shape != d.shape:
+            raise ValueError(f"valid has shape {v.shape} but depth has {d.shape}")
+        m &= v.astype(bool)
+    return d, m
+
+
 def _prepare(pred, gt, valid, ndim: int | None):
     """float64 pred with non-finite -> PRED_MIN, float64 gt, evaluated mask (valid & gt finite & > 0)."""
     p = _to_numpy(pred).astype(np.float64)
@@ -305,13 +322,7 @@ def _prepare(pred, gt, valid, ndim: int | None):
                          "(nearest-neighbour resize the prediction to the GT, never resample GT bilinearly)")
     if ndim is not None and p.ndim != ndim:
         raise ValueError(f"expected {ndim}-d arrays ({'(H, W)' if ndim == 2 else '(S, H, W)'}), got shape {p.shape}")
-    with np.errstate(invalid="ignore"):
-        m = np.isfinite(g) & (g > 0)
-    if valid is not None:
-        v = _to_numpy(valid)
-        if v.shape != g.shape:
-            raise ValueError(f"valid has shape {v.shape} but gt has {g.shape}")
-        m &= v.astype(bool)
+    _, m = depth_and_mask(g, valid)
     p = np.where(np.isfinite(p), p, PRED_MIN)
     return p, g, m
 

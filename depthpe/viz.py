@@ -177,15 +177,9 @@ def _to_numpy(x) -> np.ndarray:
 
 
 def _depth_and_mask(depth, valid):
-    d = _to_numpy(depth).astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        m = np.isfinite(d) & (d > 0)
-    if valid is not None:
-        v = _to_numpy(valid)
-        if v.shape != d.shape:
-            raise ValueError(f"valid has shape {v.shape} but depth has {d.shape}")
-        m &= v.astype(bool)
-    return d, m
+    from .metrics import depth_and_mask
+
+    return depth_and_mask(depth, valid)
 
 
 def _apply_cmap(t: np.ndarray, mask: np.ndarray, cmap: str) -> np.ndarray:

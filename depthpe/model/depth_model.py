@@ -31,6 +31,19 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 
 
+def state_dict_mismatches(own: dict, incoming: dict) -> tuple[list[str], list[str], list[str]]:
+    """Compare a model's state dict with one to load: (missing keys, unexpected keys,
+    "key: checkpoint shape vs model shape" lines), each sorted."""
+    missing = sorted(set(own) - set(incoming))
+    unexpected = sorted(set(incoming) - set(own))
+    shapes = sorted(
+        f"{k}: checkpoint {tuple(incoming[k].shape)} vs model {tuple(own[k].shape)}"
+        for k in set(own) & set(incoming)
+        if incoming[k].shape != own[k].shape
+    )
+    return missing, unexpected, shapes
+
+
 class CheckpointMismatchError(RuntimeError):
     """A checkpoint's state dict does not match the model built from its config."""
 
@@ -234,14 +247,7 @@ class DepthModel(
     def load_weights(self, state_dict: dict[str, torch.Tensor], *, strict: bool = True) -> None:
         """Load a state dict; with ``strict`` raise ``CheckpointMismatchError`` listing missing keys,
         unexpected keys and shape mismatches (nothing is loaded then)."""
-        own = self.state_dict()
-        missing = sorted(set(own) - set(state_dict))
-        unexpected = sorted(set(state_dict) - set(own))
-        shapes = sorted(
-            f"{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}"
-            for k in set(own) & set(state_dict)
-            if state_dict[k].shape != own[k].shape
-        )
+        missing, unexpected, shapes = state_dict_mismatches(self.state_dict(), state_dict)
         if shapes or (strict and (missing or unexpected)):
             def show(items):
                 return f"{items[:20]}{f' ... ({len(items)} in all)' if len(items) > 20 else ''}"

@@ -277,14 +277,10 @@ def load_vggt_weights(model: torch.nn.Module, vggt_sd: dict[str, torch.Tensor]) 
     when it raises. dtypes are converted to the model's.
     """
     mapped = vggt_to_depthpe(vggt_sd)
+    from .depth_model import state_dict_mismatches
+
     own = model.state_dict()
-    missing = sorted(set(own) - set(mapped))
-    unexpected = sorted(set(mapped) - set(own))
-    shapes = sorted(
-        f"{k}: checkpoint {tuple(mapped[k].shape)} vs model {tuple(own[k].shape)}"
-        for k in set(own) & set(mapped)
-        if mapped[k].shape != own[k].shape
-    )
+    missing, unexpected, shapes = state_dict_mismatches(own, mapped)
     if missing or unexpected or shapes:
         cfg = getattr(model, "config", None)
         hint = describe_vggt_state_dict(vggt_sd)
