@@ -396,86 +396,98 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
 
     bar = tqdm(total=t.steps, initial=step, desc="train", unit="step", disable=not main_proc, dynamic_ncols=True)
     nonfinite_in_row = 0
+    stop = _StopRequest()  # SIGTERM (pre-emption): checkpoint at the end of the current step, then exit
     model.train()
-    while step < t.steps:
-        t0 = time.perf_counter()
-        lr = lr_at(step, cfg.optim, t.steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        terms_sum: dict[str, float] = {}
-        local_bad = False
-        n_images = 0
-        data_time = 0.0
-        for micro in range(t.grad_accum):
-            td = time.perf_counter()
-            batch = next(batches)
-            data_time += time.perf_counter() - td
-            counters["redraws"] += batch["redraws"]
-            counters["skipped_files"] += batch["skipped_files"]
-            n_images += batch["images"].shape[0] * batch["images"].shape[1]
-            sync = micro == t.grad_accum - 1
-            ctx = accelerator.no_sync(model) if not sync else _nullcontext()
-            with ctx:
-                with accelerator.autocast():
-                    out = model(batch["images"].to(accelerator.device), batch["K"].to(accelerator.device),
-                                batch["w2c"].to(accelerator.device))
-                terms = depth_loss(
-                    out["depth"], batch["depth"].to(accelerator.device), batch["valid"].to(accelerator.device),
-                    out.get("conf"), l1_weight=cfg.loss.l1_weight, gradient_weight=cfg.loss.gradient_weight,
-                    gradient_scales=cfg.loss.gradient_scales, conf_weight=cfg.loss.conf_weight,
-                    conf_alpha=cfg.loss.conf_alpha,
-                )
-                loss = terms["total"] / t.grad_accum
-                if not torch.isfinite(loss):
-                    local_bad = True
-                    # Keep every process in the gradient all-reduce: back-propagate a zero loss.
-                    loss = sum((p * 0).sum() for p in trainable) + 0 * out["depth"].sum().nan_to_num()
-                accelerator.backward(loss)
-            for k, v in terms.items():
-                terms_sum[k] = terms_sum.get(k, 0.0) + float(v.detach()) / t.grad_accum
-        bad = torch.tensor(float(local_bad), device=accelerator.device)
-        bad = accelerator.reduce(bad, reduction="sum").item() > 0
-        grad_norm = math.nan
-        if not bad:
-            grad_norm = float(accelerator.clip_grad_norm_(trainable, cfg.optim.grad_clip))
-            bad = not math.isfinite(grad_norm)
-        if bad:
-            counters["nonfinite_steps"] += 1
-            nonfinite_in_row += 1
-            optimizer.zero_grad(set_to_none=True)
-            if nonfinite_in_row >= t.max_nonfinite_in_row:
-                raise RuntimeError(
-                    f"{nonfinite_in_row} optimizer steps in a row had a non-finite loss or gradient "
-                    f"(step {step}); training stopped. Lower optim.lr, use mixed_precision=bf16 instead of "
-                    "fp16, or run `depthpe check` on the data."
-                )
-        else:
-            nonfinite_in_row = 0
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        step += 1
-        counters["images"] += n_images * accelerator.num_processes
-        dt = time.perf_counter() - t0
-        scalars = {f"loss/{k}": v for k, v in terms_sum.items()}
-        scalars.update({"lr": lr, "grad_norm": grad_norm, "images_per_s": n_images * accelerator.num_processes / dt,
-                        "data_time_fraction": data_time / dt})
-        smooth = smoother.update(scalars)
-        bar.update(1)
-        bar.set_postfix(loss=f"{smooth.get('loss/total', math.nan):.4f}", lr=f"{lr:.2e}",
-                        img_s=f"{smooth.get('images_per_s', 0):.1f}")
-        if main_proc and (step % t.log_every == 0 or step == t.steps):
-            logged = {f"smooth/{k}": v for k, v in smooth.items()}
-            logged.update(scalars)
-            logged.update({f"counters/{k}": v for k, v in counters.items()})
-            accelerator.log(logged, step=step)
-        if val_every and step % val_every == 0 and step < t.steps:
-            validate(step)
-        if t.checkpoint_every and step % t.checkpoint_every == 0 and step < t.steps:
-            ckpt_dir = _save_checkpoint(accelerator, model, output_dir, step,
-                                        {"step": step, "counters": counters, "smoother": smoother.state()},
-                                        t.keep_checkpoints, protected=hub.is_pending if hub else None)
-            if hub is not None:  # hub: queue the upload of this checkpoint's exported model
-                hub.after_checkpoint(ckpt_dir, step)
+    try:
+        while step < t.steps:
+            t0 = time.perf_counter()
+            lr = lr_at(step, cfg.optim, t.steps)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            terms_sum: dict[str, float] = {}
+            local_bad = False
+            n_images = 0
+            data_time = 0.0
+            for micro in range(t.grad_accum):
+                td = time.perf_counter()
+                batch = next(batches)
+                data_time += time.perf_counter() - td
+                counters["redraws"] += batch["redraws"]
+                counters["skipped_files"] += batch["skipped_files"]
+                n_images += batch["images"].shape[0] * batch["images"].shape[1]
+                sync = micro == t.grad_accum - 1
+                ctx = accelerator.no_sync(model) if not sync else _nullcontext()
+                with ctx:
+                    with accelerator.autocast():
+                        out = model(batch["images"].to(accelerator.device), batch["K"].to(accelerator.device),
+                                    batch["w2c"].to(accelerator.device))
+                    terms = depth_loss(
+                        out["depth"], batch["depth"].to(accelerator.device), batch["valid"].to(accelerator.device),
+                        out.get("conf"), l1_weight=cfg.loss.l1_weight, gradient_weight=cfg.loss.gradient_weight,
+                        gradient_scales=cfg.loss.gradient_scales, conf_weight=cfg.loss.conf_weight,
+                        conf_alpha=cfg.loss.conf_alpha,
+                    )
+                    loss = terms["total"] / t.grad_accum
+                    if not torch.isfinite(loss):
+                        local_bad = True
+                        # Keep every process in the gradient all-reduce: back-propagate a zero loss.
+                        loss = sum((p * 0).sum() for p in trainable) + 0 * out["depth"].sum().nan_to_num()
+                    accelerator.backward(loss)
+                for k, v in terms.items():
+                    terms_sum[k] = terms_sum.get(k, 0.0) + float(v.detach()) / t.grad_accum
+            bad = torch.tensor(float(local_bad), device=accelerator.device)
+            bad = accelerator.reduce(bad, reduction="sum").item() > 0
+            grad_norm = math.nan
+            if not bad:
+                grad_norm = float(accelerator.clip_grad_norm_(trainable, cfg.optim.grad_clip))
+                bad = not math.isfinite(grad_norm)
+            if bad:
+                counters["nonfinite_steps"] += 1
+                nonfinite_in_row += 1
+                optimizer.zero_grad(set_to_none=True)
+                if nonfinite_in_row >= t.max_nonfinite_in_row:
+                    raise RuntimeError(
+                        f"{nonfinite_in_row} optimizer steps in a row had a non-finite loss or gradient "
+                        f"(step {step}); training stopped. Lower optim.lr, use mixed_precision=bf16 instead of "
+                        "fp16, or run `depthpe check` on the data."
+                    )
+            else:
+                nonfinite_in_row = 0
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            step += 1
+            counters["images"] += n_images * accelerator.num_processes
+            dt = time.perf_counter() - t0
+            scalars = {f"loss/{k}": v for k, v in terms_sum.items()}
+            scalars.update({"lr": lr, "grad_norm": grad_norm, "images_per_s": n_images * accelerator.num_processes / dt,
+                            "data_time_fraction": data_time / dt})
+            smooth = smoother.update(scalars)
+            bar.update(1)
+            bar.set_postfix(loss=f"{smooth.get('loss/total', math.nan):.4f}", lr=f"{lr:.2e}",
+                            img_s=f"{smooth.get('images_per_s', 0):.1f}")
+            if main_proc and (step % t.log_every == 0 or step == t.steps):
+                logged = {f"smooth/{k}": v for k, v in smooth.items()}
+                logged.update(scalars)
+                logged.update({f"counters/{k}": v for k, v in counters.items()})
+                accelerator.log(logged, step=step)
+            if val_every and step % val_every == 0 and step < t.steps:
+                validate(step)
+            preempted = stop.requested(accelerator)
+            if (t.checkpoint_every and step % t.checkpoint_every == 0 and step < t.steps) or preempted:
+                ckpt_dir = _save_checkpoint(accelerator, model, output_dir, step,
+                                            {"step": step, "counters": counters, "smoother": smoother.state()},
+                                            t.keep_checkpoints, protected=hub.is_pending if hub else None)
+                if hub is not None:  # hub: queue the upload of this checkpoint's exported model
+                    hub.after_checkpoint(ckpt_dir, step)
+            if preempted:
+                bar.close()
+                if main_proc:
+                    print(f"SIGTERM received: checkpoint {ckpt_dir} written at step {step}; "
+                          f"continue with --resume latest")
+                accelerator.end_training()
+                raise SystemExit(143)
+    finally:
+        stop.restore()
     bar.close()
     if cfg.val.sources:
         validate(step)
@@ -504,6 +516,37 @@ def _default_cpu_threads(num_workers: int, num_processes: int) -> int:
     """Cores of this machine per training process, minus the data workers of that process."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // max(1, num_processes) - num_workers)
+
+
+class _StopRequest:
+    """Records SIGTERM (pre-emption) instead of dying mid-step; all processes agree on stopping.
+
+    ``requested(accelerator)`` is True on every process as soon as one of them received SIGTERM
+    (a max-reduction, so ranks never diverge). ``restore()`` puts the previous handler back.
+    """
+
+    def __init__(self):
+        import signal
+        import threading
+
+        self.flag = False
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum, frame):
+        self.flag = True
+
+    def requested(self, accelerator) -> bool:
+        flag = torch.tensor(float(self.flag), device=accelerator.device)
+        return bool(accelerator.reduce(flag, reduction="sum").item() > 0)
+
+    def restore(self) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
 
 
 class _nullcontext:

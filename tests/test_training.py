@@ -168,3 +168,37 @@ def test_base_configs_merge_and_every_shipped_config_is_valid(tmp_path):
         if expected != "rope" and not expected.startswith("rope"):
             assert model_cfg.global_pe == expected, path
         assert cfg.data.sources, path
+
+
+def test_sigterm_writes_a_checkpoint_and_resume_matches(synth_root, tmp_path, monkeypatch):
+    """Pre-emption: SIGTERM during step 2 -> checkpoint of step 2, exit 143; --resume latest then
+    ends with the same weights as an uninterrupted run."""
+    import os
+    import signal
+
+    import depthpe.losses as losses
+
+    reference = load_file(train(run_config(synth_root, tmp_path / "ref", train={"checkpoint_every": 0}))
+                          / "model.safetensors")
+    real = losses.depth_loss
+    calls = {"n": 0}
+
+    def preempt_on_second_step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(losses, "depth_loss", preempt_on_second_step)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        train(run_config(synth_root, out, train={"checkpoint_every": 0}))
+    assert exit_info.value.code == 143
+    assert find_checkpoint(out, "latest").name == "step_0000002"
+    assert not (out / "final").exists()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler restored
+    monkeypatch.setattr(losses, "depth_loss", real)
+    resumed = load_file(train(run_config(synth_root, out, train={"checkpoint_every": 0}), resume="latest")
+                        / "model.safetensors")
+    for k in reference:
+        assert torch.equal(reference[k], resumed[k]), k
