@@ -11,6 +11,8 @@ BENCHMARKS = {
     "synth": "depthpe.bench.synth",
     "convert": "depthpe.bench.convert",
     "attention": "depthpe.bench.attention",
+    "train": "depthpe.bench.train",
+    "data": "depthpe.bench.data",
 }
 
 
