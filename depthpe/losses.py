@@ -2,9 +2,17 @@
 
 All terms work in the normalized depth unit of DESIGN.md (the model predicts depth divided by the
 sample's mean camera distance; the targets are normalized the same way). Inputs are
-``(..., H, W)`` with any leading dimensions, normally ``(B, S, H, W)``.
+``(B, ..., H, W)``, normally ``(B, S, H, W)``: the first dimension indexes the B samples of the
+batch (a 2-D ``(H, W)`` input is one sample).
 
-Formulas (``V`` = set of valid pixels over the whole batch, ``n = |V|``, ``r_p = |pred_p - gt_p|``):
+Reduction: every term is a mean over the valid pixels **of each sample**, then a plain mean over the
+B samples (a sample without valid pixels contributes 0 and still counts in B). A batch's loss is thus
+the average of per-sample losses, so splitting a global batch into equal per-process (or
+per-micro-batch) batches and averaging their losses, as DDP and gradient accumulation do, gives
+exactly the loss of the whole batch, whatever the number of valid pixels in each part.
+
+Formulas for one sample (``V`` = its valid pixels over all its views, ``n = |V|``,
+``r_p = |pred_p - gt_p|``):
 
 * ``l1   = sum_{p in V} r_p / max(n, 1)``
 * ``grad = (1 / K) * sum_{k=0}^{K-1} L_k`` with stride ``2^k`` (K = ``gradient_scales``, default 4:
@@ -15,19 +23,23 @@ Formulas (``V`` = set of valid pixels over the whole batch, ``n = |V|``, ``r_p =
   / max(n_k, 1)``
 
   where ``m_x`` / ``m_y`` keep only pairs of horizontally / vertically adjacent pixels that are both
-  valid and ``n_k`` is the number of valid pixels at that scale (one normalizer for the whole batch).
+  valid and ``n_k`` is the number of valid pixels of the sample at that scale.
 * ``conf = sum_{p in V} (c_p * r_p - alpha * log c_p) / max(n, 1)`` (VGGT's aleatoric term;
   ``c = 1 + exp(.)`` >= 1 from the depth head; it can be negative, which is expected).
-* ``total = l1_weight * l1 + gradient_weight * grad + conf_weight * conf``.
+* ``total = l1_weight * l1 + gradient_weight * grad + conf_weight * conf`` (each term already
+  averaged over the B samples).
 
 Choices among / deviations from VGGT (``training/loss.py``, see reference/vggt.md section 4.4):
 
 * The DPPE recipe is plain L1 + gradient loss, so the confidence term is off by default
   (``conf_weight=0``). VGGT's own objective is ``conf + l1 + grad``, i.e. ``conf_weight=1``.
+* VGGT normalizes by the valid pixels of the whole (per-GPU) batch; here each sample is normalized
+  by its own valid pixels (see Reduction), which makes the loss independent of how the global batch
+  is split over processes. With equal valid counts per sample the two agree.
 * VGGT drops the worst 2 % of per-pixel L1 and conf values (98 % quantile filter). Off by default
-  here (the DPPE recipe does not mention it); ``outlier_quantile=0.98`` reproduces it (same
-  "nearest" quantile rule, applied only when more than 1000 values exist and more than 1000 remain;
-  VGGT's random subsampling above 1e8 values is not reproduced).
+  here (the DPPE recipe does not mention it); ``outlier_quantile=0.98`` reproduces its rule (same
+  "nearest" quantile, applied only when more than 1000 values exist and more than 1000 remain), but
+  per sample instead of per batch; VGGT's random subsampling above 1e8 values is not reproduced.
 * VGGT zeroes all terms when a batch has fewer than 100 valid pixels; here any valid pixel counts
   and a batch without valid pixels gives exactly 0 for every term (with a graph, so ``backward``
   works). VGGT also clamps per-pixel values to 100; we do not (targets are finite by contract).
@@ -61,7 +73,8 @@ def depth_loss(
     """Depth loss of the DPPE recipe (L1 + VGGT multi-scale gradient), terms returned separately.
 
     Args:
-        pred: (B, S, H, W) (or any (..., H, W)) predicted depth, normalized unit.
+        pred: (B, S, H, W) (or any (B, ..., H, W), or (H, W) for one sample) predicted depth,
+            normalized unit; dimension 0 indexes samples (see the module docstring's Reduction).
         gt: same shape, target depth in the same unit (0 where invalid).
         valid: same shape, bool mask of pixels that carry a target.
         conf: optional same-shape confidence (>= 1, VGGT's ``1 + exp``); required if
@@ -75,7 +88,8 @@ def depth_loss(
 
     Returns:
         dict of 0-dim float32 tensors: ``total``, ``l1``, ``grad`` and, when ``conf_weight > 0``,
-        ``conf``. Exact formulas are in the module docstring.
+        ``conf``, each the mean over samples of the per-sample term. Exact formulas are in the
+        module docstring.
     """
     _check_inputs(pred, gt, valid, conf)
     if gradient_scales < 1:
@@ -103,23 +117,28 @@ def depth_loss(
 def l1_term(
     pred: torch.Tensor, gt: torch.Tensor, valid: torch.Tensor, *, outlier_quantile: float | None = None
 ) -> torch.Tensor:
-    """Mean |pred - gt| over valid pixels of the whole batch; 0 (with graph) if none is valid.
+    """Mean over samples of the mean |pred - gt| over each sample's valid pixels (0 for a sample
+    without valid pixels, with graph).
 
-    Shapes (..., H, W); ``valid`` bool. See the module docstring for the optional quantile filter.
+    Shapes (B, ..., H, W) or (H, W); ``valid`` bool. See the module docstring for the optional
+    quantile filter.
     """
     residual = (_fill_invalid(pred, valid, 0.0) - _fill_invalid(gt, valid, 0.0)).abs()
     return _masked_mean(residual, valid, outlier_quantile)
 
 
 def gradient_term(pred: torch.Tensor, gt: torch.Tensor, valid: torch.Tensor, *, scales: int = 4) -> torch.Tensor:
-    """VGGT's multi-scale gradient loss on the masked residual, averaged over ``scales`` scales.
+    """VGGT's multi-scale gradient loss on the masked residual, averaged over ``scales`` scales and
+    then over samples.
 
-    Shapes (..., H, W); ``valid`` bool. Scale k subsamples with stride 2^k; each scale is normalized
-    by its own number of valid pixels over the whole batch (0 if none). Formula: module docstring.
+    Shapes (B, ..., H, W) or (H, W); ``valid`` bool. Scale k subsamples with stride 2^k; each scale
+    is normalized by the sample's own number of valid pixels at that scale (0 if none). Formula:
+    module docstring.
     """
+    pred, gt, valid = _as_samples(pred), _as_samples(gt), _as_samples(valid)
     zero = torch.zeros((), dtype=pred.dtype, device=pred.device)
     residual = _fill_invalid(pred, valid, 0.0) - _fill_invalid(gt, valid, 0.0)  # D = valid * (pred - gt)
-    total = zero
+    total = torch.zeros(pred.shape[0], dtype=pred.dtype, device=pred.device)
     for k in range(scales):
         step = 2**k
         d = residual[..., ::step, ::step]
@@ -128,8 +147,8 @@ def gradient_term(pred: torch.Tensor, gt: torch.Tensor, valid: torch.Tensor, *, 
         pair_y = m[..., 1:, :] & m[..., :-1, :]
         gx = torch.where(pair_x, (d[..., :, 1:] - d[..., :, :-1]).abs(), zero)
         gy = torch.where(pair_y, (d[..., 1:, :] - d[..., :-1, :]).abs(), zero)
-        total = total + (gx.sum() + gy.sum()) / m.sum().clamp_min(1)
-    return total / scales
+        total = total + (_per_sample_sum(gx) + _per_sample_sum(gy)) / _per_sample_sum(m).clamp_min(1)
+    return (total / scales).mean()
 
 
 def confidence_term(
@@ -141,9 +160,11 @@ def confidence_term(
     alpha: float = 0.2,
     outlier_quantile: float | None = None,
 ) -> torch.Tensor:
-    """VGGT's confidence-weighted term: mean over valid pixels of ``c*|pred-gt| - alpha*log(c)``.
+    """VGGT's confidence-weighted term: mean over samples of the mean over the sample's valid pixels
+    of ``c*|pred-gt| - alpha*log(c)``.
 
-    Shapes (..., H, W); ``conf`` is expected >= 1 (log uses ``max(c, 1e-6)``). 0 if nothing is valid.
+    Shapes (B, ..., H, W) or (H, W); ``conf`` is expected >= 1 (log uses ``max(c, 1e-6)``). A sample
+    without valid pixels contributes 0.
     """
     c = _fill_invalid(conf, valid, 1.0).clamp_min(_CONF_EPS)
     residual = (_fill_invalid(pred, valid, 0.0) - _fill_invalid(gt, valid, 0.0)).abs()
@@ -157,13 +178,30 @@ def _fill_invalid(x: torch.Tensor, valid: torch.Tensor, fill: float) -> torch.Te
     return torch.where(valid, x, torch.full((), fill, dtype=x.dtype, device=x.device))
 
 
+def _as_samples(x: torch.Tensor) -> torch.Tensor:
+    """(B, ..., H, W) unchanged; a 2-D (H, W) map becomes one sample (1, H, W)."""
+    return x.unsqueeze(0) if x.ndim == 2 else x
+
+
+def _per_sample_sum(x: torch.Tensor) -> torch.Tensor:
+    """(B, ...) -> (B,) sums (bool counts as 0/1)."""
+    return x.reshape(x.shape[0], -1).sum(dim=1)
+
+
 def _masked_mean(values: torch.Tensor, valid: torch.Tensor, outlier_quantile: float | None) -> torch.Tensor:
-    """sum(values[valid]) / max(#valid, 1), optionally after VGGT's quantile filter (values are 0 off-mask)."""
+    """Mean over samples of sum(values[valid]) / max(#valid, 1) per sample, optionally after VGGT's
+    quantile filter within each sample (values are 0 off-mask). (B, ..., H, W) or (H, W) -> 0-dim."""
+    values, valid = _as_samples(values), _as_samples(valid)
     if outlier_quantile is None:
-        return values.sum() / valid.sum().clamp_min(1)
+        return (_per_sample_sum(values) / _per_sample_sum(valid).clamp_min(1)).mean()
     if not 0.0 < outlier_quantile <= 1.0:
         raise ValueError(f"outlier_quantile must be in (0, 1] or None, got {outlier_quantile}")
-    selected = values[valid]
+    return torch.stack([_quantile_filtered_mean(v[m], v, outlier_quantile) for v, m in zip(values, valid)]).mean()
+
+
+def _quantile_filtered_mean(selected: torch.Tensor, values: torch.Tensor, outlier_quantile: float) -> torch.Tensor:
+    """Mean of ``selected`` (one sample's valid values) after VGGT's quantile filter; 0 (with the
+    graph of ``values``) when nothing is selected."""
     n = selected.numel()
     if n > _MIN_KEEP:
         k = round(outlier_quantile * (n - 1)) + 1  # VGGT's "nearest" rule, 1-based for kthvalue

@@ -14,9 +14,24 @@ Run directory layout (``output_dir``)::
 
 Resuming (``--resume latest`` or a checkpoint path) restores the model, optimizer and RNG states and
 continues at the saved optimizer step; the learning rate is a pure function of the step and the
-data sampler is indexed by the step, so a resumed run continues exactly like an uninterrupted one.
-Checkpoints are written to a temporary folder and renamed when complete; an incomplete one is never
-picked by ``latest``.
+data sampler is indexed by the step, so a resumed run continues exactly like an uninterrupted one
+(bit-for-bit on CPU in fp32, also after SIGKILL). Checkpoints are written to a temporary folder
+(``checkpoints/.tmp_step_N``) and renamed when complete; a folder without ``trainer_state.json`` is
+never picked by ``latest``, and leftovers of an interrupted save are removed when a run starts.
+
+Distributed runs (``accelerate launch --num_processes N``): every process trains on its own slice of
+one global batch per optimizer step of ``N * grad_accum * B`` samples (``depthpe.data.sampling``;
+B = floor(data.max_images_per_batch / S) per process and micro-batch), and the loss is a mean of
+per-sample losses (``depthpe.losses``), so N processes compute exactly the update of one process
+with ``grad_accum`` multiplied by N. The main process writes the config, logs, checkpoints and the
+final model; every process saves its own RNG state in each checkpoint (``state/random_states_<rank>.pkl``).
+
+Bad data and numerics (counters in ``trainer_state.json``, TensorBoard ``counters/*`` and the final
+summary, all summed over processes): ``skipped_files`` = sample draws that hit an unusable scene file
+(missing, unreadable, corrupt, NaN/inf depth or cameras; each was redrawn from another scene),
+``bad_files`` = distinct such files (each is named in the log when first seen), ``redraws`` = draws
+rejected as degenerate or with too little valid depth, ``nonfinite_steps`` = optimizer steps skipped
+because the loss or the gradients were not finite.
 """
 
 from __future__ import annotations
@@ -263,14 +278,40 @@ def _rotate_checkpoints(output_dir: Path, keep: int, protected=None) -> None:
     which ``protected(path)`` is true (hub: an upload still reads them)."""
     for old in _checkpoint_dirs(output_dir)[:-keep] if keep > 0 else []:
         if protected is None or not protected(old):
-            shutil.rmtree(old, ignore_errors=True)
+            _remove_tree(old)
+
+
+def _remove_tree(path: Path) -> None:
+    """Delete a folder so that it disappears at once: rename it to ``.del_<name>``, then delete it (a
+    kill during the deletion leaves only a dot-folder that no reader looks at)."""
+    if not path.exists():
+        return
+    trash = path.with_name(f".del_{path.name.lstrip('.')}")
+    shutil.rmtree(trash, ignore_errors=True)
+    os.replace(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _remove_incomplete_checkpoints(output_dir: Path) -> list[str]:
+    """Delete leftovers of interrupted saves or deletions (``checkpoints/.tmp_*``, ``.del_*``);
+    returns their names. Call on the main process before training starts."""
+    root = output_dir / "checkpoints"
+    stale = sorted(p for p in root.glob(".*_" + CHECKPOINT_PREFIX + "*") if p.is_dir()) if root.is_dir() else []
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return [p.name for p in stale]
 
 
 def _save_checkpoint(accelerator, model, output_dir: Path, step: int, trainer_state: dict, keep: int,
                      protected=None) -> Path:
-    """Write checkpoints/step_N atomically (temp folder + rename) and rotate old ones (main process
-    writes the model export and trainer state; every process saves its own RNG state).
-    ``protected(path) -> bool``: checkpoints to keep for now (an upload still reads them)."""
+    """Write checkpoints/step_N atomically and rotate old ones.
+
+    Everything goes to ``checkpoints/.tmp_step_N`` first: the Accelerate state (every process saves
+    its own RNG state there, ``state/random_states_<rank>.pkl``; the main process the rest), then
+    on the main process the exported model and, last, ``trainer_state.json``; the folder is then
+    renamed to ``step_N`` (atomic). A process killed at any point leaves either no ``step_N`` or a
+    complete one. ``protected(path) -> bool``: checkpoints to keep for now (an upload still reads them).
+    """
     root = output_dir / "checkpoints"
     final = root / f"{CHECKPOINT_PREFIX}{step:07d}"
     tmp = root / f".tmp_{CHECKPOINT_PREFIX}{step:07d}"
@@ -279,14 +320,38 @@ def _save_checkpoint(accelerator, model, output_dir: Path, step: int, trainer_st
         tmp.mkdir(parents=True)
     accelerator.wait_for_everyone()
     accelerator.save_state(str(tmp / "state"))
+    accelerator.wait_for_everyone()  # every rank's RNG file is on disk before the folder is published
+    _export_model(accelerator, model, tmp / "model")
     if accelerator.is_main_process:
-        accelerator.unwrap_model(model).save_pretrained(tmp / "model")
         (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1))
-        shutil.rmtree(final, ignore_errors=True)
+        _remove_tree(final)  # only when this step was saved before (a resumed run passing it again)
         os.replace(tmp, final)
         _rotate_checkpoints(output_dir, keep, protected)
     accelerator.wait_for_everyone()
     return final
+
+
+def _export_model(accelerator, model, directory: Path) -> None:
+    """Write the prepared model as a ``DepthModel.from_pretrained`` folder (config.json,
+    model.safetensors). Call on every process: under FSDP the full state dict is gathered from all
+    of them (``accelerator.get_state_dict``); the main process writes. Single-process, DDP and
+    DeepSpeed ZeRO-2 runs use ``save_pretrained`` of the unwrapped model (which adds a model card)."""
+    from accelerate.utils import DistributedType
+
+    unwrapped = accelerator.unwrap_model(model)
+    if accelerator.distributed_type == DistributedType.FSDP:  # sharded parameters: gather first
+        from safetensors.torch import save_file
+
+        from .model.depth_model import CONFIG_NAME, WEIGHTS_NAME
+
+        state = accelerator.get_state_dict(model)
+        if accelerator.is_main_process:
+            directory.mkdir(parents=True, exist_ok=True)
+            save_file({k: v.contiguous() for k, v in state.items()}, str(directory / WEIGHTS_NAME),
+                      metadata={"format": "pt"})
+            unwrapped.config.to_json(directory / CONFIG_NAME)
+    elif accelerator.is_main_process:
+        unwrapped.save_pretrained(directory)
 
 
 # ---------------------------------------------------------------------------------------- the loop
@@ -317,7 +382,7 @@ class _Smoother:
 def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = None) -> Path:
     """Run training as configured; returns the path of the exported final model."""
     from accelerate import Accelerator
-    from accelerate.utils import ProjectConfiguration, set_seed
+    from accelerate.utils import DistributedType, ProjectConfiguration, set_seed
     from tqdm.auto import tqdm
 
     from .data.dataset import build_train_loader
@@ -336,9 +401,16 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
     if accelerator.device.type == "cpu":
         torch.set_num_threads(t.torch_threads or _default_cpu_threads(t.num_workers, accelerator.num_processes))
     main_proc = accelerator.is_main_process
+    world = accelerator.num_processes
     if main_proc:
         output_dir.mkdir(parents=True, exist_ok=True)
         (output_dir / "config.yaml").write_text(dump_config(resolved or cfg.to_dict()))
+        for name in _remove_incomplete_checkpoints(output_dir):
+            print(f"removed {output_dir / 'checkpoints' / name}: an interrupted checkpoint save or deletion")
+        print(f"world size {world} ({accelerator.distributed_type.value}, device {accelerator.device}, "
+              f"mixed precision {accelerator.mixed_precision}); global batch per step = {world} process(es) x "
+              f"{t.grad_accum} micro-batch(es) x floor({cfg.data.max_images_per_batch} / S) samples", flush=True)
+    accelerator.wait_for_everyone()
     accelerator.init_trackers("train", config=_flat_hparams(cfg))
 
     # init_from (issue 6): the main process downloads the checkpoint first, the others read the cache
@@ -349,21 +421,29 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
     model, optimizer = accelerator.prepare(model, optimizer)
     trainable = [p for p in model.parameters() if p.requires_grad]
 
-    step, counters, smoother = 0, {"nonfinite_steps": 0, "redraws": 0, "skipped_files": 0, "images": 0}, _Smoother(t.smoothing)
+    step, smoother = 0, _Smoother(t.smoothing)
+    counters = {"nonfinite_steps": 0, "redraws": 0, "skipped_files": 0, "bad_files": 0, "images": 0}
+    bad_files: dict[str, str] = {}  # distinct unusable scene files seen by any process -> reason
     ckpt = find_checkpoint(output_dir, resume) if resume else None
     if resume and ckpt is None and main_proc:
         print(f"--resume {resume}: no checkpoint in {output_dir}/checkpoints, starting from scratch")
     if ckpt is not None:
         accelerator.load_state(str(ckpt / "state"))
         state = json.loads((ckpt / STATE_FILE).read_text())
-        step, counters = state["step"], state["counters"]
+        step = state["step"]
+        counters.update(state["counters"])
+        bad_files.update(state.get("bad_files", {}))
         smoother.load(state["smoother"])
         if main_proc:
             print(f"resumed from {ckpt} at step {step}")
+            saved_world = state.get("world_size", world)
+            if saved_world != world:
+                print(f"note: the checkpoint was written by {saved_world} process(es), this run has {world}: "
+                      f"the global batch changes from {saved_world} to {world} x grad_accum x B per step")
 
     loader = build_train_loader(
-        cfg.data, seed=cfg.seed, rank=accelerator.process_index, world_size=accelerator.num_processes,
-        start_step=step * t.grad_accum, num_steps=t.steps * t.grad_accum, num_workers=t.num_workers,
+        cfg.data, seed=cfg.seed, rank=accelerator.process_index, world_size=world,
+        start_step=step, num_steps=t.steps, num_workers=t.num_workers, grad_accum=t.grad_accum,
     )
     batches = iter(loader)
     val_every = cfg.val.every if cfg.val.sources else 0
@@ -404,16 +484,18 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
             lr = lr_at(step, cfg.optim, t.steps)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            terms_sum: dict[str, float] = {}
+            terms_sum: dict[str, torch.Tensor] = {}
             local_bad = False
-            n_images = 0
+            n_images = local_redraws = local_skipped = 0
+            new_bad: list[tuple[str, str]] = []
             data_time = 0.0
             for micro in range(t.grad_accum):
                 td = time.perf_counter()
                 batch = next(batches)
                 data_time += time.perf_counter() - td
-                counters["redraws"] += batch["redraws"]
-                counters["skipped_files"] += batch["skipped_files"]
+                local_redraws += batch["redraws"]
+                local_skipped += batch["skipped_files"]
+                new_bad += [(p, r) for p, r in batch["bad_files"] if p not in bad_files]
                 n_images += batch["images"].shape[0] * batch["images"].shape[1]
                 sync = micro == t.grad_accum - 1
                 ctx = accelerator.no_sync(model) if not sync else _nullcontext()
@@ -434,13 +516,25 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
                         loss = sum((p * 0).sum() for p in trainable) + 0 * out["depth"].sum().nan_to_num()
                     accelerator.backward(loss)
                 for k, v in terms.items():
-                    terms_sum[k] = terms_sum.get(k, 0.0) + float(v.detach()) / t.grad_accum
-            bad = torch.tensor(float(local_bad), device=accelerator.device)
-            bad = accelerator.reduce(bad, reduction="sum").item() > 0
+                    terms_sum[k] = terms_sum.get(k, 0.0) + v.detach().double() / t.grad_accum
+            # One all-reduce per step: bad-loss flag, data counters and loss terms of all processes.
+            stats = accelerator.reduce(torch.stack([
+                torch.tensor(float(local_bad), dtype=torch.float64), torch.tensor(float(local_redraws), dtype=torch.float64),
+                torch.tensor(float(local_skipped), dtype=torch.float64), *[v.cpu() for v in terms_sum.values()],
+            ]).to(accelerator.device), reduction="sum").tolist()
+            bad = stats[0] > 0
+            counters["redraws"] += int(stats[1])
+            counters["skipped_files"] += int(stats[2])
+            terms_mean = {k: v / world for k, v in zip(terms_sum, stats[3:])}
+            if stats[2] > 0:  # some process skipped a file: name the new ones once, on the main process
+                _record_bad_files(accelerator, new_bad, bad_files, step, tqdm.write if main_proc else None)
+                counters["bad_files"] = len(bad_files)
             grad_norm = math.nan
             if not bad:
-                grad_norm = float(accelerator.clip_grad_norm_(trainable, cfg.optim.grad_clip))
-                bad = not math.isfinite(grad_norm)
+                norm = accelerator.clip_grad_norm_(trainable, cfg.optim.grad_clip)
+                grad_norm = math.nan if norm is None else float(norm)
+                # DeepSpeed clips and steps inside backward() (its norm, if any, is only logged)
+                bad = not math.isfinite(grad_norm) and accelerator.distributed_type != DistributedType.DEEPSPEED
             if bad:
                 counters["nonfinite_steps"] += 1
                 nonfinite_in_row += 1
@@ -456,10 +550,10 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             step += 1
-            counters["images"] += n_images * accelerator.num_processes
+            counters["images"] += n_images * world
             dt = time.perf_counter() - t0
-            scalars = {f"loss/{k}": v for k, v in terms_sum.items()}
-            scalars.update({"lr": lr, "grad_norm": grad_norm, "images_per_s": n_images * accelerator.num_processes / dt,
+            scalars = {f"loss/{k}": v for k, v in terms_mean.items()}
+            scalars.update({"lr": lr, "grad_norm": grad_norm, "images_per_s": n_images * world / dt,
                             "data_time_fraction": data_time / dt})
             smooth = smoother.update(scalars)
             bar.update(1)
@@ -475,7 +569,8 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
             preempted = stop.requested(accelerator)
             if (t.checkpoint_every and step % t.checkpoint_every == 0 and step < t.steps) or preempted:
                 ckpt_dir = _save_checkpoint(accelerator, model, output_dir, step,
-                                            {"step": step, "counters": counters, "smoother": smoother.state()},
+                                            {"step": step, "counters": counters, "smoother": smoother.state(),
+                                             "bad_files": bad_files, "world_size": world},
                                             t.keep_checkpoints, protected=hub.is_pending if hub else None)
                 if hub is not None:  # hub: queue the upload of this checkpoint's exported model
                     hub.after_checkpoint(ckpt_dir, step)
@@ -492,24 +587,41 @@ def train(cfg: RunConfig, *, resume: str | None = None, resolved: dict | None = 
     if cfg.val.sources:
         validate(step)
     final = output_dir / "final"
+    tmp = output_dir / ".tmp_final"
     if main_proc:
-        tmp = output_dir / ".tmp_final"
         shutil.rmtree(tmp, ignore_errors=True)
-        accelerator.unwrap_model(model).save_pretrained(tmp)
-        (tmp / STATE_FILE).write_text(json.dumps({"step": step, "counters": counters}, indent=1))
-        shutil.rmtree(final, ignore_errors=True)
+    _export_model(accelerator, model, tmp)
+    if main_proc:
+        (tmp / STATE_FILE).write_text(json.dumps({"step": step, "counters": counters, "bad_files": bad_files,
+                                                  "world_size": world}, indent=1))
+        _remove_tree(final)
         os.replace(tmp, final)
         if hub is not None:  # hub: the final model goes to the repository root
             hub.after_final(final, step)
-        print(f"training done: {step} steps, {counters['nonfinite_steps']} skipped (non-finite), "
-              f"{counters['redraws']} samples redrawn, {counters['skipped_files']} unreadable scene files; "
-              f"final model in {final}")
+        print(f"training done: {step} steps on {world} process(es), {counters['nonfinite_steps']} skipped "
+              f"(non-finite loss or gradients), {counters['redraws']} draws redrawn (degenerate or too little "
+              f"valid depth), {counters['skipped_files']} draws skipped from {counters['bad_files']} unusable "
+              f"scene file(s){': ' + ', '.join(sorted(bad_files)[:10]) if bad_files else ''}; final model in {final}")
     accelerator.wait_for_everyone()
     accelerator.end_training()
     if hub is not None:  # hub: wait (bounded by hub.wait_timeout) for uploads; never raises
         hub.finish()
         _rotate_checkpoints(output_dir, t.keep_checkpoints, protected=hub.is_pending)  # spared ones, now done
     return final
+
+
+def _record_bad_files(accelerator, new_bad: list[tuple[str, str]], known: dict[str, str], step: int,
+                      log=None) -> None:
+    """Add the (path, reason) pairs that any process met this step to ``known`` (the same on every
+    process afterwards) and ``log`` each file not known before. Call on every process together."""
+    from accelerate.utils import gather_object
+
+    found = gather_object(new_bad) if accelerator.num_processes > 1 else new_bad
+    for path, reason in found:
+        if path not in known:
+            known[path] = reason
+            if log is not None:
+                log(f"step {step + 1}: skipping unusable scene file ({len(known)} so far): {reason}")
 
 
 def _default_cpu_threads(num_workers: int, num_processes: int) -> int:

@@ -184,6 +184,39 @@ def test_corrupt_scene_files_are_skipped_with_warning(tmp_path):
     assert batch["skipped_files"] >= 2 and batch["scene"] == ["good"] * 3
 
 
+def test_nonfinite_depth_or_cameras_make_a_file_unusable(tmp_path):
+    """NaN/inf depth (in a frame read) or cameras (any frame) in a file: StrictSceneReader refuses the
+    file where SceneReader would repair it silently; the sample is drawn elsewhere and counted."""
+    from depthpe.data.scene_file import SceneFileError, SceneReader
+
+    split_dir = _make_source(tmp_path, "toy", [("good", {}), ("nan_depth", {}), ("inf_cam", {})])
+    with h5py.File(split_dir / "nan_depth.h5", "r+") as f:
+        f["depth"][:, 10, 10] = np.nan
+    with h5py.File(split_dir / "inf_cam.h5", "r+") as f:
+        f["w2c"][4, 0, 3] = np.inf
+    assert np.isfinite(SceneReader(split_dir / "nan_depth.h5").read_depth(0)).all()  # the lenient reader
+    with pytest.raises(SceneFileError, match="NaN/inf depth value.* in frame 0"):
+        ds_mod.StrictSceneReader(split_dir / "nan_depth.h5").read_frame(0)
+    with pytest.raises(SceneFileError, match="non-finite camera values .* first frame 4"):
+        ds_mod.StrictSceneReader(split_dir / "inf_cam.h5").read_frame(0)  # frame 0 is fine, the file is not
+    for name in ("nan_depth", "inf_cam"):
+        ds = MultiViewDataset(_cfg(tmp_path))  # fresh: each file is warned about once per process
+        with pytest.warns(SceneSkippedWarning) as record:
+            sample = ds[SampleKey(0, _scene_index(ds, name), 3, 42, 56, 2)]
+        assert any(f"{name}.h5" in str(w.message) for w in record)
+        assert sample["scene"] == "good" and sample["skipped_files"] >= 1
+        assert all(torch.isfinite(sample[k]).all() for k in ("depth", "K", "w2c"))
+        paths = {p for p, _ in sample["bad_files"]}
+        assert str(split_dir / f"{name}.h5") in paths and len(sample["bad_files"]) == sample["skipped_files"]
+    # a file once found bad is skipped without reading it again, with the same reason
+    again = ds[SampleKey(0, _scene_index(ds, "inf_cam"), 3, 42, 56, 2)]
+    assert again["bad_files"][0][1].endswith("(`depthpe check` lists such files)")
+    ev = SceneEvalDataset([SourceConfig(name="toy", root=str(tmp_path))], views=3, image_width=56)
+    with pytest.warns(SceneSkippedWarning):
+        items = [ev[i] for i in range(len(ev))]
+    assert [it["error"] is None for it in items] == [True, False, False]
+
+
 def test_collate_stacks_and_sums(toy_root):
     ds = MultiViewDataset(_cfg(toy_root))
     batch = collate([ds[SampleKey(0, i % 2, 3, 28, 56, i)] for i in range(3)])
@@ -194,7 +227,7 @@ def test_collate_stacks_and_sums(toy_root):
         collate([ds[SampleKey(0, 0, 3, 28, 56, 0)], ds[SampleKey(0, 0, 2, 28, 56, 0)]])
 
 
-class _RecordingReader(ds_mod.SceneReader):
+class _RecordingReader(ds_mod.StrictSceneReader):
     created: list = []
 
     def __init__(self, path):
@@ -203,7 +236,7 @@ class _RecordingReader(ds_mod.SceneReader):
 
 
 def test_dataloader_with_workers_matches_in_process_and_parent_opens_nothing(toy_root, monkeypatch):
-    monkeypatch.setattr(ds_mod, "SceneReader", _RecordingReader)
+    monkeypatch.setattr(ds_mod, "StrictSceneReader", _RecordingReader)
     _RecordingReader.created.clear()
     cfg = _cfg(toy_root)
     open_before = len(h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE))

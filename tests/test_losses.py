@@ -72,8 +72,36 @@ def test_gradient_matches_loop_reference_on_random_batch():
     gt = torch.rand(2, 3, 9, 11, generator=g, dtype=torch.float64) * 3
     valid = torch.rand(2, 3, 9, 11, generator=g) > 0.3
     ours = gradient_term(pred, gt, valid, scales=4).item()
-    ref = _naive_grad(pred.view(6, 9, 11), gt.view(6, 9, 11), valid.view(6, 9, 11), 4)
+    # per sample (its 3 views together), then the mean over the 2 samples
+    ref = sum(_naive_grad(pred[b], gt[b], valid[b], 4) for b in range(2)) / 2
     assert ours == pytest.approx(ref, rel=1e-12)
+
+
+def test_loss_is_a_mean_of_per_sample_losses_so_any_split_agrees():
+    """DDP / gradient accumulation average the losses of equal parts of a global batch; with the
+    per-sample reduction that equals the loss of the whole batch even when valid counts differ."""
+    g = torch.Generator().manual_seed(1)
+    pred = torch.rand(4, 2, 16, 16, generator=g, dtype=torch.float64) * 2
+    gt = torch.rand(4, 2, 16, 16, generator=g, dtype=torch.float64) * 2
+    conf = 1 + torch.rand(4, 2, 16, 16, generator=g, dtype=torch.float64)
+    valid = torch.rand(4, 2, 16, 16, generator=g) > 0.2
+    valid[2:] &= torch.rand(2, 2, 16, 16, generator=g) > 0.9  # second half: far fewer valid pixels
+    valid[3] = False  # a sample without any valid pixel contributes 0 and still counts
+    kw = dict(conf_weight=1.0, outlier_quantile=None)  # depth_loss computes in float32
+    whole = depth_loss(pred, gt, valid, conf, **kw)
+    halves = [depth_loss(pred[i:i + 2], gt[i:i + 2], valid[i:i + 2], conf[i:i + 2], **kw) for i in (0, 2)]
+    singles = [depth_loss(pred[i:i + 1], gt[i:i + 1], valid[i:i + 1], conf[i:i + 1], **kw) for i in range(4)]
+    for key in ("total", "l1", "grad", "conf"):
+        assert whole[key].item() == pytest.approx((halves[0][key] + halves[1][key]).item() / 2, rel=1e-6), key
+        assert whole[key].item() == pytest.approx(sum(s[key] for s in singles).item() / 4, rel=1e-6), key
+    assert singles[3]["total"].item() == 0.0
+    # the per-batch pixel mean (VGGT's normalizer) would not agree: the halves have different counts
+    r = (pred - gt).abs()
+    pixel_mean = r[valid].mean().item()
+    assert abs(pixel_mean - whole["l1"].item()) > 1e-3
+    # a 2-D map is one sample
+    assert depth_loss(pred[0, 0], gt[0, 0], valid[0, 0])["l1"].item() == pytest.approx(
+        r[0, 0][valid[0, 0]].mean().item(), rel=1e-6)
 
 
 def test_zero_valid_gives_finite_zero_and_backward_works():

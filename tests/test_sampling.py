@@ -71,6 +71,27 @@ def test_recreated_sampler_and_resume_reproduce_the_sequence():
     assert all(isinstance(k, SampleKey) for k in a[0])
 
 
+def test_global_sample_indices_partition_the_global_batch():
+    """The sampler side of the equivalence: 2 ranks x 2 micro-batches draw exactly the keys of 1 rank
+    with 4 micro-batches (and of 1 rank whose B is 4x larger), in the same order."""
+    cfg = _cfg(weights=(1.0, 2.0), views=(2, 4), max_images_per_batch=12)
+    big = _cfg(weights=(1.0, 2.0), views=(2, 4), max_images_per_batch=48)
+    counts = [50, 70]
+    for step in range(6):
+        one = DynamicBatchSampler(cfg, counts, seed=3, grad_accum=4)
+        split = [DynamicBatchSampler(cfg, counts, seed=3, rank=r, world_size=2, grad_accum=2) for r in range(2)]
+        keys_one = [k for m in range(4) for k in one.batch_at(step, m)]
+        keys_split = [k for m in range(2) for r in range(2) for k in split[r].batch_at(step, m)]
+        assert keys_one == keys_split
+        assert DynamicBatchSampler(big, counts, seed=3).batch_at(step) == keys_one
+        assert len({k.seed for k in keys_one}) == len(keys_one)  # distinct samples
+    # iteration: grad_accum micro-batches per optimizer step; start_step / num_steps count steps
+    s = DynamicBatchSampler(cfg, counts, seed=3, rank=1, world_size=2, grad_accum=2, start_step=4, num_steps=6)
+    assert len(s) == 4 and list(s) == [s.batch_at(4, 0), s.batch_at(4, 1), s.batch_at(5, 0), s.batch_at(5, 1)]
+    with pytest.raises(ValueError, match="micro"):
+        s.batch_at(4, 2)
+
+
 def test_source_weights_respected():
     cfg = _cfg(weights=(3.0, 1.0, 0.0), views=(2, 2), max_images_per_batch=8)
     sampler = DynamicBatchSampler(cfg, [10, 5, 7], seed=0)

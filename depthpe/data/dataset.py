@@ -16,13 +16,22 @@ dataset        str                      source name (``SourceConfig.name``)
 scene          str                      scene id
 frames         (S,) int64               frame indices in the scene file (view 0 = reference)
 redraws        int                      draws rejected (degenerate cameras / too little valid depth)
-skipped_files  int                      draws that hit an unreadable scene file (warned, skipped)
+skipped_files  int                      draws that hit an unusable scene file (warned, skipped)
+bad_files      list[(str, str)]         (path, reason) of each of those draws
 ============== ======================== ==========================================================
 
+An *unusable scene file* is one that is listed in index.json but is missing, cannot be opened or
+read (corrupt, truncated), breaks the format (``SceneFileError``), or holds NaN/inf values where
+the format forbids them: any camera (K or w2c) of the scene (checked when the file is opened) or
+the depth of a frame the sample reads (``StrictSceneReader``). Such a draw is skipped, warned about
+(``SceneSkippedWarning``, once per file and process) and replaced by another scene, so no NaN or
+inf from a file ever reaches a batch; the file is remembered as bad by the process and every later
+draw of it is skipped without reading it again.
+
 ``collate`` stacks B samples into (B, S, ...) tensors, ``scale`` into (B,) float32, names into lists,
-and sums ``redraws`` and ``skipped_files`` over the batch: the training loop adds these per-batch ints
-to its counters (this works with any number of DataLoader workers because the counts travel with the
-batch).
+sums ``redraws`` and ``skipped_files`` and concatenates ``bad_files`` over the batch: the training
+loop adds these to its counters (this works with any number of DataLoader workers because the
+counts travel with the batch).
 
 Scene files are opened lazily inside ``__getitem__`` (in DataLoader workers), never at construction:
 datasets are built from ``index.json`` files only and keep a small per-process LRU of ``SceneReader``
@@ -62,6 +71,7 @@ __all__ = [
     "SceneSkippedWarning",
     "SampleRejected",
     "SceneEntry",
+    "StrictSceneReader",
     "ReaderCache",
     "build_sample",
     "MultiViewDataset",
@@ -86,6 +96,49 @@ class SampleRejected(Exception):
     """A drawn sample is unusable (degenerate normalization or too little valid depth)."""
 
 
+class StrictSceneReader(SceneReader):
+    """``SceneReader`` that refuses, instead of repairing, values the format forbids (DESIGN.md:
+    depth and cameras are never NaN or inf in a file).
+
+    Opening the file also checks every camera (K (N, 3, 3), w2c (N, 3, 4)) for NaN/inf, and
+    ``read_depth`` (used by ``read_frame``) raises for a frame whose stored depth holds NaN/inf,
+    where ``SceneReader`` would silently turn them into invalid pixels. Both raise
+    ``SceneFileError`` naming the file, the frame and the fix (``depthpe check`` finds such files).
+    """
+
+    def _validate(self, f) -> dict:
+        meta = super()._validate(f)
+        try:
+            K, w2c = f["K"][:], f["w2c"][:]
+        except Exception as err:  # noqa: BLE001 - h5py raises many types on corrupt data
+            raise self._error(f"cannot read cameras: {err}") from err
+        bad = np.nonzero(~(np.isfinite(K).all(axis=(1, 2)) & np.isfinite(w2c).all(axis=(1, 2))))[0]
+        if len(bad):
+            raise self._error(
+                f"non-finite camera values (K or w2c) in {len(bad)} frame(s), first frame {int(bad[0])}; "
+                "the file breaks the scene format: re-convert the scene (`depthpe check` lists such files)"
+            )
+        return meta
+
+    def read_depth(self, i: int) -> np.ndarray:
+        """Depth of frame i: (H, W) float32 z-depth, 0 = invalid (negative values become 0);
+        raises ``SceneFileError`` if the stored depth holds NaN or inf."""
+        f = self._open()
+        i = self._check_index(i)
+        try:
+            d = f["depth"][i].astype(np.float32)
+        except Exception as err:  # noqa: BLE001
+            raise self._error(f"cannot read depth of frame {i}: {err}") from err
+        nonfinite = int(np.count_nonzero(~np.isfinite(d)))
+        if nonfinite:
+            raise self._error(
+                f"{nonfinite} NaN/inf depth value(s) in frame {i}; the format stores invalid depth as 0: "
+                "re-convert the scene (`depthpe check` lists such files)"
+            )
+        d[d < 0] = 0
+        return d
+
+
 @dataclass(frozen=True)
 class SceneEntry:
     """One scene of the index: absolute file path, id, frame count and stored size."""
@@ -108,7 +161,7 @@ def _load_entries(src: SourceConfig) -> list[SceneEntry]:
 
 
 class ReaderCache:
-    """Per-process LRU of ``SceneReader`` keyed by path (at most ``size`` open files).
+    """Per-process LRU of ``StrictSceneReader`` keyed by path (at most ``size`` open files).
 
     The cache is emptied when used from a new process (pid check) and is never pickled, so readers
     are only ever opened in the process that uses them.
@@ -129,7 +182,7 @@ class ReaderCache:
             self._pid = os.getpid()
         reader = self._readers.pop(path, None)
         if reader is None:
-            reader = SceneReader(path)
+            reader = StrictSceneReader(path)
         self._readers[path] = reader
         while len(self._readers) > self.size:
             _, old = self._readers.popitem(last=False)
@@ -214,23 +267,24 @@ class _SceneSource:
 
     def _init_readers(self, size: int) -> None:
         self._cache = ReaderCache(size)
-        self._bad: set[str] = set()
+        self._bad: dict[str, str] = {}
         self._bad_pid: int | None = None
 
     def _read(self, path: str, fn, *args):
-        """Return ``fn(reader, *args)`` for the scene file ``path``; if the file cannot be read, warn
-        (once per file and process), remember it as bad and raise ``SceneFileError``."""
+        """Return ``fn(reader, *args)`` for the scene file ``path``; if the file is unusable (see the
+        module docstring), warn (once per file and process), remember it as bad and raise
+        ``SceneFileError`` (later calls for that file raise it again without reading)."""
         if self._bad_pid != os.getpid():
-            self._bad, self._bad_pid = set(), os.getpid()
+            self._bad, self._bad_pid = {}, os.getpid()
         if path in self._bad:
-            raise SceneFileError(f"{path}: skipped (failed to read earlier in this process)")
+            raise SceneFileError(self._bad[path])
         try:
             return fn(self._cache.get(path), *args)
         except (SceneFileError, OSError) as err:
             self._cache.drop(path)
-            self._bad.add(path)
-            warnings.warn(f"skipping unreadable scene file: {err}", SceneSkippedWarning, stacklevel=2)
-            raise SceneFileError(str(err)) from err
+            self._bad[path] = str(err) if path in str(err) else f"{path}: {err}"
+            warnings.warn(f"skipping unusable scene file: {self._bad[path]}", SceneSkippedWarning, stacklevel=2)
+            raise SceneFileError(self._bad[path]) from err
 
 
 class MultiViewDataset(_SceneSource, Dataset):
@@ -239,9 +293,10 @@ class MultiViewDataset(_SceneSource, Dataset):
     Built from the sources' index.json files only (scenes with fewer than 2 frames are left out).
     ``__getitem__(key)`` draws views of scene ``key.scene`` of source ``key.source`` (by the source's
     view selection), augments them to ``(key.height, key.width)`` and normalizes them; everything
-    random derives from ``key.seed``. Rejected samples and unreadable files are redrawn (another
-    scene by the source weights, deterministically from ``key.seed``) up to ``cfg.max_attempts``
-    times, counted in the sample's ``redraws`` / ``skipped_files``; then a RuntimeError is raised.
+    random derives from ``key.seed``. Rejected samples and unusable files are redrawn (another
+    scene by the source weights, deterministically from ``key.seed``: ``scene_of_attempt``) up to
+    ``cfg.max_attempts`` times, counted in the sample's ``redraws`` / ``skipped_files`` (and
+    ``bad_files``); then a RuntimeError is raised.
     ``train=False`` disables colour jitter and uses the largest crop (crop scale 1).
     """
 
@@ -276,21 +331,35 @@ class MultiViewDataset(_SceneSource, Dataset):
             min_scale_ratio=cfg.min_scale_ratio,
         )
 
+    def _attempt(self, key: SampleKey, attempt: int) -> tuple[int, int, np.random.Generator]:
+        """(source, scene, rng) of draw ``attempt`` of sample ``key``: attempt 0 is the key's own
+        scene, later attempts draw a scene by the source weights; ``rng`` then drives the sample."""
+        rng = make_rng(key.seed, _TAG_REDRAW, attempt)
+        if attempt == 0:
+            return key.source, key.scene, rng
+        source, scene = draw_scene(rng, self.probs, self.scene_counts)
+        return source, scene, rng
+
+    def scene_of_attempt(self, key: SampleKey | tuple, attempt: int) -> tuple[int, int]:
+        """(source index, scene index) that draw ``attempt`` (0, 1, ...) of sample ``key`` reads: a
+        pure function of the key, so the redraws of a run can be replayed."""
+        source, scene, _ = self._attempt(SampleKey(*key), attempt)
+        return source, scene
+
     def __getitem__(self, key: SampleKey | tuple) -> dict:
         key = SampleKey(*key)
         cfg = self.cfg
         redraws = skipped = 0
-        source, scene = key.source, key.scene
+        bad_files: list[tuple[str, str]] = []
         errors = []
         for attempt in range(cfg.max_attempts):
-            rng = make_rng(key.seed, _TAG_REDRAW, attempt)
-            if attempt > 0:
-                source, scene = draw_scene(rng, self.probs, self.scene_counts)
+            source, scene, rng = self._attempt(key, attempt)
             entry = self.entries[source][scene]
             try:
                 sample = self._read(entry.path, self._load, source, key, rng)
             except SceneFileError as err:
                 skipped += 1
+                bad_files.append((entry.path, str(err)))
                 errors.append(str(err))
                 continue
             except SampleRejected as err:
@@ -298,7 +367,8 @@ class MultiViewDataset(_SceneSource, Dataset):
                 errors.append(f"{entry.path}: {err}")
                 continue
             sample.update(
-                dataset=cfg.sources[source].name, scene=entry.scene_id, redraws=redraws, skipped_files=skipped
+                dataset=cfg.sources[source].name, scene=entry.scene_id, redraws=redraws, skipped_files=skipped,
+                bad_files=bad_files,
             )
             return sample
         raise RuntimeError(
@@ -401,7 +471,7 @@ class SceneEvalDataset(_SceneSource, Dataset):
             except SampleRejected as err:
                 problems.append(str(err))
                 continue
-            return {**sample, **base, "redraws": attempt, "skipped_files": 0, "error": None}
+            return {**sample, **base, "redraws": attempt, "skipped_files": 0, "bad_files": [], "error": None}
         return {**base, "frames": [], "error": f"no usable view subset: {problems[-1]}"}
 
 
@@ -410,7 +480,8 @@ def collate(samples: Sequence[dict]) -> dict:
 
     Returns images (B, S, 3, H, W) float32, depth (B, S, H, W) float32, valid (B, S, H, W) bool,
     K (B, S, 3, 3) float32, w2c (B, S, 4, 4) float32, frames (B, S) int64, scale (B,) float32,
-    dataset / scene: lists of B str, redraws / skipped_files: int sums over the batch.
+    dataset / scene: lists of B str, redraws / skipped_files: int sums over the batch, bad_files:
+    the samples' (path, reason) lists concatenated.
     """
     if not samples:
         raise ValueError("cannot collate an empty batch")
@@ -423,6 +494,7 @@ def collate(samples: Sequence[dict]) -> dict:
     out["scene"] = [s["scene"] for s in samples]
     out["redraws"] = int(sum(s["redraws"] for s in samples))
     out["skipped_files"] = int(sum(s["skipped_files"] for s in samples))
+    out["bad_files"] = [b for s in samples for b in s.get("bad_files", ())]
     return out
 
 
@@ -469,18 +541,21 @@ def build_train_loader(
     num_steps: int | None = None,
     pin_memory: bool = False,
     prefetch_factor: int | None = 2,
+    grad_accum: int = 1,
 ) -> DataLoader:
     """Training DataLoader: ``MultiViewDataset`` + ``DynamicBatchSampler`` + ``collate``.
 
-    Batch i of the iterator is global step ``start_step + i`` (so resume passes the next step);
-    infinite unless ``num_steps`` (exclusive global end step). Each process passes its own
-    ``rank``; all processes must pass the same ``seed``. Persistent workers when num_workers > 0.
-    Do not wrap it with ``accelerator.prepare`` (it is already sharded by rank).
+    The iterator yields ``grad_accum`` micro-batches per optimizer step, starting at optimizer step
+    ``start_step`` (so resume passes the next step); infinite unless ``num_steps`` (exclusive end
+    step). Each process passes its own ``rank``; all processes must pass the same ``seed``, config
+    and ``grad_accum``: together they draw one global batch per step (see ``depthpe.data.sampling``).
+    Persistent workers when num_workers > 0. Do not wrap it with ``accelerator.prepare`` (it is
+    already sharded by rank).
     """
     dataset = MultiViewDataset(data_cfg, train=True)
     sampler = DynamicBatchSampler(
         data_cfg, dataset.scene_counts, seed=seed, rank=rank, world_size=world_size,
-        start_step=start_step, num_steps=num_steps,
+        start_step=start_step, num_steps=num_steps, grad_accum=grad_accum,
     )
     return DataLoader(
         dataset, batch_sampler=sampler, collate_fn=collate,

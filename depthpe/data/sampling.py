@@ -2,9 +2,15 @@
 
 Everything here is a pure function of integers (seed, step, rank, slot, ...) so that
 
-* all processes agree on the batch shape (S views, height, width, batch size B) of global step g,
-  because it is drawn from ``(seed, g)`` only;
-* processes draw different scenes, because scene draws use ``(seed, g, rank, slot)``;
+* all processes agree on the batch shape (S views, height, width, batch size B) of optimizer step g,
+  because it is drawn from ``(seed, g)`` only (the same for every micro-batch of a gradient
+  accumulation);
+* sample ``n`` of step g is drawn from ``(seed, g, n)`` only, where ``n`` is its *global* index in the
+  step: ``n = (micro * world_size + rank) * B + slot`` (``sample_index``). The processes and micro-
+  batches of a step therefore hold disjoint slices of one global batch of
+  ``world_size * grad_accum * B`` samples that does not depend on how it is split: N processes with
+  ``grad_accum`` A draw exactly the samples of 1 process with ``grad_accum`` N*A, or of 1 process
+  whose B is N times larger (when ``max_images_per_batch`` is scaled so that it is);
 * a run resumed at step g (``start_step=g``) continues with exactly the batches it would have had.
 
 Randomness comes from ``numpy.random.default_rng`` seeded with a ``SeedSequence`` of those integers
@@ -34,6 +40,8 @@ __all__ = [
     "select_views",
     "nearest_camera_order",
     "eval_view_indices",
+    "sample_index",
+    "sample_key",
     "DynamicBatchSampler",
 ]
 
@@ -90,7 +98,8 @@ def batch_shape(seed: int, step: int, cfg: DataConfig) -> BatchShape:
     """Batch shape of global step ``step``, a function of ``(seed, step)`` and the config only.
 
     S ~ uniform integer in ``cfg.views`` (inclusive); aspect ~ U(cfg.aspect); (H, W) from
-    ``target_size``; B = max(1, floor(cfg.max_images_per_batch / S)).
+    ``target_size``; B = max(1, floor(cfg.max_images_per_batch / S)) samples per process and
+    micro-batch (the global batch of the step is world_size * grad_accum * B samples).
     """
     rng = make_rng(seed, _TAG_SHAPE, step)
     s = int(rng.integers(cfg.views[0], cfg.views[1] + 1))
@@ -221,16 +230,39 @@ def eval_view_indices(
     return select_views(num_frames, min(views, num_frames), rng, mode, window, w2c=w2c)
 
 
-class DynamicBatchSampler(Sampler):
-    """Infinite, step-indexed batch sampler with a per-batch number of views and aspect ratio.
+def sample_index(rank: int, slot: int, batch_size: int, world_size: int = 1, micro: int = 0) -> int:
+    """Global index of sample ``slot`` of micro-batch ``micro`` on process ``rank`` within one
+    optimizer step: ``(micro * world_size + rank) * batch_size + slot`` (B = ``batch_size`` per
+    process and micro-batch). Indices of a step run over ``0 .. grad_accum * world_size * B - 1``."""
+    return (int(micro) * int(world_size) + int(rank)) * int(batch_size) + int(slot)
 
-    For global step g (starting at ``start_step``) it yields a list of B ``SampleKey``: the shape
-    (S, H, W, B) comes from ``batch_shape(seed, g, cfg)`` (identical on all ranks), and slot j's
-    scene and sample seed come from ``(seed, g, rank, j)`` (different on each rank). Sources are drawn
-    with ``cfg.sources[i].weight`` (normalized), scenes uniformly within a source.
+
+def sample_key(seed: int, step: int, index: int, shape: BatchShape, probs: np.ndarray,
+               counts: Sequence[int]) -> SampleKey:
+    """The ``SampleKey`` of global sample ``index`` of optimizer step ``step``: scene (source by
+    ``probs``, scene uniform in the source) and sample seed from ``(seed, step, index)`` only.
+
+    (The RNG key is ``(seed, tag, step, 0, index)``; the 0 keeps single-process keys identical to
+    those of the earlier per-rank scheme ``(seed, tag, step, rank, slot)``.)
+    """
+    rng = make_rng(seed, _TAG_SCENE, step, 0, index)
+    source, scene = draw_scene(rng, probs, counts)
+    sample_seed = int(rng.integers(1 << 62))
+    return SampleKey(source, scene, shape.num_views, shape.height, shape.width, sample_seed)
+
+
+class DynamicBatchSampler(Sampler):
+    """Infinite, step-indexed batch sampler with a per-step number of views and aspect ratio.
+
+    For every optimizer step g (starting at ``start_step``) it yields ``grad_accum`` lists of B
+    ``SampleKey`` (one per micro-batch): the shape (S, H, W, B) comes from
+    ``batch_shape(seed, g, cfg)`` (identical on all ranks and micro-batches), and slot j of micro-batch
+    m on this rank is global sample ``sample_index(rank, j, B, world_size, m)`` of step g, whose scene
+    and sample seed come from ``(seed, g, index)`` (``sample_key``). Sources are drawn with
+    ``cfg.sources[i].weight`` (normalized), scenes uniformly within a source.
 
     scene_counts: number of scenes per source, e.g. ``MultiViewDataset.scene_counts``.
-    num_steps: stop before global step ``num_steps`` (None = infinite).
+    num_steps: stop before optimizer step ``num_steps`` (None = infinite).
     Use with ``DataLoader(dataset, batch_sampler=sampler)``.
     """
 
@@ -244,37 +276,41 @@ class DynamicBatchSampler(Sampler):
         world_size: int = 1,
         start_step: int = 0,
         num_steps: int | None = None,
+        grad_accum: int = 1,
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
         if start_step < 0:
             raise ValueError(f"start_step must be >= 0, got {start_step}")
+        if grad_accum < 1:
+            raise ValueError(f"grad_accum must be >= 1, got {grad_accum}")
         if len(scene_counts) != len(cfg.sources):
             raise ValueError(f"{len(scene_counts)} scene counts for {len(cfg.sources)} sources")
         self.cfg = cfg
         self.counts = [int(c) for c in scene_counts]
         self.probs = normalized_weights([s.weight for s in cfg.sources], self.counts)
         self.seed, self.rank, self.world_size = int(seed), int(rank), int(world_size)
-        self.start_step, self.num_steps = int(start_step), num_steps
+        self.start_step, self.num_steps, self.grad_accum = int(start_step), num_steps, int(grad_accum)
 
-    def batch_at(self, step: int) -> list[SampleKey]:
-        """The batch this rank gets at global step ``step`` (pure: no state is changed)."""
+    def batch_at(self, step: int, micro: int = 0) -> list[SampleKey]:
+        """The keys this rank gets in micro-batch ``micro`` of optimizer step ``step`` (pure)."""
+        if not 0 <= micro < self.grad_accum:
+            raise ValueError(f"micro must be in [0, grad_accum={self.grad_accum}), got {micro}")
         shape = batch_shape(self.seed, step, self.cfg)
-        keys = []
-        for slot in range(shape.batch_size):
-            rng = make_rng(self.seed, _TAG_SCENE, step, self.rank, slot)
-            source, scene = draw_scene(rng, self.probs, self.counts)
-            sample_seed = int(rng.integers(1 << 62))
-            keys.append(SampleKey(source, scene, shape.num_views, shape.height, shape.width, sample_seed))
-        return keys
+        return [
+            sample_key(self.seed, step, sample_index(self.rank, slot, shape.batch_size, self.world_size, micro),
+                       shape, self.probs, self.counts)
+            for slot in range(shape.batch_size)
+        ]
 
     def __iter__(self) -> Iterator[list[SampleKey]]:
         step = self.start_step
         while self.num_steps is None or step < self.num_steps:
-            yield self.batch_at(step)
+            for micro in range(self.grad_accum):
+                yield self.batch_at(step, micro)
             step += 1
 
     def __len__(self) -> int:
         if self.num_steps is None:
             raise TypeError("DynamicBatchSampler is infinite (num_steps=None) and has no length")
-        return max(0, self.num_steps - self.start_step)
+        return max(0, self.num_steps - self.start_step) * self.grad_accum

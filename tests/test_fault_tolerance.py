@@ -1,0 +1,239 @@
+"""Faults in short real training runs: SIGKILL at a step and during a checkpoint save (exact resume),
+bad scene files and NaN/inf data (skipped, counted, logged), non-finite gradients (step skipped).
+
+Killed runs are forked child processes (they inherit the imported libraries, so they start fast) that
+install a fault and then call the real ``depthpe.training.main``; the fault SIGKILLs the child, which
+nothing can catch. The resumed runs use ``main([... "--resume", "latest"])`` in this process. All runs
+use 1 torch thread, so CPU fp32 results are bit-for-bit reproducible.
+"""
+
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from depthpe.config import dump_config
+from depthpe.training import find_checkpoint, main, train
+from test_training import run_config, synth_root  # noqa: F401 (fixture)
+
+STEPS = 5  # checkpoints after steps 2 and 4
+
+
+def _config(root, out, **train_overrides):
+    return run_config(root, out, train={"steps": STEPS, "checkpoint_every": 2, "torch_threads": 1,
+                                        **train_overrides})
+
+
+def _weights(final: Path) -> dict:
+    return load_file(final / "model.safetensors")
+
+
+def _assert_equal(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+@pytest.fixture(scope="module")
+def reference(synth_root, tmp_path_factory):  # noqa: F811
+    """Final weights of the uninterrupted run."""
+    return _weights(train(_config(synth_root, tmp_path_factory.mktemp("ref") / "run")))
+
+
+def _kill_at_loss_call(n: int) -> None:
+    """Fault: SIGKILL this process in the n-th loss computation (= during optimizer step n)."""
+    import depthpe.losses as losses
+
+    real, calls = losses.depth_loss, [0]
+
+    def depth_loss(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+
+    losses.depth_loss = depth_loss
+
+
+def _kill_after_state_save(n: int) -> None:
+    """Fault: SIGKILL this process in the n-th checkpoint save, right after the Accelerate state was
+    written into the temporary folder (model export and trainer_state.json still missing)."""
+    import accelerate
+
+    real, calls = accelerate.Accelerator.save_state, [0]
+
+    def save_state(self, *args, **kwargs):
+        result = real(self, *args, **kwargs)
+        calls[0] += 1
+        if calls[0] == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    accelerate.Accelerator.save_state = save_state
+
+
+def _child(config: str, fault, arg: int) -> None:
+    fault(arg)
+    main(["--config", config])
+
+
+def _run_killed(tmp_path: Path, cfg, fault, arg: int) -> Path:
+    """Run training with ``fault(arg)`` installed in a forked child; check it died of SIGKILL."""
+    config = tmp_path / "config.yaml"
+    config.write_text(dump_config(cfg.to_dict()))
+    child = multiprocessing.get_context("fork").Process(target=_child, args=(str(config), fault, arg))
+    child.start()
+    child.join(timeout=240)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the training child neither finished nor died within 240 s")
+    assert child.exitcode == -signal.SIGKILL, child.exitcode
+    return config
+
+
+def test_sigkill_mid_run_then_resume_latest_is_bit_exact(synth_root, reference, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    config = _run_killed(tmp_path, _config(synth_root, out), _kill_at_loss_call, 4)  # during step 4
+    assert find_checkpoint(out, "latest").name == "step_0000002"
+    assert not (out / "final").exists()
+    assert main(["--config", str(config), "--resume", "latest"]) == 0
+    _assert_equal(_weights(out / "final"), reference)
+    assert json.loads((out / "final" / "trainer_state.json").read_text())["step"] == STEPS
+
+
+def test_kill_during_checkpoint_save_keeps_previous_checkpoint(synth_root, reference, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "run"
+    config = _run_killed(tmp_path, _config(synth_root, out), _kill_after_state_save, 2)  # saving step 4
+    partial = out / "checkpoints" / ".tmp_step_0000004"
+    assert (partial / "state" / "model.safetensors").is_file()  # the save had really begun
+    assert not (partial / "trainer_state.json").exists() and not (out / "checkpoints" / "step_0000004").exists()
+    assert find_checkpoint(out, "latest").name == "step_0000002"  # the partial one is ignored
+    capsys.readouterr()
+    assert main(["--config", str(config), "--resume", "latest"]) == 0
+    printed = capsys.readouterr().out
+    assert "resumed from" in printed and "step_0000002 at step 2" in printed
+    assert ".tmp_step_0000004: an interrupted checkpoint save" in printed
+    _assert_equal(_weights(out / "final"), reference)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_0000002", "step_0000004"]
+
+
+# ------------------------------------------------------------------------------------------- bad data
+BAD = ("corrupt", "truncated", "nan_depth", "inf_depth", "nan_camera", "inf_camera", "missing")
+
+
+def _break(split_dir: Path, good: Path, kind: str) -> Path:
+    """Write scene file ``<kind>.h5`` next to the good scene ``good`` with the named defect."""
+    path = split_dir / f"{kind}.h5"
+    if kind == "corrupt":
+        path.write_bytes(np.random.default_rng(0).integers(0, 256, 4000, dtype=np.uint8).tobytes())
+    elif kind == "truncated":
+        data = good.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif kind != "missing":
+        shutil.copyfile(good, path)
+        with h5py.File(path, "r+") as f:
+            if kind == "nan_depth":
+                f["depth"][:, 3, 5] = np.nan  # one pixel of every frame: any draw reads one
+            elif kind == "inf_depth":
+                f["depth"][:, 7, 2] = np.inf
+            elif kind == "nan_camera":
+                f["K"][1, 0, 0] = np.nan  # one frame: the whole file is checked when it is opened
+            elif kind == "inf_camera":
+                f["w2c"][2, 1, 3] = np.inf
+    return path
+
+
+@pytest.fixture(scope="module")
+def bad_root(tmp_path_factory):
+    """synth/train with 3 good scenes and one scene of each kind in BAD, all listed in index.json."""
+    from depthpe.data.scene_file import read_index, write_index
+    from depthpe.data.synth import write_synth_dataset
+
+    root = tmp_path_factory.mktemp("bad")
+    write_synth_dataset(root, train_scenes=3, val_scenes=1, views=4, height=56, width=56, seed=0, progress=False)
+    split_dir = root / "synth" / "train"
+    entries = read_index(split_dir)
+    good = split_dir / entries[0]["path"]
+    for kind in BAD:
+        _break(split_dir, good, kind)
+        entries.append({**entries[0], "path": f"{kind}.h5", "scene_id": kind})
+    write_index(split_dir, entries, dataset="synth", split="train")
+    return root
+
+
+def _replay_skips(cfg) -> tuple[int, set[str]]:
+    """Skipped draws and distinct bad files of a 1-process run, replayed from the deterministic
+    sampler and redraw rule: each draw of a sample that lands on a bad scene is skipped."""
+    from depthpe.data.dataset import MultiViewDataset
+    from depthpe.data.sampling import DynamicBatchSampler
+
+    ds = MultiViewDataset(cfg.data)
+    sampler = DynamicBatchSampler(cfg.data, ds.scene_counts, seed=cfg.seed, num_steps=cfg.train.steps)
+    skipped, hit = 0, set()
+    for keys in sampler:
+        for key in keys:
+            for attempt in range(cfg.data.max_attempts):
+                source, scene = ds.scene_of_attempt(key, attempt)
+                scene_id = ds.entries[source][scene].scene_id
+                if scene_id not in BAD:
+                    break
+                skipped += 1
+                hit.add(scene_id)
+    return skipped, hit
+
+
+def test_bad_files_and_nonfinite_data_are_skipped_counted_and_logged(bad_root, tmp_path, capsys):
+    cfg = run_config(bad_root, tmp_path / "run", seed=7,
+                     train={"steps": 3, "checkpoint_every": 0, "torch_threads": 1})
+    expected_skips, expected_files = _replay_skips(cfg)
+    assert expected_files == set(BAD)  # seed 7's draws hit every kind of defect at least once
+    with pytest.warns(UserWarning, match="skipping unusable scene file"):
+        final = train(cfg)
+    state = json.loads((final / "trainer_state.json").read_text())
+    counters = state["counters"]
+    assert counters["skipped_files"] == expected_skips
+    assert counters["bad_files"] == len(BAD) and {Path(p).stem for p in state["bad_files"]} == set(BAD)
+    assert counters["nonfinite_steps"] == 0 and counters["redraws"] == 0
+    assert all(torch.isfinite(w).all() for w in _weights(final).values())
+    log = capsys.readouterr()
+    printed = log.out + log.err
+    for kind in BAD:  # each bad file is named once in the run log, with its problem
+        assert sum(f"{kind}.h5" in line and "skipping unusable scene file (" in line
+                   for line in printed.splitlines()) == 1, kind
+    reasons = state["bad_files"]
+    assert "NaN/inf depth" in reasons[str(bad_root / "synth" / "train" / "nan_depth.h5")]
+    assert "non-finite camera" in reasons[str(bad_root / "synth" / "train" / "inf_camera.h5")]
+    assert "file not found" in reasons[str(bad_root / "synth" / "train" / "missing.h5")]
+    assert f"{expected_skips} draws skipped from {len(BAD)} unusable scene file(s)" in printed
+
+
+def test_nonfinite_gradients_skip_the_step(synth_root, tmp_path, monkeypatch):  # noqa: F811
+    """A finite loss whose gradient is NaN (0 * d sqrt(x)/dx at x = 0) skips exactly that step (had
+    the optimizer stepped with those gradients, every trained weight would be NaN)."""
+    import depthpe.losses as losses
+
+    real, calls = losses.depth_loss, {"n": 0}
+
+    def nan_gradient_on_call_2(pred, *args, **kwargs):
+        terms = real(pred, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 2:
+            zero = pred.min() - pred.min()
+            terms["total"] = terms["total"] + 0.0 * torch.sqrt(zero)
+            assert torch.isfinite(terms["total"])
+        return terms
+
+    monkeypatch.setattr(losses, "depth_loss", nan_gradient_on_call_2)
+    out = tmp_path / "run"
+    final = train(_config(synth_root, out, steps=3, checkpoint_every=0))
+    state = json.loads((final / "trainer_state.json").read_text())
+    assert state["counters"]["nonfinite_steps"] == 1 and state["step"] == 3
+    assert all(torch.isfinite(w).all() for w in _weights(final).values())
