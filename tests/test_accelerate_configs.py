@@ -53,7 +53,8 @@ def test_launch_arguments_from_the_files():
 def test_fsdp2_plugin_wraps_the_backbone_blocks_and_no_container(monkeypatch):
     """Build accelerate's FSDP plugin from the environment the launcher would set, and ask its FSDP2
     auto-wrap policy which modules of a (micro) DepthModel become units: the frozen backbone's blocks
-    (the first class named `Block`), not depthpe's aggregator blocks and never a ModuleList."""
+    (timm's `Block`) and every frame/global block of the aggregator (`AggregatorBlock`), never a
+    ModuleList."""
     import torch
     from accelerate.utils import FullyShardedDataParallelPlugin
     from accelerate.utils.fsdp_utils import fsdp2_prepare_auto_wrap_policy
@@ -72,6 +73,9 @@ def test_fsdp2_plugin_wraps_the_backbone_blocks_and_no_container(monkeypatch):
     plugin.set_auto_wrap_policy(model)
     policy = fsdp2_prepare_auto_wrap_policy(plugin, model)
     wrapped = [name for name, module in model.named_modules() if policy(module)]
-    assert wrapped == ["aggregator.patch_embed.blocks.0", "aggregator.patch_embed.blocks.1"]
+    n = model.config.num_blocks
+    assert wrapped == (["aggregator.patch_embed.blocks.0", "aggregator.patch_embed.blocks.1"]
+                       + [f"aggregator.{kind}_blocks.{i}" for kind in ("frame", "global") for i in range(n)])
     assert not any(policy(m) for m in model.modules() if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)))
-    assert all(not p.requires_grad for name in wrapped for p in model.get_submodule(name).parameters())
+    backbone = [name for name in wrapped if name.startswith("aggregator.patch_embed.")]
+    assert all(not p.requires_grad for name in backbone for p in model.get_submodule(name).parameters())

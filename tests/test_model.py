@@ -15,7 +15,7 @@ from depthpe.geometry import DegenerateSceneError
 from depthpe.model import PRESETS, CheckpointMismatchError, ConfigError
 from depthpe.model import aggregator as aggregator_module
 from depthpe.model.backbone import BackboneWeightsError, build_backbone
-from depthpe.model.blocks import Block
+from depthpe.model.blocks import AggregatorBlock
 from depthpe.pe import available_encodings
 from depthpe.model.dpt import DPTHead, ResidualConvUnit, sincos_embed_2d, uv_grid
 
@@ -101,11 +101,20 @@ def test_config_presets_overrides_and_json_roundtrip(tmp_path):
         dict(embed_dim=24, num_heads=4),  # head_dim 6 not divisible by 4
         dict(backbone="resnet50"),
         dict(head_out_channels=[32, 64, 128]),
+        dict(layerscale_init=0.0),
     ],
 )
 def test_config_rejects_invalid(bad):
     with pytest.raises(ConfigError):
         tiny_config(**bad)
+
+
+def test_layerscale_init_sets_every_aggregator_block():
+    model = DepthModel(tiny_config(layerscale_init=0.5))
+    blocks = [*model.aggregator.frame_blocks, *model.aggregator.global_blocks]
+    gammas = torch.cat([torch.cat([b.ls1.gamma, b.ls2.gamma]) for b in blocks])
+    assert torch.equal(gammas, torch.full_like(gammas, 0.5))
+    assert DepthModelConfig().layerscale_init == 0.01  # VGGT's value for the vggt-1b preset
 
 
 def test_config_unknown_field_and_preset():
@@ -474,7 +483,7 @@ def test_dpt_head_and_block_match_vggt_names_and_shapes():
     """Key names and shapes of VGGT-1B's depth head and aggregator blocks (reference/vggt.md 3.5)."""
     with torch.device("meta"):
         head = DPTHead(2048)
-        block = Block(1024, 16)
+        block = AggregatorBlock(1024, 16)
     shapes = {k: tuple(v.shape) for k, v in head.state_dict().items()}
     assert len(shapes) == 62 and sum(v.numel() for v in head.state_dict().values()) == 32_654_562
     expect = {

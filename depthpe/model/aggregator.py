@@ -20,7 +20,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..pe import prepare_encoding
 from .backbone import IMAGENET_MEAN, IMAGENET_STD, backbone_patch_tokens, build_backbone
-from .blocks import Block, init_linear
+from .blocks import AggregatorBlock, init_linear
 from .config import DepthModelConfig
 
 __all__ = ["Aggregator"]
@@ -62,10 +62,10 @@ class Aggregator(nn.Module):
         self.camera_token = nn.Parameter(torch.randn(1, 2, 1, c.embed_dim) * 1e-6)
         self.register_token = nn.Parameter(torch.randn(1, 2, c.num_register_tokens, c.embed_dim) * 1e-6)
         self.frame_blocks = nn.ModuleList(
-            Block(c.embed_dim, c.num_heads, c.mlp_ratio) for _ in range(c.num_blocks)
+            AggregatorBlock(c.embed_dim, c.num_heads, c.mlp_ratio, c.layerscale_init) for _ in range(c.num_blocks)
         )
         self.global_blocks = nn.ModuleList(
-            Block(c.embed_dim, c.num_heads, c.mlp_ratio) for _ in range(c.num_blocks)
+            AggregatorBlock(c.embed_dim, c.num_heads, c.mlp_ratio, c.layerscale_init) for _ in range(c.num_blocks)
         )
         self.backbone_proj.apply(init_linear)
         self.frame_blocks.apply(init_linear)

@@ -1,6 +1,6 @@
 """Aggregator transformer block (VGGT layout and parameter names).
 
-``Block``: pre-norm, ``x + ls1(attn(norm1(x)))`` then ``x + ls2(mlp(norm2(x)))``; LayerNorm eps
+``AggregatorBlock``: pre-norm, ``x + ls1(attn(norm1(x)))`` then ``x + ls2(mlp(norm2(x)))``; LayerNorm eps
 1e-5; qkv with bias; per-head LayerNorm q/k-norm; LayerScale (init 0.01); GELU MLP. The attention
 itself is delegated to a prepared positional ``Encoding`` (``depthpe.pe``): after q/k-norm the
 block calls ``enc.attend(q, k, v)``, which wraps one unmodified SDPA call. Parameter names match
@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from ..pe.base import Encoding
 
-__all__ = ["LayerScale", "Mlp", "Attention", "Block", "init_linear"]
+__all__ = ["LayerScale", "Mlp", "Attention", "AggregatorBlock", "init_linear"]
 
 LN_EPS = 1e-5
 
@@ -78,8 +78,11 @@ class Attention(nn.Module):
         return self.proj(o.transpose(1, 2).reshape(B, N, C))
 
 
-class Block(nn.Module):
-    """Pre-norm transformer block; ``forward(x (B, N, C), enc) -> (B, N, C)``."""
+class AggregatorBlock(nn.Module):
+    """Pre-norm transformer block; ``forward(x (B, N, C), enc) -> (B, N, C)``.
+
+    Named ``AggregatorBlock`` (not ``Block``, timm's DINOv2 block class) so that FSDP can select the
+    aggregator blocks by class name (configs/accelerate/fsdp2.yaml)."""
 
     def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, init_values: float = 0.01):
         super().__init__()

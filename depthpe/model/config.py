@@ -41,6 +41,9 @@ class DepthModelConfig:
       num_heads: attention heads (head_dim = embed_dim / num_heads, must be divisible by 4 for
         2D RoPE; the camera encodings need a multiple of 8); mlp_ratio: MLP hidden = ratio * C;
       num_register_tokens: register tokens per view (camera token + registers = special tokens);
+      layerscale_init: initial LayerScale value of every aggregator block (VGGT: 0.01, which keeps
+        a deep model near identity at the start; the tiny preset trains from scratch in a few
+        hundred CPU steps and starts at 1.0 so its residual branches learn at full speed);
       global_pe: name of the positional encoding of the global attention
         (``depthpe.pe.available_encodings()``); pe_options: keyword options for that encoding;
       gradient_checkpointing: recompute each aggregator block in the backward pass (training only).
@@ -61,6 +64,7 @@ class DepthModelConfig:
     num_heads: int = 16
     mlp_ratio: float = 4.0
     num_register_tokens: int = 4
+    layerscale_init: float = 0.01
     global_pe: str = "rope"
     pe_options: dict = field(default_factory=dict)
     head_features: int = 256
@@ -97,6 +101,8 @@ class DepthModelConfig:
         if head_dim % 4:
             bad(f"head_dim = embed_dim / num_heads = {head_dim} must be divisible by 4 for 2D RoPE "
                 "(use a multiple of 8 for the camera encodings)")
+        if not float(self.layerscale_init) > 0:
+            bad(f"layerscale_init must be positive, got {self.layerscale_init}")
         if self.mlp_ratio <= 0:
             bad(f"mlp_ratio must be positive, got {self.mlp_ratio}")
         if len(self.head_out_channels) != 4 or any(c < 4 or c % 4 for c in self.head_out_channels):
