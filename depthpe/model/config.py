@@ -41,9 +41,9 @@ class DepthModelConfig:
       num_heads: attention heads (head_dim = embed_dim / num_heads, must be divisible by 4 for
         2D RoPE; the camera encodings need a multiple of 8); mlp_ratio: MLP hidden = ratio * C;
       num_register_tokens: register tokens per view (camera token + registers = special tokens);
-      layerscale_init: initial LayerScale value of every aggregator block (VGGT: 0.01, which keeps
-        a deep model near identity at the start; the tiny preset trains from scratch in a few
-        hundred CPU steps and starts at 1.0 so its residual branches learn at full speed);
+      layerscale_init: initial LayerScale value of every aggregator block (VGGT and every preset:
+        0.01, which keeps a deep model near identity at the start; larger values let the residual
+        branches of a small model trained from scratch contribute from the first step);
       global_pe: name of the positional encoding of the global attention
         (``depthpe.pe.available_encodings()``); pe_options: keyword options for that encoding;
       gradient_checkpointing: recompute each aggregator block in the backward pass (training only).
