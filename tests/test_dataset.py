@@ -185,7 +185,7 @@ def test_corrupt_scene_files_are_skipped_with_warning(tmp_path):
 
 
 def test_nonfinite_depth_or_cameras_make_a_file_unusable(tmp_path):
-    """NaN/inf depth (in a frame read) or cameras (any frame) in a file: StrictSceneReader refuses the
+    """NaN/inf depth (in a frame read) or cameras (any frame) in a file: SceneReader(strict=True) refuses the
     file where SceneReader would repair it silently; the sample is drawn elsewhere and counted."""
     from depthpe.data.scene_file import SceneFileError, SceneReader
 
@@ -196,9 +196,9 @@ def test_nonfinite_depth_or_cameras_make_a_file_unusable(tmp_path):
         f["w2c"][4, 0, 3] = np.inf
     assert np.isfinite(SceneReader(split_dir / "nan_depth.h5").read_depth(0)).all()  # the lenient reader
     with pytest.raises(SceneFileError, match="NaN/inf depth value.* in frame 0"):
-        ds_mod.StrictSceneReader(split_dir / "nan_depth.h5").read_frame(0)
+        SceneReader(split_dir / "nan_depth.h5", strict=True).read_frame(0)
     with pytest.raises(SceneFileError, match="non-finite camera values .* first frame 4"):
-        ds_mod.StrictSceneReader(split_dir / "inf_cam.h5").read_frame(0)  # frame 0 is fine, the file is not
+        SceneReader(split_dir / "inf_cam.h5", strict=True).read_frame(0)  # frame 0 is fine, the file is not
     for name in ("nan_depth", "inf_cam"):
         ds = MultiViewDataset(_cfg(tmp_path))  # fresh: each file is warned about once per process
         with pytest.warns(SceneSkippedWarning) as record:
@@ -227,16 +227,16 @@ def test_collate_stacks_and_sums(toy_root):
         collate([ds[SampleKey(0, 0, 3, 28, 56, 0)], ds[SampleKey(0, 0, 2, 28, 56, 0)]])
 
 
-class _RecordingReader(ds_mod.StrictSceneReader):
+class _RecordingReader(ds_mod.SceneReader):
     created: list = []
 
-    def __init__(self, path):
+    def __init__(self, path, **kwargs):
         _RecordingReader.created.append((os.getpid(), str(path)))
-        super().__init__(path)
+        super().__init__(path, **kwargs)
 
 
 def test_dataloader_with_workers_matches_in_process_and_parent_opens_nothing(toy_root, monkeypatch):
-    monkeypatch.setattr(ds_mod, "StrictSceneReader", _RecordingReader)
+    monkeypatch.setattr(ds_mod, "SceneReader", _RecordingReader)
     _RecordingReader.created.clear()
     cfg = _cfg(toy_root)
     open_before = len(h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE))

@@ -123,6 +123,7 @@ def test_reader_is_lazy_and_picklable(tmp_path):
     r2 = pickle.loads(pickle.dumps(r))
     assert r2._file is None
     np.testing.assert_array_equal(r2.read_depth(2), r.read_depth(2))
+    assert pickle.loads(pickle.dumps(SceneReader(tmp_path / "s0.h5", strict=True))).strict
 
 
 def _read_in_child(reader, q):

@@ -23,7 +23,7 @@ bad_files      list[(str, str)]         (path, reason) of each of those draws
 An *unusable scene file* is one that is listed in index.json but is missing, cannot be opened or
 read (corrupt, truncated), breaks the format (``SceneFileError``), or holds NaN/inf values where
 the format forbids them: any camera (K or w2c) of the scene (checked when the file is opened) or
-the depth of a frame the sample reads (``StrictSceneReader``). Such a draw is skipped, warned about
+the depth of a frame the sample reads (``SceneReader(strict=True)``). Such a draw is skipped, warned about
 (``SceneSkippedWarning``, once per file and process) and replaced by another scene, so no NaN or
 inf from a file ever reaches a batch; the file is remembered as bad by the process and every later
 draw of it is skipped without reading it again.
@@ -71,7 +71,6 @@ __all__ = [
     "SceneSkippedWarning",
     "SampleRejected",
     "SceneEntry",
-    "StrictSceneReader",
     "ReaderCache",
     "build_sample",
     "MultiViewDataset",
@@ -96,49 +95,6 @@ class SampleRejected(Exception):
     """A drawn sample is unusable (degenerate normalization or too little valid depth)."""
 
 
-class StrictSceneReader(SceneReader):
-    """``SceneReader`` that refuses, instead of repairing, values the format forbids (DESIGN.md:
-    depth and cameras are never NaN or inf in a file).
-
-    Opening the file also checks every camera (K (N, 3, 3), w2c (N, 3, 4)) for NaN/inf, and
-    ``read_depth`` (used by ``read_frame``) raises for a frame whose stored depth holds NaN/inf,
-    where ``SceneReader`` would silently turn them into invalid pixels. Both raise
-    ``SceneFileError`` naming the file, the frame and the fix (``depthpe check`` finds such files).
-    """
-
-    def _validate(self, f) -> dict:
-        meta = super()._validate(f)
-        try:
-            K, w2c = f["K"][:], f["w2c"][:]
-        except Exception as err:  # noqa: BLE001 - h5py raises many types on corrupt data
-            raise self._error(f"cannot read cameras: {err}") from err
-        bad = np.nonzero(~(np.isfinite(K).all(axis=(1, 2)) & np.isfinite(w2c).all(axis=(1, 2))))[0]
-        if len(bad):
-            raise self._error(
-                f"non-finite camera values (K or w2c) in {len(bad)} frame(s), first frame {int(bad[0])}; "
-                "the file breaks the scene format: re-convert the scene (`depthpe check` lists such files)"
-            )
-        return meta
-
-    def read_depth(self, i: int) -> np.ndarray:
-        """Depth of frame i: (H, W) float32 z-depth, 0 = invalid (negative values become 0);
-        raises ``SceneFileError`` if the stored depth holds NaN or inf."""
-        f = self._open()
-        i = self._check_index(i)
-        try:
-            d = f["depth"][i].astype(np.float32)
-        except Exception as err:  # noqa: BLE001
-            raise self._error(f"cannot read depth of frame {i}: {err}") from err
-        nonfinite = int(np.count_nonzero(~np.isfinite(d)))
-        if nonfinite:
-            raise self._error(
-                f"{nonfinite} NaN/inf depth value(s) in frame {i}; the format stores invalid depth as 0: "
-                "re-convert the scene (`depthpe check` lists such files)"
-            )
-        d[d < 0] = 0
-        return d
-
-
 @dataclass(frozen=True)
 class SceneEntry:
     """One scene of the index: absolute file path, id, frame count and stored size."""
@@ -161,7 +117,7 @@ def _load_entries(src: SourceConfig) -> list[SceneEntry]:
 
 
 class ReaderCache:
-    """Per-process LRU of ``StrictSceneReader`` keyed by path (at most ``size`` open files).
+    """Per-process LRU of ``SceneReader(strict=True)`` keyed by path (at most ``size`` open files).
 
     The cache is emptied when used from a new process (pid check) and is never pickled, so readers
     are only ever opened in the process that uses them.
@@ -182,7 +138,7 @@ class ReaderCache:
             self._pid = os.getpid()
         reader = self._readers.pop(path, None)
         if reader is None:
-            reader = StrictSceneReader(path)
+            reader = SceneReader(path, strict=True)
         self._readers[path] = reader
         while len(self._readers) > self.size:
             _, old = self._readers.popitem(last=False)

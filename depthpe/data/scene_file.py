@@ -298,10 +298,16 @@ class SceneReader:
 
     Opening happens on first access, in the current process; after a fork the file is re-opened.
     Attributes are read on first access too. Every failure raises ``SceneFileError`` naming the file.
+
+    ``strict=False`` (inspection, ``depthpe check``) repairs what it can: NaN/inf depth values read
+    as invalid (0). ``strict=True`` (training and evaluation data) refuses values the format forbids
+    (DESIGN.md: depth and cameras are never NaN or inf in a file): opening the file also checks every
+    camera (K, w2c) for NaN/inf, and ``read_depth`` raises for a frame whose stored depth holds NaN/inf.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, strict: bool = False):
         self.path = Path(path)
+        self.strict = bool(strict)
         self._file: h5py.File | None = None
         self._pid: int | None = None
         self._meta: dict | None = None
@@ -361,8 +367,22 @@ class SceneReader:
         for key, shape in checks.items():
             if f[key].shape != shape:
                 raise self._error(f"{key} has shape {f[key].shape}, expected {shape}")
+        if self.strict:
+            self._check_cameras_finite(f)
         attrs.update(num_frames=n, height=h, width=w)
         return attrs
+
+    def _check_cameras_finite(self, f: h5py.File) -> None:
+        try:
+            K, w2c = f["K"][:], f["w2c"][:]
+        except Exception as err:  # noqa: BLE001 - h5py raises many types on corrupt data
+            raise self._error(f"cannot read cameras: {err}") from err
+        bad = np.nonzero(~(np.isfinite(K).all(axis=(1, 2)) & np.isfinite(w2c).all(axis=(1, 2))))[0]
+        if len(bad):
+            raise self._error(
+                f"non-finite camera values (K or w2c) in {len(bad)} frame(s), first frame {int(bad[0])}; "
+                "the file breaks the scene format: re-convert the scene (`depthpe check` lists such files)"
+            )
 
     def close(self) -> None:
         """Close the file handle if this process opened it."""
@@ -381,7 +401,7 @@ class SceneReader:
         self.close()
 
     def __getstate__(self):  # picklable: never carry an open handle into another process
-        return {"path": self.path, "_file": None, "_pid": None, "_meta": None}
+        return {"path": self.path, "strict": self.strict, "_file": None, "_pid": None, "_meta": None}
 
     # -- metadata ----------------------------------------------------------------------------
     @property
@@ -427,14 +447,21 @@ class SceneReader:
             raise self._error(f"cannot read cameras: {err}") from err
 
     def read_depth(self, i: int) -> np.ndarray:
-        """Depth of frame i: (H, W) float32 z-depth, 0 = invalid (non-finite values become 0)."""
+        """Depth of frame i: (H, W) float32 z-depth, 0 = invalid (negative values become 0; NaN/inf
+        become 0, or raise ``SceneFileError`` when the reader is strict)."""
         f = self._open()
         i = self._check_index(i)
         try:
             d = f["depth"][i].astype(np.float32)
         except Exception as err:  # noqa: BLE001
             raise self._error(f"cannot read depth of frame {i}: {err}") from err
-        d[~np.isfinite(d) | (d < 0)] = 0
+        nonfinite = ~np.isfinite(d)
+        if self.strict and nonfinite.any():
+            raise self._error(
+                f"{int(nonfinite.sum())} NaN/inf depth value(s) in frame {i}; the format stores invalid depth "
+                "as 0: re-convert the scene (`depthpe check` lists such files)"
+            )
+        d[nonfinite | (d < 0)] = 0
         return d
 
     def read_image(self, i: int) -> np.ndarray:
