@@ -10,7 +10,7 @@ import pytest
 
 from depthpe.cli import main
 from depthpe.data.check import check_root
-from depthpe.data.convert import convert, fake
+from depthpe.data.convert import convert
 from depthpe.data.convert.common import (
     ConvertOptions,
     fit_size,
@@ -19,6 +19,7 @@ from depthpe.data.convert.common import (
 )
 from depthpe.data.scene_file import SceneReader, read_index
 from depthpe.data.synth import render_views
+from depthpe.testing import fake_datasets as fake
 
 
 def _opts(**kw):

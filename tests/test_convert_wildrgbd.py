@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from depthpe.data.check import check_root
-from depthpe.data.convert import convert, fake
+from depthpe.data.convert import convert
 from depthpe.data.convert.common import ConvertOptions
 from depthpe.data.convert.wildrgbd import parse_cam_poses, parse_metadata
 from depthpe.data.scene_file import read_index
+from depthpe.testing import fake_datasets as fake
 
 
 @pytest.fixture(scope="module")

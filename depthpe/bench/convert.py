@@ -46,9 +46,10 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from ..data.convert import CONVERTERS, convert, fake
+    from ..data.convert import CONVERTERS, convert
     from ..data.convert.common import ConvertOptions
     from ..data.scene_file import read_index
+    from ..testing import fake_datasets as fake
 
     names = sorted(CONVERTERS) if args.dataset == "all" else [args.dataset]
     scenes = fake.make_scenes(args.scenes, args.views, args.height, args.width, seed=args.seed)

@@ -2,8 +2,8 @@
 
 One module per dataset (co3d, wildrgbd, arkitscenes, megasynth) reads the native layout and camera
 conventions (reference/datasets.md); ``common`` holds the shared runner (splits, resizing, workers,
-resume, summary) and ``fake`` writes tiny fake datasets in each native layout from procedural scenes
-(for tests and ``depthpe bench convert``).
+resume, summary). Tiny fake datasets in each native layout, for tests and ``depthpe bench convert``,
+live in ``depthpe.testing.fake_datasets``.
 """
 
 from __future__ import annotations

@@ -59,14 +59,14 @@ class FakeScene:
 
 def make_scenes(count: int, views: int = 5, height: int = 48, width: int = 64, seed: int = 0) -> list[dict]:
     """``count`` procedural scenes (``generate_scene`` with seeds seed, seed+1, ...)."""
-    from ..synth import generate_scene
+    from ..data.synth import generate_scene
 
     return [generate_scene(seed + i, views, height, width) for i in range(count)]
 
 
 def with_shared_intrinsics(scene: dict) -> dict:
     """The scene re-rendered with view 0's intrinsics for every view (datasets with one K per scene)."""
-    from ..synth import render_views
+    from ..data.synth import render_views
 
     V, H, W = scene["depth"].shape
     K = np.repeat(np.asarray(scene["K"][:1], np.float64), V, axis=0)
@@ -377,10 +377,10 @@ def compare_to_ground_truth(path: str | Path, fake: FakeScene) -> dict:
     """
     import torch
 
-    from ...geometry import unproject_depth
-    from ..scene_file import SceneReader
-    from ..synth import surface_distance
-    from .common import scale_intrinsics
+    from ..data.convert.common import scale_intrinsics
+    from ..data.scene_file import SceneReader
+    from ..data.synth import surface_distance
+    from ..geometry import unproject_depth
 
     gt = fake.gt
     reader = SceneReader(path)

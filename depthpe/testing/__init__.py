@@ -1,0 +1,6 @@
+"""Test and benchmark fixtures shipped with the package.
+
+``fake_datasets`` writes small fake copies of the real dataset layouts (CO3D, WildRGB-D,
+ARKitScenes, MegaSynth) from procedural scenes with known cameras, for the converter tests and
+``depthpe bench convert``. Nothing here is used by training or evaluation.
+"""
