@@ -1,10 +1,8 @@
 import os
-import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
-sys.path.insert(0, os.path.dirname(__file__))
 
 # One intra-op thread: the tests are tiny, and a loaded 2-core machine makes multi-threaded
 # OpenMP many times slower (the training loop makes the same choice on small CPUs).

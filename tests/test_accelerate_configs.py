@@ -62,7 +62,7 @@ def test_fsdp2_plugin_wraps_the_backbone_blocks_and_no_container(monkeypatch):
 
     from depthpe.model import DepthModel
     from depthpe.training import RunConfig
-    from test_training import MICRO_MODEL
+    from tests.test_training import MICRO_MODEL
 
     for key, value in prepare_multi_gpu_env(_launch_args("fsdp2.yaml")).items():
         monkeypatch.setenv(key, value)

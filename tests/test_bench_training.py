@@ -1,7 +1,7 @@
 import yaml
 
 from depthpe.cli import main
-from test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
 
 
 def write_config(root, tmp_path):

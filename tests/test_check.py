@@ -8,7 +8,7 @@ from depthpe.commands import check as check_cmd
 from depthpe.data.check import check_root, check_scene
 from depthpe.data.scene_file import write_index, write_scene
 from depthpe.geometry import invert_w2c
-from scenes import plane_scene
+from tests.scenes import plane_scene
 
 import torch
 

@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 
 from depthpe.config import dump_config
 from depthpe.training import train
-from test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
 
 TRAIN_PY = Path(__file__).parent.parent / "train" / "train.py"
 STEPS = 3

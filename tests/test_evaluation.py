@@ -6,7 +6,7 @@ import torch
 
 from depthpe.evaluation import discover_sources, evaluate, main
 from depthpe.metrics import BASELINE_MODES, MODES
-from test_training import MICRO_MODEL, synth_root  # noqa: F401 (fixture)
+from tests.test_training import MICRO_MODEL, synth_root  # noqa: F401 (fixture)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 
 from depthpe.config import dump_config
 from depthpe.training import find_checkpoint, main, train
-from test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
 
 STEPS = 5  # checkpoints after steps 2 and 4
 

@@ -16,8 +16,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from hub_server import FakeHub
-from test_training import run_config
+from tests.hub_server import FakeHub
+from tests.test_training import run_config
 
 from depthpe.hub import HubPusher, resolve_model_folder, step_tag
 from depthpe.model_card import CardInfo, render_model_card

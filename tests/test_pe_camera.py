@@ -12,7 +12,7 @@ from depthpe.geometry import invert_intrinsics, invert_w2c, normalize_intrinsics
 from depthpe.pe import multiview_attention, prepare_encoding
 from depthpe.pe.camera import lift_intrinsics, projection_matrices
 from depthpe.pe.dppe import tadd_blockwise_channels
-from test_pe_support import (
+from tests.test_pe_support import (
     DT,
     GRID,
     IMAGE,

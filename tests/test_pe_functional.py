@@ -13,7 +13,7 @@ from depthpe.pe import (
     prepare_encoding,
     token_positions,
 )
-from test_pe_support import GRID, IMAGE, random_cameras, random_qkv, rel_err
+from tests.test_pe_support import GRID, IMAGE, random_cameras, random_qkv, rel_err
 
 B, H, S, NS = 2, 4, 3, 5
 T = NS + GRID[0] * GRID[1]

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from depthpe.pe import apply_rope_2d, prepare_encoding, token_positions
 from depthpe.pe.urope import default_anchors
-from test_pe_support import DT, GRID, IMAGE, random_cameras, random_qkv, random_se3, rel_err
+from tests.test_pe_support import DT, GRID, IMAGE, random_cameras, random_qkv, random_se3, rel_err
 
 B, H, S, NS = 2, 4, 3, 2
 h, w = GRID

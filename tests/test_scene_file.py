@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from depthpe.data.scene_file import SceneFileError, SceneReader, read_index, write_index, write_scene
-from scenes import plane_scene
+from tests.scenes import plane_scene
 
 
 def write(tmp_path, name="s0", **overrides):
