@@ -1,97 +1,172 @@
-"""YAML run configs with dotted command-line overrides.
+"""Typed configs: YAML files and ``key=value`` overrides merged into dataclasses with OmegaConf.
 
-``load_config(path, overrides)`` reads a YAML mapping and applies overrides such as
-``train.steps=200`` or ``model.global_pe=prope`` (values are parsed as YAML, so ``1e-4``, ``true``,
-``[2, 8]`` work). A key that does not exist in the file may be added only under a section that the
-consumer validates (unknown keys are rejected there with the list of valid keys).
+Every config in depthpe (a training run, the data pipeline, a data source) is a dataclass; this
+module is the one place that turns user input into such an object:
+
+* ``read_yaml_chain(path)`` reads a YAML file; a top-level ``base: OTHER.yaml`` (relative to the
+  file) is read first and the file's own keys are merged over it, so a recipe variant only states
+  what differs. Lists are replaced, not merged.
+* ``build(cls, *layers, overrides=...)`` merges mappings and dotted overrides (``train.steps=200``,
+  ``data.sources.0.root=/x``, values parsed as YAML) into the dataclass schema ``cls`` and
+  instantiates it (``__post_init__`` checks run). ``${section.key}`` interpolation works.
+* ``to_yaml(obj)`` is the inverse: the resolved YAML of a config object, which ``build`` reads
+  back to an equal object.
+
+Why OmegaConf (and not draccus or hand-written parsing): it merges typed structured configs with
+dotlist overrides, list indices and interpolation, rejects unknown keys and wrong types with the
+full key path, and reads ``1e-4`` as a float (plain PyYAML follows YAML 1.1 and reads a string).
+Every error becomes a one-line ``ConfigError`` saying what was wrong and how to fix it.
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
+import difflib
 import re
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-import yaml
-
-__all__ = ["load_config", "apply_overrides", "dump_config", "parse_value", "merge"]
-
-# PyYAML follows YAML 1.1, where "1e-4" (no dot) is a string; users mean a number.
-_FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)$")
+__all__ = ["ConfigError", "build", "merge_layers", "instantiate", "read_yaml_chain", "to_yaml", "to_container",
+           "did_you_mean"]
 
 
-def _coerce(x: Any) -> Any:
-    """Turn strings like "1e-4" into floats, recursively (see ``_FLOAT``)."""
-    if isinstance(x, str) and _FLOAT.match(x.strip()):
-        return float(x)
-    if isinstance(x, dict):
-        return {k: _coerce(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_coerce(v) for v in x]
-    return x
+class ConfigError(ValueError):
+    """A bad configuration; the message is one line: what is wrong (how to fix it)."""
 
 
-def parse_value(raw: str) -> Any:
-    """Parse one override value as YAML (``1e-4`` is a float, ``[2, 8]`` a list, ``true`` a bool)."""
-    return _coerce(yaml.safe_load(raw))
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)``-style hint for a misspelled ``word``, or an empty string."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""
 
 
-def apply_overrides(config: dict, overrides: list[str]) -> dict:
-    """Return a copy of ``config`` with ``key.sub=value`` overrides applied (values parsed as YAML)."""
-    out = copy.deepcopy(config)
-    for item in overrides:
-        if "=" not in item:
-            raise ValueError(f"override {item!r} must look like key.subkey=value")
-        key, raw = item.split("=", 1)
-        parts = key.strip().split(".")
-        if not all(parts):
-            raise ValueError(f"override {item!r} has an empty key part")
-        node = out
-        for p in parts[:-1]:
-            if p not in node or node[p] is None:
-                node[p] = {}
-            if not isinstance(node[p], dict):
-                raise ValueError(f"override {item!r}: {p!r} is not a section")
-            node = node[p]
-        node[parts[-1]] = parse_value(raw)
-    return out
+def _schema_keys(cls, path: Sequence[str]) -> list[str]:
+    """Field names of the dataclass reached from ``cls`` by following ``path`` (list indices skipped)."""
+    for part in path:
+        if not dataclasses.is_dataclass(cls):
+            return []
+        hint = typing.get_type_hints(cls).get(part)
+        args = typing.get_args(hint)
+        cls = args[0] if typing.get_origin(hint) in (list, tuple) and args else hint
+    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
 
 
-def merge(base: dict, update: dict) -> dict:
-    """Deep merge: mappings are merged key by key, everything else (lists too) is replaced."""
-    out = copy.deepcopy(base)
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+def _explain(err: Exception, cls) -> ConfigError:
+    """Turn an OmegaConf error into a one-line ``ConfigError`` naming the full key."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    key = re.sub(r"\[(\d+)\]", r".\1", getattr(err, "full_key", None) or "")
+    msg = (getattr(err, "msg", None) or str(err)).splitlines()[0]
+    if isinstance(err, (ConfigKeyError, ConfigAttributeError)) and key:
+        owner = getattr(err, "object_type", None)
+        *parent, name = key.split(".")
+        valid = ([f.name for f in dataclasses.fields(owner)] if dataclasses.is_dataclass(owner)
+                 else _schema_keys(cls, [p for p in parent if not p.isdigit()]))
+        hint = did_you_mean(name, valid)
+        if hint:
+            hint = hint.replace(repr(hint.split("'")[1]), repr(".".join([*parent, hint.split("'")[1]])))
+        fix = hint or (f"valid keys here: {', '.join(valid)}" if valid else "remove it")
+        return ConfigError(f"unknown config key {key!r} ({fix})")
+    if isinstance(err, ValidationError) and key:
+        for pattern, text in _TYPE_MESSAGES:
+            msg = re.sub(pattern, text, msg)
+        return ConfigError(f"{key}: {msg} (fix the value in the config file or the override)")
+    return ConfigError(f"{key + ': ' if key else ''}{msg}")
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None, _seen: tuple = ()) -> dict:
-    """Read a YAML config file (a mapping) and apply overrides; clear errors for bad files.
+# OmegaConf's type errors, reworded for users (regex, replacement).
+_TYPE_MESSAGES = (
+    (r"Value '(.*)' of type '\w+' could not be converted to Integer", r"\1 is not an integer (write a whole number)"),
+    (r"Value '(.*)' of type '\w+' could not be converted to Float", r"\1 is not a number"),
+    (r"Value '(.*)' of type '\w+' could not be converted to Boolean", r"\1 is not true or false"),
+    (r"Invalid value assigned: \w+ is not a TupleConfig.*", "must be a [min, max] list"),
+    (r"Invalid type assigned: dict is not a subclass of \w+.*", "no such list element"),
+)
 
-    A top-level ``base: OTHER.yaml`` (relative to the file) is loaded first and the file's own keys
-    are deep-merged over it, so recipe variants only state what differs.
-    """
-    path = Path(path)
+
+def _read_yaml(path: Path):
+    """One YAML file as an OmegaConf node (a mapping); one-line errors for missing or malformed files."""
+    from omegaconf import DictConfig, OmegaConf
+    from yaml import YAMLError
+
     if not path.is_file():
-        raise FileNotFoundError(f"config file {path} not found (see configs/ for examples)")
-    if path.resolve() in _seen:
-        raise ValueError(f"{path}: circular 'base:' chain {[str(p) for p in _seen]}")
+        raise ConfigError(f"config file {path} not found (pass a path or the name of a shipped config)")
     try:
-        config = _coerce(yaml.safe_load(path.read_text()) or {})
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path}: not valid YAML: {err}") from err
-    if not isinstance(config, dict):
-        raise ValueError(f"{path}: the top level must be a mapping of sections")
-    base = config.pop("base", None)
-    if base is not None:
-        config = merge(load_config(path.parent / base, _seen=_seen + (path.resolve(),)), config)
-    return apply_overrides(config, list(overrides or []))
+        node = OmegaConf.load(path)
+    except YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" line {where.line + 1}" if where is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{path}:{line} is not valid YAML: {problem} (fix the syntax)") from None
+    if not isinstance(node, DictConfig):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections (e.g. 'train: {{steps: 10}}')")
+    return node
 
 
-def dump_config(config: dict[str, Any]) -> str:
-    """YAML text of a resolved config (keys kept in insertion order)."""
-    return yaml.safe_dump(config, sort_keys=False)
+def read_yaml_chain(path: str | Path, _seen: tuple = ()):
+    """The OmegaConf mapping of a YAML config file with its ``base:`` chain merged in (untyped)."""
+    from omegaconf import OmegaConf
+
+    path = Path(path)
+    if path.resolve() in _seen:
+        raise ConfigError(f"{path}: circular 'base:' chain {[str(p) for p in _seen]} (remove one 'base:')")
+    node = _read_yaml(path)
+    base = node.pop("base", None)
+    if base is None:
+        return node
+    return OmegaConf.merge(read_yaml_chain(path.parent / str(base), _seen + (path.resolve(),)), node)
+
+
+def merge_layers(cls, layers: Sequence[Any] = (), overrides: Sequence[str] = ()):
+    """The OmegaConf node of schema ``cls`` with ``layers`` (mappings) and dotted ``overrides`` merged in.
+
+    Overrides look like ``section.key=value`` (values parsed as YAML: ``1e-4``, ``[2, 8]``, ``true``);
+    list elements are addressed by index (``data.sources.0.root=/x``). Raises ``ConfigError``.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    for item in overrides:
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            raise ConfigError(f"override {item!r} must look like section.key=value (e.g. train.steps=100)")
+    try:
+        node = OmegaConf.merge(OmegaConf.structured(cls), *layers)
+        node.merge_with_dotlist(list(overrides))
+        return node
+    except OmegaConfBaseException as err:
+        raise _explain(err, cls) from None
+
+
+def instantiate(node, cls):
+    """The dataclass object of a merged node (runs every ``__post_init__`` check); raises ``ConfigError``."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_object(node)
+    except MissingMandatoryValue as err:
+        raise ConfigError(f"{err.full_key} is required but not set (add it to the config)") from None
+    except OmegaConfBaseException as err:
+        raise _explain(err, cls) from None
+    except (ValueError, TypeError) as err:
+        raise ConfigError(str(err).splitlines()[0]) from None
+
+
+def build(cls, *layers, overrides: Sequence[str] = ()):
+    """Instantiate dataclass ``cls`` from mappings ``layers`` (later wins) and dotted ``overrides``."""
+    return instantiate(merge_layers(cls, layers, overrides), cls)
+
+
+def to_container(obj) -> dict:
+    """Plain dict/list form of a config dataclass (tuples become lists), for JSON/YAML writers."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.structured(obj), resolve=True)
+
+
+def to_yaml(obj) -> str:
+    """YAML text of a config dataclass; ``build(type(obj), yaml)`` gives back an equal object."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_yaml(OmegaConf.structured(obj), resolve=True)

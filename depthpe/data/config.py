@@ -6,7 +6,7 @@ The YAML training config maps onto ``DataConfig.from_dict``::
       sources:
         - {name: co3d, root: data, split: train, weight: 1.0}
         - {name: arkitscenes, root: data, weight: 0.5, view_selection: window, window: 30}
-      views: [2, 24]              # S per batch, inclusive range (an int means fixed S)
+      views: [2, 24]              # S per batch, inclusive [min, max] range ([8, 8] = fixed S)
       aspect: [0.33, 1.0]         # height / width per batch
       image_width: 518
       max_images_per_batch: 48    # B = floor(48 / S) per process
@@ -14,17 +14,18 @@ The YAML training config maps onto ``DataConfig.from_dict``::
       min_valid_fraction: 0.05
       color_jitter: {shared_prob: 0.7}
 
-Scene files of a source live in ``ROOT/<dataset>/<split>/`` with an ``index.json`` (DESIGN.md).
+Scene files of a source live in ``ROOT/<dataset>/<split>/`` with an ``index.json`` (docs/scene-format.md).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SourceConfig", "ColorJitterConfig", "DataConfig", "VIEW_SELECTIONS", "dataclass_from_dict"]
+from ..config import build, to_container
+
+__all__ = ["SourceConfig", "ColorJitterConfig", "DataConfig", "VIEW_SELECTIONS"]
 
 VIEW_SELECTIONS = ("random", "window", "nearest")
 
@@ -40,23 +41,8 @@ def _pair(value: Any, name: str, cast=float) -> tuple:
             raise ValueError(f"{name} must be a number or a [min, max] pair, got {value!r}") from err
     lo, hi = cast(lo), cast(hi)
     if lo > hi:
-        raise ValueError(f"{name} = [{lo}, {hi}] has min > max")
+        raise ValueError(f"{name} = [{lo}, {hi}] has min > max (write [min, max])")
     return lo, hi
-
-
-def dataclass_from_dict(cls, d: dict, name: str):
-    """Build dataclass ``cls`` from mapping ``d``; unknown keys raise a ValueError naming ``name`` and
-    listing the valid keys. (``_from_dict`` is the same function, kept for existing callers.)"""
-    if not isinstance(d, dict):
-        raise ValueError(f"{name} must be a mapping, got {type(d).__name__}")
-    valid = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - valid)
-    if unknown:
-        raise ValueError(f"{name}: unknown keys {unknown}; valid keys are {sorted(valid)}")
-    return cls(**d)
-
-
-_from_dict = dataclass_from_dict
 
 
 @dataclass
@@ -105,7 +91,7 @@ class SourceConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SourceConfig":
-        return _from_dict(cls, d, "data source")
+        return build(cls, d)
 
 
 @dataclass
@@ -137,7 +123,7 @@ class ColorJitterConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ColorJitterConfig":
-        return _from_dict(cls, d, "color_jitter")
+        return build(cls, d)
 
 
 @dataclass
@@ -174,32 +160,32 @@ class DataConfig:
         self.sources = [s if isinstance(s, SourceConfig) else SourceConfig.from_dict(s) for s in self.sources]
         names = [s.name for s in self.sources]
         if len(set(names)) != len(names):
-            raise ValueError(f"data source names must be unique, got {names}")
+            raise ValueError(f"data.sources: names must be unique, got {names} (rename one)")
         if isinstance(self.color_jitter, dict):
             self.color_jitter = ColorJitterConfig.from_dict(self.color_jitter)
-        self.views = _pair(self.views, "views", int)
+        self.views = _pair(self.views, "data.views", int)
         if self.views[0] < 2:
-            raise ValueError(f"views must be >= 2 (normalization needs a second view), got {self.views}")
-        self.aspect = _pair(self.aspect, "aspect")
+            raise ValueError(f"data.views must be >= 2 (normalization needs a second view), got {self.views}")
+        self.aspect = _pair(self.aspect, "data.aspect")
         if self.aspect[0] <= 0:
-            raise ValueError(f"aspect (height/width) must be > 0, got {self.aspect}")
-        self.crop_scale = _pair(self.crop_scale, "crop_scale")
+            raise ValueError(f"data.aspect (height/width) must be > 0, got {self.aspect}")
+        self.crop_scale = _pair(self.crop_scale, "data.crop_scale")
         if not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
-            raise ValueError(f"crop_scale must lie in (0, 1], got {self.crop_scale}")
+            raise ValueError(f"data.crop_scale must lie in (0, 1], got {self.crop_scale}")
         if self.image_width <= 0 or self.image_width % self.patch_size:
             raise ValueError(
-                f"image_width must be a positive multiple of patch_size={self.patch_size}, "
+                f"data.image_width must be a positive multiple of patch_size={self.patch_size}, "
                 f"got {self.image_width} (e.g. 518 = 37 * 14)"
             )
         if self.max_images_per_batch < self.views[1]:
             raise ValueError(
-                f"max_images_per_batch={self.max_images_per_batch} is smaller than the largest number "
+                f"data.max_images_per_batch={self.max_images_per_batch} is smaller than the largest number "
                 f"of views {self.views[1]}; raise it or lower views"
             )
         if not 0 <= self.min_valid_fraction <= 1:
-            raise ValueError(f"min_valid_fraction must be in [0, 1], got {self.min_valid_fraction}")
+            raise ValueError(f"data.min_valid_fraction must be in [0, 1], got {self.min_valid_fraction}")
         if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+            raise ValueError(f"data.max_attempts must be >= 1, got {self.max_attempts}")
 
     def min_valid_fraction_of(self, source: int) -> float:
         """The valid-depth threshold of source ``source`` (its override or the global value)."""
@@ -210,8 +196,8 @@ class DataConfig:
     def from_dict(cls, d: dict) -> "DataConfig":
         """Build from a plain mapping (the ``data:`` section of a YAML config); lists become tuples,
         ``sources`` entries and ``color_jitter`` may be mappings. Unknown keys raise ValueError."""
-        return _from_dict(cls, dict(d), "data")
+        return build(cls, d)
 
     def to_dict(self) -> dict:
-        """Plain-Python form (for logging / saving with a run)."""
-        return dataclasses.asdict(self)
+        """Plain-Python form (for logging / saving with a run); tuples become lists."""
+        return to_container(self)

@@ -66,10 +66,10 @@ class DepthModelConfig:
     num_register_tokens: int = 4
     layerscale_init: float = 0.01
     global_pe: str = "rope"
-    pe_options: dict = field(default_factory=dict)
+    pe_options: dict[str, Any] = field(default_factory=dict)
     head_features: int = 256
-    head_out_channels: list = field(default_factory=lambda: [256, 512, 1024, 1024])
-    head_layers: list = field(default_factory=lambda: [4, 11, 17, 23])
+    head_out_channels: list[int] = field(default_factory=lambda: [256, 512, 1024, 1024])
+    head_layers: list[int] = field(default_factory=lambda: [4, 11, 17, 23])
     gradient_checkpointing: bool = False
 
     def __post_init__(self):

@@ -1,0 +1,13 @@
+"""The run layer: typed run configs, the training loop and its parts.
+
+``load_run_config`` reads a config; ``train`` runs it. Modules: ``schema`` (the config dataclasses),
+``loading`` (files, overrides, shipped configs), ``preflight`` (checks before anything is built),
+``state`` (what a checkpoint restores), ``step`` (one optimizer step), ``checkpoints``,
+``tracking`` (logging and trackers), ``trainer`` (the loop).
+"""
+
+from .loading import dump_run_config, load_run_config, save_run_config
+from .schema import HubConfig, LossConfig, ModelSection, OptimConfig, RunConfig, TrainLoopConfig, ValConfig
+
+__all__ = ["RunConfig", "ModelSection", "OptimConfig", "LossConfig", "TrainLoopConfig", "ValConfig", "HubConfig",
+           "load_run_config", "dump_run_config", "save_run_config"]

@@ -1,0 +1,244 @@
+"""The run config: one typed schema for every training run (the YAML file and its overrides).
+
+``RunConfig`` is the only definition of a run's settings. Its sections are dataclasses whose fields,
+types and defaults are what the YAML files, the ``key=value`` overrides, ``<output_dir>/config.yaml``
+and the model card all use; ``depthpe.run.loading`` reads them with OmegaConf. Every field is
+listed with its meaning in docs/configuration.md.
+
+Sections: ``model`` (``ModelSection``: a preset plus any ``DepthModelConfig`` field, and
+``init_from``), ``data`` (``depthpe.data.config.DataConfig``), ``optim``, ``loss``, ``train``,
+``val``, ``hub``. Each ``__post_init__`` checks ranges and choices, so a bad value fails when the
+config is read, before anything is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Optional
+
+from omegaconf import MISSING
+
+from ..data.config import DataConfig, SourceConfig
+from ..model.config import PRESETS, DepthModelConfig
+
+__all__ = ["OptimConfig", "LossConfig", "TrainLoopConfig", "ValConfig", "HubConfig", "ModelSection",
+           "RunConfig", "TRACKERS", "MIXED_PRECISION"]
+
+TRACKERS = ("tensorboard", "wandb")
+MIXED_PRECISION = ("no", "bf16", "fp16")
+
+
+def _require(ok: bool, message: str) -> None:
+    """Raise ``ValueError(message)`` unless ``ok`` (messages say which key and how to fix it)."""
+    if not ok:
+        raise ValueError(message)
+
+
+@dataclass
+class OptimConfig:
+    """AdamW and the learning-rate schedule (counted in optimizer steps).
+
+    schedule: ``constant`` = linear warm-up from ``min_lr`` to ``lr`` over ``warmup_steps``, then
+    constant (the DPPE paper's warmup-stable recipe); ``cosine`` = the same warm-up, then cosine
+    decay to ``min_lr`` at the last step. ``grad_clip``: maximum global gradient norm (L2).
+    """
+
+    lr: float = 1e-4
+    min_lr: float = 1e-6
+    weight_decay: float = 0.05
+    warmup_steps: int = 1000
+    schedule: str = "constant"
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0
+
+    def __post_init__(self):
+        _require(self.schedule in ("constant", "cosine"),
+                 f"optim.schedule must be 'constant' or 'cosine', got {self.schedule!r}")
+        _require(0 <= self.min_lr <= self.lr, f"optim: need 0 <= min_lr <= lr, got min_lr={self.min_lr}, lr={self.lr}")
+        _require(self.weight_decay >= 0, f"optim.weight_decay must be >= 0, got {self.weight_decay}")
+        _require(self.warmup_steps >= 0, f"optim.warmup_steps must be >= 0, got {self.warmup_steps}")
+        _require(self.grad_clip > 0, f"optim.grad_clip must be > 0 (a maximum gradient norm), got {self.grad_clip}")
+        self.betas = tuple(float(b) for b in self.betas)
+        _require(all(0 <= b < 1 for b in self.betas), f"optim.betas must lie in [0, 1), got {list(self.betas)}")
+
+
+@dataclass
+class LossConfig:
+    """Weights of the depth loss terms (``depthpe.losses.depth_loss``): L1 on normalized depth,
+    VGGT's multi-scale gradient loss over ``gradient_scales`` scales, VGGT's confidence term."""
+
+    l1_weight: float = 1.0
+    gradient_weight: float = 1.0
+    gradient_scales: int = 4
+    conf_weight: float = 0.0
+    conf_alpha: float = 0.2
+
+    def __post_init__(self):
+        for key in ("l1_weight", "gradient_weight", "conf_weight", "conf_alpha"):
+            _require(getattr(self, key) >= 0, f"loss.{key} must be >= 0, got {getattr(self, key)}")
+        _require(self.gradient_scales >= 1, f"loss.gradient_scales must be >= 1, got {self.gradient_scales}")
+
+
+@dataclass
+class TrainLoopConfig:
+    """Loop settings. ``steps`` counts optimizer steps; each uses ``grad_accum`` micro-batches.
+
+    smoothing: EMA decay of logged metrics; checkpoint_every / keep_checkpoints: 0 = never / keep all;
+    max_nonfinite_in_row: stop after this many skipped (non-finite) steps in a row; cpu: force CPU;
+    torch_threads: intra-op threads on CPU (None = cores per process minus data workers);
+    report_to: trackers (``tensorboard``, ``wandb``; ``[]`` = none besides train.log).
+    """
+
+    steps: int = 240_000
+    grad_accum: int = 1
+    mixed_precision: str = "no"
+    num_workers: int = 4
+    log_every: int = 50
+    smoothing: float = 0.95
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 3
+    max_nonfinite_in_row: int = 20
+    cpu: bool = False
+    torch_threads: Optional[int] = None
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
+
+    def __post_init__(self):
+        for key in ("steps", "grad_accum", "log_every", "max_nonfinite_in_row"):
+            _require(getattr(self, key) >= 1, f"train.{key} must be >= 1, got {getattr(self, key)}")
+        for key in ("num_workers", "checkpoint_every", "keep_checkpoints"):
+            _require(getattr(self, key) >= 0, f"train.{key} must be >= 0, got {getattr(self, key)}")
+        _require(self.mixed_precision in MIXED_PRECISION,
+                 f"train.mixed_precision must be one of {list(MIXED_PRECISION)}, got {self.mixed_precision!r}")
+        _require(0 <= self.smoothing < 1, f"train.smoothing must lie in [0, 1), got {self.smoothing}")
+        _require(self.torch_threads is None or self.torch_threads >= 1,
+                 f"train.torch_threads must be >= 1 or null, got {self.torch_threads}")
+        for name in self.report_to:
+            _require(name in TRACKERS, f"train.report_to: unknown tracker {name!r} (choose from {list(TRACKERS)})")
+
+
+@dataclass
+class ValConfig:
+    """Periodic validation on held-out scenes (``every`` optimizer steps; 0 = only at the end).
+
+    views: frames per scene; max_scenes: first N scenes per source (None = all); image_width: None =
+    ``data.image_width``; panels: scenes rendered as depth panels for the trackers; seed: view choice.
+    """
+
+    sources: list[SourceConfig] = field(default_factory=list)
+    every: int = 1000
+    views: int = 8
+    max_scenes: Optional[int] = 16
+    image_width: Optional[int] = None
+    panels: int = 2
+    seed: int = 0
+
+    def __post_init__(self):
+        self.sources = [s if isinstance(s, SourceConfig) else SourceConfig.from_dict(s) for s in self.sources]
+        _require(self.every >= 0, f"val.every must be >= 0, got {self.every}")
+        _require(self.views >= 2, f"val.views must be >= 2 (normalization needs a second view), got {self.views}")
+        _require(self.max_scenes is None or self.max_scenes >= 1, f"val.max_scenes must be >= 1 or null, got {self.max_scenes}")
+        _require(self.image_width is None or (self.image_width > 0 and self.image_width % 14 == 0),
+                 f"val.image_width must be a positive multiple of 14 or null, got {self.image_width}")
+        _require(self.panels >= 0, f"val.panels must be >= 0, got {self.panels}")
+
+
+@dataclass
+class HubConfig:
+    """Pushing to the Hugging Face Hub (main process, in the background; see ``depthpe.hub``).
+
+    repo_id: "user/name" (None = no pushes); private: visibility when the repo is created;
+    push_every: push every Nth checkpoint (the final model is always pushed); revision: branch
+    (None = main); license: licence of the weights on the model card; retries / retry_delay:
+    attempts after a failure and the first back-off in seconds (doubling); wait_timeout: seconds to
+    wait for uploads when training ends.
+    """
+
+    repo_id: Optional[str] = None
+    private: bool = False
+    push_every: int = 1
+    revision: Optional[str] = None
+    license: str = "apache-2.0"
+    retries: int = 5
+    retry_delay: float = 10.0
+    wait_timeout: float = 1800.0
+
+    def __post_init__(self):
+        _require(self.push_every >= 1, f"hub.push_every must be >= 1 (every Nth checkpoint), got {self.push_every}")
+        _require(self.retries >= 0 and self.retry_delay >= 0 and self.wait_timeout >= 0,
+                 "hub.retries, hub.retry_delay and hub.wait_timeout must be >= 0")
+
+
+def _model_section_fields() -> list:
+    """(name, type, field) of ``ModelSection``: ``preset``, ``init_from``, then every
+    ``DepthModelConfig`` field with the default MISSING ("take it from the preset")."""
+    hints = typing.get_type_hints(DepthModelConfig)
+    fields = [("preset", Optional[str], field(default="tiny")), ("init_from", Optional[str], field(default=None))]
+    fields += [(f.name, hints[f.name], field(default=MISSING)) for f in dataclasses.fields(DepthModelConfig)]
+    return fields
+
+
+def _model_config(self) -> DepthModelConfig:
+    """The ``DepthModelConfig`` of this section (``preset`` and ``init_from`` are not architecture)."""
+    values = {f.name: getattr(self, f.name) for f in dataclasses.fields(DepthModelConfig)}
+    return DepthModelConfig.from_dict(values)
+
+
+def _check_model_section(self) -> None:
+    """Preset and encoding names exist; the architecture is valid once every field is known."""
+    from ..config import did_you_mean
+    from ..pe import available_encodings
+
+    if self.preset is not None and self.preset not in PRESETS:
+        raise ValueError(f"model.preset: unknown preset {self.preset!r} (choose from {sorted(PRESETS)})")
+    names = available_encodings()
+    if self.global_pe != MISSING and self.global_pe not in names:
+        hint = did_you_mean(str(self.global_pe), names)
+        raise ValueError(f"model.global_pe: unknown encoding {self.global_pe!r} ({hint + ' ' if hint else ''}"
+                         f"choose from {names})")
+    if all(getattr(self, f.name) != MISSING for f in dataclasses.fields(DepthModelConfig)):
+        self.model_config()  # validates the architecture (DepthModelConfig.validate)
+
+
+# Generated from DepthModelConfig so that the model's fields are defined once.
+ModelSection = dataclasses.make_dataclass(
+    "ModelSection", _model_section_fields(),
+    namespace={"model_config": _model_config, "__post_init__": _check_model_section, "__doc__": (
+        "The ``model`` section: ``preset`` (``tiny``, ``vggt-1b``; null = DepthModelConfig defaults) "
+        "supplies every field not given; ``init_from`` is a VGGT-format checkpoint to start from (a Hub id "
+        "such as facebook/VGGT-1B or a local .safetensors/.pt file); the other fields are DepthModelConfig's.")},
+)
+ModelSection.__module__ = __name__
+
+
+@dataclass
+class RunConfig:
+    """A whole training run: where it goes, its seed and the sections above."""
+
+    output_dir: str = "runs/default"
+    seed: int = 0
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    train: TrainLoopConfig = field(default_factory=TrainLoopConfig)
+    val: ValConfig = field(default_factory=ValConfig)
+    hub: HubConfig = field(default_factory=HubConfig)
+
+    @classmethod
+    def from_dict(cls, mapping: dict, overrides: tuple[str, ...] = ()) -> "RunConfig":
+        """Build from a plain mapping (a parsed YAML file) and dotted overrides; raises ``ConfigError``."""
+        from .loading import build_run_config
+
+        return build_run_config([mapping], overrides)
+
+    def model_config(self) -> DepthModelConfig:
+        """The ``DepthModelConfig`` of the ``model`` section."""
+        return self.model.model_config()
+
+    def to_dict(self) -> dict:
+        """Plain dict form (lists instead of tuples), as written to ``config.yaml``."""
+        from ..config import to_container
+
+        return to_container(self)
