@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -12,3 +14,13 @@ try:
     torch.set_num_threads(1)
 except ImportError:  # pragma: no cover
     pass
+
+# Tests that use these fixtures share a real training run started in another process
+# (train/train.py pushing to the fake Hub in test_hub.py), so they are ``slow`` without a decorator.
+SUBPROCESS_RUN_FIXTURES = {"pushed_run"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SUBPROCESS_RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -26,6 +26,8 @@ from depthpe.training import train
 from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
 
 TRAIN_PY = Path(__file__).parent.parent / "train" / "train.py"
+pytestmark = pytest.mark.slow  # every test uses the 2-process accelerate launch run
+
 STEPS = 3
 NAN_STEP = 2  # 1-based optimizer step whose loss is NaN on rank 1 only
 

@@ -84,6 +84,7 @@ def test_discover_sources_errors(tmp_path):
         discover_sources(tmp_path, "val")
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_same_table(synth_root, saved_model, tmp_path):
     """accelerate launch with 2 CPU processes (gloo) splits the scenes and writes the same summary."""
     import os
