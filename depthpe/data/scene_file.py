@@ -26,11 +26,12 @@ checked), so a reader created in a parent process is never used through an inher
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import cv2
 import h5py
@@ -62,21 +63,30 @@ class SceneFileError(Exception):
     """A scene file or index is missing, corrupt or does not follow the format; names file and problem."""
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temporary file in the same folder, fsync, rename)."""
-    path = Path(path)
+@contextlib.contextmanager
+def _atomic_target(path: Path) -> Iterator[str]:
+    """Yield a temporary file name in ``path``'s folder (created if missing); when the block ends
+    without error, fsync that file and rename it onto ``path``; on any error remove it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file in the same folder, fsync, rename)."""
+    path = Path(path)
+    with _atomic_target(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
     return path
 
 
@@ -174,65 +184,24 @@ def write_scene(
     if depth_dtype not in ("float16", "float32"):
         raise ValueError(f"depth_dtype must be 'float16' or 'float32', got {depth_dtype!r}")
     n, h, w = _validate_arrays(images, depth, K, w2c, valid, frame_names)
-    depth_store = np.asarray(depth, dtype=np.float32)
-    if depth_dtype == "float16":
-        if depth_store.max(initial=0) > 65000:
-            raise ValueError("depth exceeds the float16 range (65504); use depth_dtype='float32'")
-        # Tiny positive depths would round to 0 (= invalid) in float16; keep them valid.
-        tiny = (depth_store > 0) & (depth_store < 6.2e-5)
-        depth_store = np.where(tiny, 6.2e-5, depth_store)
-    w2c = np.asarray(w2c, dtype=np.float64)[:, :3, :]
+    depth_store = _depth_for_storage(depth, depth_dtype)
+    attrs = {
+        "format": FORMAT,
+        "version": VERSION,
+        "dataset": dataset,
+        "scene_id": scene_id,
+        "split": split,
+        "metric": bool(metric),
+        "depth_units": depth_units,
+        "source": source,
+        **(extra_attrs or {}),
+    }
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        with h5py.File(tmp, "w", libver="latest") as f:
-            attrs = {
-                "format": FORMAT,
-                "version": VERSION,
-                "dataset": dataset,
-                "scene_id": scene_id,
-                "split": split,
-                "metric": bool(metric),
-                "depth_units": depth_units,
-                "source": source,
-            }
-            attrs.update(extra_attrs or {})
-            for key, value in attrs.items():
-                f.attrs[key] = value
-            encoded = f.create_dataset("images", (n,), dtype=h5py.vlen_dtype(np.uint8))
-            for i, im in enumerate(images):
-                encoded[i] = encode_image(np.asarray(im), image_format, jpeg_quality)
-            f.create_dataset(
-                "depth",
-                data=depth_store.astype(depth_dtype),
-                chunks=(1, h, w),
-                compression="gzip",
-                compression_opts=4,
-                shuffle=True,
-            )
-            f.create_dataset("K", data=np.asarray(K, dtype=np.float32))
-            f.create_dataset("w2c", data=w2c)
-            if valid is not None:
-                f.create_dataset(
-                    "valid",
-                    data=np.asarray(valid).astype(np.uint8),
-                    chunks=(1, h, w),
-                    compression="gzip",
-                    compression_opts=4,
-                )
-            if frame_names is not None:
-                f.create_dataset(
-                    "frame_names", data=[str(s) for s in frame_names], dtype=h5py.string_dtype()
-                )
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with _atomic_target(path) as tmp, h5py.File(tmp, "w", libver="latest") as f:
+        for key, value in attrs.items():
+            f.attrs[key] = value
+        encoded = [encode_image(np.asarray(im), image_format, jpeg_quality) for im in images]
+        _write_nodes(f, encoded, depth_store.astype(depth_dtype), K, w2c, valid, frame_names)
     return {
         "path": path.name,
         "scene_id": scene_id,
@@ -242,6 +211,40 @@ def write_scene(
         "metric": bool(metric),
         "depth_units": depth_units,
     }
+
+
+def _depth_for_storage(depth: np.ndarray, depth_dtype: str) -> np.ndarray:
+    """Depth as float32, checked against and adjusted for ``depth_dtype``: for float16, raise if it
+    overflows and lift tiny positive depths (which would round to 0 = invalid) to 6.2e-5."""
+    depth_store = np.asarray(depth, dtype=np.float32)
+    if depth_dtype == "float16":
+        if depth_store.max(initial=0) > 65000:
+            raise ValueError("depth exceeds the float16 range (65504); use depth_dtype='float32'")
+        tiny = (depth_store > 0) & (depth_store < 6.2e-5)
+        depth_store = np.where(tiny, 6.2e-5, depth_store)
+    return depth_store
+
+
+def _write_nodes(f: h5py.File, encoded: list[np.ndarray], depth: np.ndarray, K, w2c, valid,
+                 frame_names) -> None:
+    """Write the scene's datasets into the open file ``f``: encoded image bytes, depth (already in its
+    storage dtype), K as float32, w2c as float64 (N, 3, 4), and the optional valid mask and frame names."""
+    images = f.create_dataset("images", (len(encoded),), dtype=h5py.vlen_dtype(np.uint8))
+    for i, data in enumerate(encoded):
+        images[i] = data
+    _create_per_frame(f, "depth", depth, shuffle=True)
+    f.create_dataset("K", data=np.asarray(K, dtype=np.float32))
+    f.create_dataset("w2c", data=np.asarray(w2c, dtype=np.float64)[:, :3, :])
+    if valid is not None:
+        _create_per_frame(f, "valid", np.asarray(valid).astype(np.uint8))
+    if frame_names is not None:
+        f.create_dataset("frame_names", data=[str(s) for s in frame_names], dtype=h5py.string_dtype())
+
+
+def _create_per_frame(f: h5py.File, name: str, data: np.ndarray, shuffle: bool = False) -> None:
+    """Create dataset ``name`` from (N, H, W) ``data``, gzip-compressed with one chunk per frame."""
+    f.create_dataset(name, data=data, chunks=(1, *data.shape[1:]), compression="gzip",
+                     compression_opts=4, shuffle=shuffle)
 
 
 def write_index(
