@@ -168,35 +168,9 @@ def check_scene(
         report.scene_id = str(attrs["scene_id"])
         report.num_frames, report.height, report.width = attrs["num_frames"], attrs["height"], attrs["width"]
         K, w2c = reader.read_cameras()
-        if not (np.isfinite(K).all() and np.isfinite(w2c).all()):
-            report.problems.append("non-finite values in K or w2c")
+        if not _check_cameras(K, w2c, rotation_atol, report.problems):
             return report
-        R = w2c[:, :3, :3]
-        ortho = np.abs(R @ R.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2))
-        det = np.linalg.det(R)
-        bad_rot = np.nonzero((ortho > rotation_atol) | (np.abs(det - 1) > rotation_atol))[0]
-        if len(bad_rot):
-            report.problems.append(
-                f"{len(bad_rot)} frame(s) with non-orthonormal rotation (first: frame {bad_rot[0]}, "
-                f"|RR^T-I|={ortho[bad_rot[0]]:.2g}, det={det[bad_rot[0]]:.4g})"
-            )
-        bad_f = np.nonzero((K[:, 0, 0] <= 0) | (K[:, 1, 1] <= 0))[0]
-        if len(bad_f):
-            report.problems.append(f"{len(bad_f)} frame(s) with non-positive focal length")
-        depths, valids = [], []
-        raw_nonfinite = 0
-        f = reader._open()
-        for i in range(report.num_frames):
-            raw = f["depth"][i]
-            raw_nonfinite += int((~np.isfinite(raw)).sum())
-            d = reader.read_depth(i)
-            v = d > 0
-            if reader.has_valid():
-                v &= f["valid"][i].astype(bool)
-            depths.append(d)
-            valids.append(v)
-        if raw_nonfinite:
-            report.problems.append(f"{raw_nonfinite} non-finite depth values (must be stored as 0)")
+        depths, valids = _read_depths(reader, report)
         for i in sorted({0, report.num_frames - 1}):
             reader.read_image(i)  # decodes; raises SceneFileError if broken
         report.valid_fraction = float(np.mean([v.mean() for v in valids]))
@@ -206,34 +180,10 @@ def check_scene(
             )
         if report.problems:
             return report
-        errors, ratios = [], []
-        for i, j in _select_pairs(K, w2c, max_pairs, seed=report.num_frames):
-            rel, ratio, overlap = pair_disagreement(
-                depths[i], K[i], w2c[i], depths[j], K[j], w2c[j],
-                max_points=max_points, valid_i=valids[i], valid_j=valids[j],
-            )
-            if overlap >= min_overlap and len(rel):
-                errors.append(rel)
-                ratios.append(ratio)
-                report.pairs_used += 1
-        if not errors and report.num_frames > 1:
-            message = (
-                "no overlapping view pair: reprojected depth never lands on valid depth of another "
-                "view (wrong w2c direction, axes, K or depth units?)"
-            )
-            (report.warnings if allow_no_overlap else report.problems).append(message)
-            return report
-        if not errors:
-            report.warnings.append("single view: geometric consistency not measured")
-            return report
-        report.median_rel_error = float(np.median(np.concatenate(errors)))
-        report.median_scale = float(np.median(np.concatenate(ratios)))
-        if report.median_rel_error > max_rel_error:
-            report.problems.append(
-                f"median reprojection disagreement {100 * report.median_rel_error:.2f}% > "
-                f"{100 * max_rel_error:.2f}% (median scale d_j/z_proj = {report.median_scale:.3f}); "
-                "check the w2c/c2w direction, axis conventions, K layout and depth units"
-            )
+        errors, ratios = _pair_errors(depths, valids, K, w2c, seed=report.num_frames, max_pairs=max_pairs,
+                                      max_points=max_points, min_overlap=min_overlap)
+        report.pairs_used = len(errors)
+        _judge_consistency(report, errors, ratios, max_rel_error, allow_no_overlap)
     except SceneFileError as err:
         report.problems.append(str(err).replace(f"{path}: ", ""))
     except (OSError, KeyError, ValueError) as err:
@@ -241,6 +191,88 @@ def check_scene(
     finally:
         reader.close()
     return report
+
+
+def _check_cameras(K: np.ndarray, w2c: np.ndarray, rotation_atol: float, problems: list[str]) -> bool:
+    """Append camera problems (non-orthonormal rotations, non-positive focal lengths) to ``problems``;
+    returns False, after appending one problem, if K or w2c hold non-finite values (nothing else is
+    checked then)."""
+    if not (np.isfinite(K).all() and np.isfinite(w2c).all()):
+        problems.append("non-finite values in K or w2c")
+        return False
+    R = w2c[:, :3, :3]
+    ortho = np.abs(R @ R.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2))
+    det = np.linalg.det(R)
+    bad_rot = np.nonzero((ortho > rotation_atol) | (np.abs(det - 1) > rotation_atol))[0]
+    if len(bad_rot):
+        problems.append(
+            f"{len(bad_rot)} frame(s) with non-orthonormal rotation (first: frame {bad_rot[0]}, "
+            f"|RR^T-I|={ortho[bad_rot[0]]:.2g}, det={det[bad_rot[0]]:.4g})"
+        )
+    bad_f = np.nonzero((K[:, 0, 0] <= 0) | (K[:, 1, 1] <= 0))[0]
+    if len(bad_f):
+        problems.append(f"{len(bad_f)} frame(s) with non-positive focal length")
+    return True
+
+
+def _read_depths(reader: SceneReader, report: SceneReport) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Every frame's depth and validity mask (depth > 0 and the stored ``valid`` mask, if any); a
+    problem is appended to ``report`` if the stored depth holds non-finite values."""
+    depths, valids = [], []
+    raw_nonfinite = 0
+    f = reader._open()
+    for i in range(report.num_frames):
+        raw = f["depth"][i]
+        raw_nonfinite += int((~np.isfinite(raw)).sum())
+        d = reader.read_depth(i)
+        v = d > 0
+        if reader.has_valid():
+            v &= f["valid"][i].astype(bool)
+        depths.append(d)
+        valids.append(v)
+    if raw_nonfinite:
+        report.problems.append(f"{raw_nonfinite} non-finite depth values (must be stored as 0)")
+    return depths, valids
+
+
+def _pair_errors(depths, valids, K, w2c, *, seed: int, max_pairs: int, max_points: int,
+                 min_overlap: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Relative disagreements and d_j / z_proj ratios of the selected view pairs whose overlap is at
+    least ``min_overlap`` (one array per such pair)."""
+    errors, ratios = [], []
+    for i, j in _select_pairs(K, w2c, max_pairs, seed=seed):
+        rel, ratio, overlap = pair_disagreement(
+            depths[i], K[i], w2c[i], depths[j], K[j], w2c[j],
+            max_points=max_points, valid_i=valids[i], valid_j=valids[j],
+        )
+        if overlap >= min_overlap and len(rel):
+            errors.append(rel)
+            ratios.append(ratio)
+    return errors, ratios
+
+
+def _judge_consistency(report: SceneReport, errors: list[np.ndarray], ratios: list[np.ndarray],
+                       max_rel_error: float, allow_no_overlap: bool) -> None:
+    """Record the medians of the pairs' disagreements and scales in ``report``, and the problem (or
+    warning) for too large a disagreement, no overlapping pair, or a single view."""
+    if not errors and report.num_frames > 1:
+        message = (
+            "no overlapping view pair: reprojected depth never lands on valid depth of another "
+            "view (wrong w2c direction, axes, K or depth units?)"
+        )
+        (report.warnings if allow_no_overlap else report.problems).append(message)
+        return
+    if not errors:
+        report.warnings.append("single view: geometric consistency not measured")
+        return
+    report.median_rel_error = float(np.median(np.concatenate(errors)))
+    report.median_scale = float(np.median(np.concatenate(ratios)))
+    if report.median_rel_error > max_rel_error:
+        report.problems.append(
+            f"median reprojection disagreement {100 * report.median_rel_error:.2f}% > "
+            f"{100 * max_rel_error:.2f}% (median scale d_j/z_proj = {report.median_scale:.3f}); "
+            "check the w2c/c2w direction, axis conventions, K layout and depth units"
+        )
 
 
 def find_split_dirs(root: str | Path) -> list[Path]:
