@@ -409,8 +409,7 @@ def convert_scene(
     module = importlib.import_module(module_name)
     path = Path(split_dir) / f"{ref.scene_id}.h5"
     settings = json.dumps(options.content_settings(), sort_keys=True)
-    result = {"scene_id": ref.scene_id, "split": split, "status": "skipped", "entry": None,
-              "frames": 0, "dropped": {}, "reason": "", "kind": "", "seconds": 0.0}
+    result = _skipped_result(ref.scene_id, split)
     entry = _existing_entry(path, settings, options.min_frames)
     if entry is not None:
         result.update(status="existing", entry=entry, frames=entry["num_frames"])
@@ -420,22 +419,7 @@ def convert_scene(
     try:
         source = module.open_scene(ref, options)
         dropped.update(source.dropped)
-        keys = list(source.frames)[:: options.frame_stride]
-        images, depths, Ks, w2cs, names = [], [], [], [], []
-        target = None
-        for key in keys:
-            try:
-                raw = source.load(key)
-                image, depth, K, w2c = _prepare_frame(raw, target, options)
-            except FrameDropped as drop:
-                dropped[drop.reason] += 1
-                continue
-            target = depth.shape
-            images.append(image)
-            depths.append(depth)
-            Ks.append(K)
-            w2cs.append(w2c)
-            names.append(raw.name)
+        images, depths, Ks, w2cs, names = _load_frames(source, options, dropped)
         if len(images) < options.min_frames:
             result["reason"] = f"only {len(images)} usable frame(s) (minimum {options.min_frames})"
             result["kind"] = "too few usable frames"
@@ -470,6 +454,34 @@ def convert_scene(
     return result
 
 
+def _skipped_result(scene_id: str, split: str, reason: str = "", kind: str = "") -> dict:
+    """A ``convert_scene`` result for a scene that is not (or not yet) converted."""
+    return {"scene_id": scene_id, "split": split, "status": "skipped", "entry": None, "frames": 0,
+            "dropped": {}, "reason": reason, "kind": kind, "seconds": 0.0}
+
+
+def _load_frames(source, options: ConvertOptions, dropped: Counter) -> tuple[list, list, list, list, list]:
+    """Load and prepare every ``options.frame_stride``-th frame of an opened scene ->
+    ``(images, depths, Ks, w2cs, names)`` of the kept frames; dropped frames are counted in
+    ``dropped`` by reason. The first kept frame fixes the size of the others."""
+    images, depths, Ks, w2cs, names = [], [], [], [], []
+    target = None
+    for key in list(source.frames)[:: options.frame_stride]:
+        try:
+            raw = source.load(key)
+            image, depth, K, w2c = _prepare_frame(raw, target, options)
+        except FrameDropped as drop:
+            dropped[drop.reason] += 1
+            continue
+        target = depth.shape
+        images.append(image)
+        depths.append(depth)
+        Ks.append(K)
+        w2cs.append(w2c)
+        names.append(raw.name)
+    return images, depths, Ks, w2cs, names
+
+
 def _convert_job(job: tuple) -> dict:
     return convert_scene(*job)
 
@@ -496,6 +508,29 @@ def convert_dataset(module_name: str, src: str | os.PathLike, out: str | os.Path
     if not src.exists():
         raise ConvertError(f"--src {src} does not exist")
     t0 = time.perf_counter()
+    refs = _list_scene_refs(module, src, options)
+    dataset_dir = out / module.NAME
+    dataset_dir.mkdir(parents=True, exist_ok=True)
+    assignment, split_info = load_or_create_split(dataset_dir, refs, module.SPLIT_RULE, options)
+    unassigned = [r for r in refs if r.scene_id not in assignment]
+    refs = [r for r in refs if r.scene_id in assignment]
+    jobs_refs = refs if options.limit is None else refs[: options.limit]
+    jobs = [(module_name, r, assignment[r.scene_id], str(dataset_dir / assignment[r.scene_id]), options)
+            for r in jobs_refs]
+
+    results = [_skipped_result(r.scene_id, "", "not in the official split", "not in the official split")
+               for r in unassigned]
+    _run_jobs(jobs, options, module.NAME, results)
+    entries = _write_indexes(dataset_dir, module.NAME, results, refs[len(jobs_refs):], assignment, options)
+    wall = time.perf_counter() - t0
+    summary = _summarize(module, src, out, options, refs + unassigned, results, entries, split_info, wall)
+    atomic_write_bytes(dataset_dir / SUMMARY_FILE, json.dumps(summary, indent=1).encode())
+    return summary
+
+
+def _list_scene_refs(module, src: Path, options: ConvertOptions) -> list[SceneRef]:
+    """The converter's scenes under ``src``, sorted by id; raises ConvertError for duplicate ids or
+    when there are none."""
     refs = sorted(module.list_scenes(src, options), key=lambda r: r.scene_id)
     ids = [r.scene_id for r in refs]
     if len(set(ids)) != len(ids):
@@ -506,21 +541,12 @@ def convert_dataset(module_name: str, src: str | os.PathLike, out: str | os.Path
             f"{src}: no {module.NAME} scenes found; --src must be the root of the raw download "
             f"({module.LAYOUT_HINT})"
         )
-    dataset_dir = out / module.NAME
-    dataset_dir.mkdir(parents=True, exist_ok=True)
-    assignment, split_info = load_or_create_split(dataset_dir, refs, module.SPLIT_RULE, options)
-    unassigned = [r for r in refs if r.scene_id not in assignment]
-    refs = [r for r in refs if r.scene_id in assignment]
-    jobs_refs = refs if options.limit is None else refs[: options.limit]
-    jobs = [(module_name, r, assignment[r.scene_id], str(dataset_dir / assignment[r.scene_id]), options)
-            for r in jobs_refs]
+    return refs
 
-    results: list[dict] = [
-        {"scene_id": r.scene_id, "split": "", "status": "skipped", "entry": None, "frames": 0,
-         "dropped": {}, "reason": "not in the official split", "kind": "not in the official split",
-         "seconds": 0.0}
-        for r in unassigned
-    ]
+
+def _run_jobs(jobs: list[tuple], options: ConvertOptions, name: str, results: list[dict]) -> None:
+    """Run ``convert_scene`` on every job (in ``options.workers`` spawned processes if more than one),
+    appending each result to ``results`` as it finishes; shows a progress bar if ``options.progress``."""
     pool = None
     if options.workers > 1 and len(jobs) > 1:
         import multiprocessing as mp
@@ -532,7 +558,7 @@ def convert_dataset(module_name: str, src: str | os.PathLike, out: str | os.Path
         if options.progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=len(jobs), desc=f"convert {module.NAME}", unit="scene")
+            bar = tqdm(total=len(jobs), desc=f"convert {name}", unit="scene")
         frames_done = 0
         for res in it:
             results.append(res)
@@ -547,13 +573,18 @@ def convert_dataset(module_name: str, src: str | os.PathLike, out: str | os.Path
             pool.close()
             pool.join()
 
-    # index: every finished scene of each split, including scenes outside --limit from earlier runs
+
+def _write_indexes(dataset_dir: Path, name: str, results: list[dict], later_refs: list[SceneRef],
+                   assignment: dict[str, str], options: ConvertOptions) -> dict[str, list[dict]]:
+    """Write ``index.json`` of every split folder that has finished scenes or exists: the scenes of
+    this run plus those of ``later_refs`` (outside --limit) finished by earlier runs with the same
+    settings. Returns ``{split: entries}``."""
     settings = json.dumps(options.content_settings(), sort_keys=True)
     entries: dict[str, list[dict]] = {}
     for res in results:
         if res["entry"] is not None:
             entries.setdefault(res["split"], []).append(res["entry"])
-    for r in refs[len(jobs_refs):]:
+    for r in later_refs:
         split = assignment[r.scene_id]
         entry = _existing_entry(dataset_dir / split / f"{r.scene_id}.h5", settings, options.min_frames)
         if entry is not None:
@@ -561,12 +592,8 @@ def convert_dataset(module_name: str, src: str | os.PathLike, out: str | os.Path
     for split in sorted(set(assignment.values())):
         split_dir = dataset_dir / split
         if entries.get(split) or split_dir.is_dir():
-            write_index(split_dir, entries.get(split, []), dataset=module.NAME, split=split)
-
-    wall = time.perf_counter() - t0
-    summary = _summarize(module, src, out, options, refs + unassigned, results, entries, split_info, wall)
-    atomic_write_bytes(dataset_dir / SUMMARY_FILE, json.dumps(summary, indent=1).encode())
-    return summary
+            write_index(split_dir, entries.get(split, []), dataset=name, split=split)
+    return entries
 
 
 def _summarize(module, src, out, options, refs, results, entries, split_info, wall) -> dict:
