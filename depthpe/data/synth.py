@@ -232,7 +232,31 @@ def random_scene(rng: np.random.Generator) -> Scene:
     room_min = rng.uniform(-s, s, 3) - dims / 2
     room_max = room_min + dims
     textures = [_random_texture(rng, s) for _ in range(6)]
+    holes = _random_openings(rng, room_min, room_max)
+    primitives: list[Primitive] = []
+    for _ in range(int(rng.integers(3, 9))):
+        prim = _random_primitive(rng, s, dims, room_min, room_max)
+        if prim is not None:
+            primitives.append(prim)
+    light = np.array([rng.uniform(-0.6, 0.6), rng.uniform(-0.6, 0.6), 1.0])
+    return Scene(
+        room_min=room_min,
+        room_max=room_max,
+        face_textures=textures,
+        holes=holes,
+        primitives=primitives,
+        light_dir=light / np.linalg.norm(light),
+        ambient=float(rng.uniform(0.25, 0.45)),
+        sky_horizon=np.clip(_random_color(rng) * 0.3 + 0.7, 0, 1),
+        sky_zenith=_random_color(rng),
+        scale=s,
+    )
 
+
+def _random_openings(rng: np.random.Generator, room_min: np.ndarray,
+                     room_max: np.ndarray) -> list[tuple[int, tuple[float, float, float, float]]]:
+    """0-2 openings of the room as ``(face, (u0, u1, v0, v1))`` rectangles in the face's (u, v) axes:
+    a missing wall, a window in the upper part of a wall, or a skylight; the floor is never open."""
     holes: list[tuple[int, tuple[float, float, float, float]]] = []
     n_openings = int(rng.choice([0, 1, 2], p=[0.25, 0.55, 0.2]))
     for face in rng.permutation(6)[:n_openings]:
@@ -255,45 +279,34 @@ def random_scene(rng: np.random.Generator) -> Scene:
         u0, u1 = lo_u + fu * (hi_u - lo_u)
         v0, v1 = lo_v + fv * (hi_v - lo_v)
         holes.append((face, (float(u0), float(u1), float(v0), float(v1))))
+    return holes
 
-    primitives: list[Primitive] = []
-    n_prims = int(rng.integers(3, 9))
-    for _ in range(n_prims):
-        kind = PRIMITIVE_KINDS[rng.integers(len(PRIMITIVE_KINDS))]
-        c = s * rng.uniform(0.05, 0.14)
-        if kind == "box":
-            size = c * rng.uniform(0.5, 1.5, 3)
-            R = _yaw_rotation(rng.uniform(0, 2 * np.pi)) if rng.uniform() < 0.5 else _random_rotation(rng)
-        elif kind == "sphere":
-            size = np.full(3, c)
-            R = _random_rotation(rng)
-        else:
-            r = c * rng.uniform(0.4, 1.0)
-            size = np.array([r, r, c * rng.uniform(0.5, 2.0)])
-            R = _yaw_rotation(rng.uniform(0, 2 * np.pi)) if rng.uniform() < 0.6 else _random_rotation(rng)
-        prim = Primitive(kind, np.zeros(3), R, size, _random_texture(rng, s))
-        ext = _half_extent(prim)
-        if np.any(2 * ext >= dims * 0.9):
-            continue  # too big for this room
-        center = rng.uniform(room_min + ext, room_max - ext)
-        if rng.uniform() < 0.6:  # resting on the floor
-            center[2] = room_min[2] + ext[2]
-        prim.center = center
-        primitives.append(prim)
 
-    light = np.array([rng.uniform(-0.6, 0.6), rng.uniform(-0.6, 0.6), 1.0])
-    return Scene(
-        room_min=room_min,
-        room_max=room_max,
-        face_textures=textures,
-        holes=holes,
-        primitives=primitives,
-        light_dir=light / np.linalg.norm(light),
-        ambient=float(rng.uniform(0.25, 0.45)),
-        sky_horizon=np.clip(_random_color(rng) * 0.3 + 0.7, 0, 1),
-        sky_zenith=_random_color(rng),
-        scale=s,
-    )
+def _random_primitive(rng: np.random.Generator, s: float, dims: np.ndarray, room_min: np.ndarray,
+                      room_max: np.ndarray) -> Primitive | None:
+    """One random box, sphere or cylinder of size ~``s * U(0.05, 0.14)`` placed fully inside the room
+    (size ``dims``), resting on the floor (60%) or floating; None if it is too big for the room."""
+    kind = PRIMITIVE_KINDS[rng.integers(len(PRIMITIVE_KINDS))]
+    c = s * rng.uniform(0.05, 0.14)
+    if kind == "box":
+        size = c * rng.uniform(0.5, 1.5, 3)
+        R = _yaw_rotation(rng.uniform(0, 2 * np.pi)) if rng.uniform() < 0.5 else _random_rotation(rng)
+    elif kind == "sphere":
+        size = np.full(3, c)
+        R = _random_rotation(rng)
+    else:
+        r = c * rng.uniform(0.4, 1.0)
+        size = np.array([r, r, c * rng.uniform(0.5, 2.0)])
+        R = _yaw_rotation(rng.uniform(0, 2 * np.pi)) if rng.uniform() < 0.6 else _random_rotation(rng)
+    prim = Primitive(kind, np.zeros(3), R, size, _random_texture(rng, s))
+    ext = _half_extent(prim)
+    if np.any(2 * ext >= dims * 0.9):
+        return None  # too big for this room
+    center = rng.uniform(room_min + ext, room_max - ext)
+    if rng.uniform() < 0.6:  # resting on the floor
+        center[2] = room_min[2] + ext[2]
+    prim.center = center
+    return prim
 
 
 # --------------------------------------------------------------------------------------------
@@ -946,8 +959,6 @@ def write_synth_dataset(
     ``workers > 1`` renders scenes in a process pool. Returns a summary dict with, per split, the
     number of scenes written and skipped, and the summed render/write seconds and wall time.
     """
-    from depthpe.data.scene_file import write_index
-
     if train_scenes < 0 or val_scenes < 0:
         raise ValueError(f"scene counts must be >= 0, got train={train_scenes}, val={val_scenes}")
     if views < 2:
@@ -966,29 +977,36 @@ def write_synth_dataset(
         pool = mp.get_context("spawn").Pool(workers)
     try:
         for split, count in (("train", train_scenes), ("val", val_scenes)):
-            split_dir = root / split
-            split_dir.mkdir(parents=True, exist_ok=True)
-            jobs = [(str(split_dir), split, i, seed, views, height, width) for i in range(count)]
-            results = pool.imap(_make_scene_file, jobs) if pool else map(_make_scene_file, jobs)
-            if progress:
-                from tqdm import tqdm
-
-                results = tqdm(results, total=count, desc=f"synth {split}", unit="scene")
-            stats = {"scenes": count, "written": 0, "skipped": 0, "render_s": 0.0, "write_s": 0.0}
-            entries = []
-            for entry, status, t_render, t_write in results:
-                entries.append(entry)
-                stats[status] += 1
-                stats["render_s"] += t_render
-                stats["write_s"] += t_write
-            write_index(split_dir, entries, dataset=DATASET_NAME, split=split)
-            summary["splits"][split] = stats
+            jobs = [(str(root / split), split, i, seed, views, height, width) for i in range(count)]
+            summary["splits"][split] = _write_split(root / split, split, jobs, pool, progress)
     finally:
         if pool is not None:
             pool.close()
             pool.join()
     summary["wall_s"] = time.perf_counter() - t_start
     return summary
+
+
+def _write_split(split_dir: Path, split: str, jobs: list[tuple], pool, progress: bool) -> dict:
+    """Make (or keep) the scene file of every job of one split, in ``pool`` if given, then write the
+    split's ``index.json``; returns the split's stats (scenes, written, skipped, render_s, write_s)."""
+    from depthpe.data.scene_file import write_index
+
+    split_dir.mkdir(parents=True, exist_ok=True)
+    results = pool.imap(_make_scene_file, jobs) if pool else map(_make_scene_file, jobs)
+    if progress:
+        from tqdm import tqdm
+
+        results = tqdm(results, total=len(jobs), desc=f"synth {split}", unit="scene")
+    stats = {"scenes": len(jobs), "written": 0, "skipped": 0, "render_s": 0.0, "write_s": 0.0}
+    entries = []
+    for entry, status, t_render, t_write in results:
+        entries.append(entry)
+        stats[status] += 1
+        stats["render_s"] += t_render
+        stats["write_s"] += t_write
+    write_index(split_dir, entries, dataset=DATASET_NAME, split=split)
+    return stats
 
 
 def format_summary(summary: dict) -> str:
