@@ -176,6 +176,29 @@ def build_sample(
     ``min_scale_ratio`` times the reference view's median valid depth); ``SceneFileError`` when the
     file cannot be read.
     """
+    images, depth, valid, K, w2c = _read_views(reader, frames, out_hw, rng, crop_scale)
+    frac = valid.float().mean().item()
+    if frac < min_valid_fraction:
+        raise SampleRejected(f"valid depth fraction {frac:.3f} < {min_valid_fraction}")
+    w2c_n, depth_n, scale = _normalize_views(w2c, depth, valid, min_scale_ratio)
+    if jitter is not None:
+        images, _ = jitter_views(images, rng, jitter)
+    return {
+        "images": torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2))).float().div_(255),
+        "depth": depth_n.float(),
+        "valid": valid,
+        "K": K.float(),
+        "w2c": w2c_n.float(),
+        "scale": scale,
+        "frames": torch.as_tensor([int(f) for f in frames], dtype=torch.int64),
+    }
+
+
+def _read_views(reader: SceneReader, frames: Sequence[int], out_hw: tuple[int, int],
+                rng: np.random.Generator, crop_scale: tuple[float, float]):
+    """Read the views ``frames`` (each file frame once), crop each around its principal point with a
+    scale ~ U(crop_scale) and resize it to ``out_hw``. Returns ``(images (S, H, W, 3) uint8 array,
+    depth (S, H, W) float tensor with 0 where not valid, valid (S, H, W) bool, K (S, 3, 3), w2c)``."""
     raw: dict[int, dict] = {}
     views = []
     for f in frames:
@@ -191,10 +214,14 @@ def build_sample(
     depth = torch.where(valid, depth, torch.zeros_like(depth))
     K = torch.from_numpy(np.stack([v[3] for v in views]))
     w2c = torch.from_numpy(np.stack([raw[f]["w2c"] for f in frames]))
+    return images, depth, valid, K, w2c
 
-    frac = valid.float().mean().item()
-    if frac < min_valid_fraction:
-        raise SampleRejected(f"valid depth fraction {frac:.3f} < {min_valid_fraction}")
+
+def _normalize_views(w2c: torch.Tensor, depth: torch.Tensor, valid: torch.Tensor,
+                     min_scale_ratio: float) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """``normalize_scene`` of the views -> (w2c, depth, scale); raises ``SampleRejected`` when it is
+    degenerate or the scale is below ``min_scale_ratio`` times the reference view's median valid
+    depth (all views' if the reference has none)."""
     try:
         w2c_n, depth_n, scale_t = normalize_scene(w2c, depth.double())
     except DegenerateSceneError as err:
@@ -205,17 +232,7 @@ def build_sample(
         raise SampleRejected(
             f"camera baseline {scale:.3g} is below {min_scale_ratio} x median depth {float(ref.median()):.3g}"
         )
-    if jitter is not None:
-        images, _ = jitter_views(images, rng, jitter)
-    return {
-        "images": torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2))).float().div_(255),
-        "depth": depth_n.float(),
-        "valid": valid,
-        "K": K.float(),
-        "w2c": w2c_n.float(),
-        "scale": scale,
-        "frames": torch.as_tensor([int(f) for f in frames], dtype=torch.int64),
-    }
+    return w2c_n, depth_n, scale
 
 
 class _SceneSource:
