@@ -117,6 +117,35 @@ def _co3d_viewpoint(K: np.ndarray, w2c: np.ndarray, H: int, W: int, fmt: str) ->
             "intrinsics_format": fmt}
 
 
+def _write_co3d_frame(root: Path, category: str, seq: str, sc: dict, v: int, fmt: str, sa: float,
+                      blank: bool, mask_columns: int) -> dict:
+    """Write frame ``v`` of scene ``sc`` as sequence ``seq`` under ``root/category`` (image file numbered v + 1, float16-bits
+    depth PNG divided by ``sa``, depth mask without the ``mask_columns`` leftmost columns; black
+    image and zero depth if ``blank``); returns its frame annotation."""
+    _, H, W = sc["depth"].shape
+    rel, stem = f"{category}/{seq}", f"frame{v + 1:06d}"
+    image, depth = sc["images"][v], sc["depth"][v]
+    if blank:
+        image, depth = np.zeros_like(image), np.zeros_like(depth)
+    _write_png(root / rel / "images" / f"{stem}.jpg", _bgr(image), [cv2.IMWRITE_JPEG_QUALITY, 98])
+    bits = (depth / sa).astype(np.float16).view(np.uint16)
+    _write_png(root / rel / "depths" / f"{stem}.jpg.geometric.png", bits)
+    mask = np.full((H, W), 255, np.uint8)
+    mask[:, :mask_columns] = 0
+    _write_png(root / rel / "depth_masks" / f"{stem}.png", mask, [cv2.IMWRITE_PNG_BILEVEL, 1])
+    return {
+        "sequence_name": seq,
+        "frame_number": v,
+        "frame_timestamp": 0.1 * v,
+        "image": {"path": f"{rel}/images/{stem}.jpg", "size": [H, W]},
+        "depth": {"path": f"{rel}/depths/{stem}.jpg.geometric.png", "scale_adjustment": sa,
+                  "mask_path": f"{rel}/depth_masks/{stem}.png"},
+        "mask": {"path": f"{rel}/masks/{stem}.png", "mass": 1.0},
+        "viewpoint": _co3d_viewpoint(sc["K"][v], sc["w2c"][v], H, W, fmt),
+        "meta": {"frame_type": "train_known"},
+    }
+
+
 def write_fake_co3d(
     root: str | Path,
     scenes: list[dict],
@@ -147,28 +176,8 @@ def write_fake_co3d(
         invalid = np.zeros((V, H, W), bool)
         invalid[:, :, :mask_columns] = True
         for v in range(V):
-            stem = f"frame{v + 1:06d}"
-            rel = f"{category}/{seq}"
-            image, depth = sc["images"][v], sc["depth"][v]
-            if v in blackout.get(i, []):
-                image, depth = np.zeros_like(image), np.zeros_like(depth)
-            _write_png(root / rel / "images" / f"{stem}.jpg", _bgr(image), [cv2.IMWRITE_JPEG_QUALITY, 98])
-            bits = (depth / sa).astype(np.float16).view(np.uint16)
-            _write_png(root / rel / "depths" / f"{stem}.jpg.geometric.png", bits)
-            mask = np.full((H, W), 255, np.uint8)
-            mask[:, :mask_columns] = 0
-            _write_png(root / rel / "depth_masks" / f"{stem}.png", mask, [cv2.IMWRITE_PNG_BILEVEL, 1])
-            frame_anns.append({
-                "sequence_name": seq,
-                "frame_number": v,
-                "frame_timestamp": 0.1 * v,
-                "image": {"path": f"{rel}/images/{stem}.jpg", "size": [H, W]},
-                "depth": {"path": f"{rel}/depths/{stem}.jpg.geometric.png", "scale_adjustment": sa,
-                          "mask_path": f"{rel}/depth_masks/{stem}.png"},
-                "mask": {"path": f"{rel}/masks/{stem}.png", "mass": 1.0},
-                "viewpoint": _co3d_viewpoint(sc["K"][v], sc["w2c"][v], H, W, fmt),
-                "meta": {"frame_type": "train_known"},
-            })
+            blank = v in blackout.get(i, [])
+            frame_anns.append(_write_co3d_frame(root, category, seq, sc, v, fmt, sa, blank, mask_columns))
         seq_anns.append({"sequence_name": seq, "category": category, "video": {"path": "", "length": V},
                          "viewpoint_quality_score": 1.0})
         kept = [v for v in range(V) if v not in blackout.get(i, [])]
