@@ -1,6 +1,6 @@
 """Camera geometry: pure, batched torch functions (float32 and float64 safe).
 
-Conventions (see DESIGN.md):
+Conventions (docs/conventions.md):
 
 * ``K``: (..., 3, 3) pixel intrinsics, OpenCV (pixel centres at integer coordinates, zero skew).
 * ``w2c``: (..., 3, 4) or (..., 4, 4) OpenCV world-to-camera (x right, y down, z forward):
@@ -125,7 +125,7 @@ def normalize_intrinsics(K: torch.Tensor, image_size: tuple[int, int]) -> torch.
 
     ``K_bar = [[fx/W, 0, cx/W - 0.5], [0, fy/H, cy/H - 0.5], [0, 0, 1]]`` (skew dropped), which maps
     pixel coordinate u in [0, W] to u/W - 0.5 in [-0.5, 0.5]. This is the convention of the official
-    PRoPE and DPPE code (reference/camera_pe.md section 1).
+    PRoPE and DPPE code.
     """
     H, W = image_size
     out = torch.zeros_like(K)
@@ -214,7 +214,8 @@ def resize_intrinsics(K: torch.Tensor, scale_x: float, scale_y: float) -> torch.
     """Intrinsics after resizing an image by (scale_x, scale_y), OpenCV pixel-centre convention.
 
     fx' = sx fx, fy' = sy fy, cx' = sx (cx + 0.5) - 0.5, cy' = sy (cy + 0.5) - 0.5
-    (reference/datasets.md section 7.2). For a resize from width W to W', sx = W' / W.
+    (pixel centres at integers, so a centre u maps to (u + 0.5) sx - 0.5). For a resize from width W
+    to W', sx = W' / W.
     """
     out = K.clone()
     out[..., 0, 0] = K[..., 0, 0] * scale_x
@@ -228,7 +229,7 @@ def resize_intrinsics(K: torch.Tensor, scale_x: float, scale_y: float) -> torch.
 def mean_center_distance(w2c: torch.Tensor) -> torch.Tensor:
     """Mean distance of the camera centres of views 1..S-1 to the centre of view 0.
 
-    w2c: (..., S, 3|4, 4) with S >= 2 -> (...). This is the scene scale of DESIGN.md.
+    w2c: (..., S, 3|4, 4) with S >= 2 -> (...). This is the scene scale (docs/conventions.md).
     """
     if w2c.shape[-3] < 2:
         raise DegenerateSceneError(
@@ -248,7 +249,7 @@ def normalize_scene(
     """Express a multi-view sample in the normalized frame of its reference view (view 0).
 
     w2c: (..., S, 3|4, 4) OpenCV world-to-camera; depth: optional (..., S, H, W) z-depth (0 invalid).
-    Steps (DESIGN.md, "scene normalization"): re-express all cameras so that view 0 is the identity
+    Steps (docs/conventions.md, "Scene normalization"): re-express all cameras so that view 0 is the identity
     (``w2c_i @ inv(w2c_0)``), then divide translations and depths by ``scale``, the mean distance of
     the camera centres of views 1..S-1 to the reference centre (``mean_center_distance``).
 

@@ -1,6 +1,6 @@
 """Depth training loss: L1 + VGGT's multi-scale gradient loss (+ optional confidence term).
 
-All terms work in the normalized depth unit of DESIGN.md (the model predicts depth divided by the
+All terms work in the normalized depth unit (docs/conventions.md; the model predicts depth divided by the
 sample's mean camera distance; the targets are normalized the same way). Inputs are
 ``(B, ..., H, W)``, normally ``(B, S, H, W)``: the first dimension indexes the B samples of the
 batch (a 2-D ``(H, W)`` input is one sample).
@@ -29,7 +29,7 @@ Formulas for one sample (``V`` = its valid pixels over all its views, ``n = |V|`
 * ``total = l1_weight * l1 + gradient_weight * grad + conf_weight * conf`` (each term already
   averaged over the B samples).
 
-Choices among / deviations from VGGT (``training/loss.py``, see reference/vggt.md section 4.4):
+Choices among / deviations from VGGT (VGGT's ``training/loss.py``):
 
 * The DPPE recipe is plain L1 + gradient loss, so the confidence term is off by default
   (``conf_weight=0``). VGGT's own objective is ``conf + l1 + grad``, i.e. ``conf_weight=1``.

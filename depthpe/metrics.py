@@ -1,7 +1,7 @@
 """Depth evaluation metrics, alignment modes, baselines and aggregation (streaming-friendly).
 
-Protocol (reference/ecosystem.md section 3.4). Depth is evaluated in the normalized unit of
-DESIGN.md (GT divided by the sample's mean camera distance, the unit the model predicts in).
+Protocol: docs/evaluation.md. Depth is evaluated in the normalized scene unit of
+docs/conventions.md (GT divided by the sample's mean camera distance, the unit the model predicts in).
 
 Per-image metrics (:func:`image_metrics`), float64, over the evaluated pixels
 ``E = valid & isfinite(gt) & gt > 0``:

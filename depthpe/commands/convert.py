@@ -7,7 +7,7 @@ import argparse
 HELP = "convert a raw dataset download (co3d, wildrgbd, arkitscenes, megasynth) to scene files"
 DESCRIPTION = """\
 Convert a raw dataset download into depthpe scene files: ROOT/<dataset>/<split>/<scene_id>.h5 plus an
-index.json per split (DESIGN.md). Cameras become OpenCV K and world-to-camera in the dataset's own
+index.json per split (docs/scene-format.md). Cameras become OpenCV K and world-to-camera in the dataset's own
 world frame and units (metric and depth_units are recorded); depth is z-depth with 0 = invalid.
 
   co3d         SRC = CO3Dv2 root (<category>/frame_annotations.jgz, <category>/<sequence>/...)

@@ -1,4 +1,4 @@
-"""DPT depth head (VGGT's ``DPTHead`` topology and state-dict names, reference/vggt.md 2.1).
+"""DPT depth head (VGGT's ``DPTHead`` topology and state-dict names; docs/vggt-weights.md).
 
 Four tapped aggregator layers (B, S, h*w, 2C) -> shared LayerNorm -> per level 1x1 ``projects[i]``
 -> + 0.1 * sin-cos UV position embedding -> ``resize_layers[i]`` (x4, x2, x1, x1/2) ->
@@ -8,8 +8,7 @@ Four tapped aggregator layers (B, S, h*w, 2C) -> shared LayerNorm -> per level 1
 depth = exp(channel 0), conf = 1 + exp(channel 1). Always runs in float32 (autocast disabled).
 
 Residual conv units add ReLU(x), not x, on the skip path: VGGT's unit applies an in-place ReLU to
-its input first, so the input it later adds back has already been rectified
-(reference/vggt.md 2.1.4). We compute the same thing out of place.
+its input first, so the input it later adds back has already been rectified. We compute the same thing out of place.
 """
 
 from __future__ import annotations

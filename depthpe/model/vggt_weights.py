@@ -1,6 +1,6 @@
 """Loading VGGT-format checkpoints (e.g. ``facebook/VGGT-1B``) into a ``DepthModel``.
 
-A VGGT checkpoint is a flat state dict (``model.safetensors`` or ``model.pt``; reference/vggt.md 3.3-3.5)
+A VGGT checkpoint is a flat state dict (``model.safetensors`` or ``model.pt``)
 with the prefixes ``aggregator.`` (DINOv2 backbone, special tokens, frame/global blocks),
 ``depth_head.``, ``camera_head.``, ``point_head.`` and ``track_head.``. depthpe uses VGGT's names
 everywhere except inside the backbone, which is a timm ViT. The mapping:
@@ -22,7 +22,7 @@ VGGT key                                                   depthpe key
 The backbone rows are timm's own DINOv2 conversion: timm's DINOv2-reg ViT adds no position
 embedding to its class token (``no_embed_class``), so DINOv2's class-token position is folded into
 the token; the register tokens carry no position in both. With this mapping timm's
-``forward_features`` reproduces VGGT's ``x_norm_patchtokens`` bit-exactly (reference/vggt.md 3.6).
+``forward_features`` reproduces VGGT's ``x_norm_patchtokens`` bit-exactly.
 Any other key, and any depthpe parameter left without a value, is an error: nothing loads silently
 half-way. The positional encodings have no parameters, so a VGGT checkpoint loads under any
 ``global_pe`` (the global blocks then start from VGGT's RoPE-trained weights and fine-tuning adapts

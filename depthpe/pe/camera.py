@@ -1,11 +1,11 @@
 """Shared machinery of the camera encodings (PRoPE, DPPE-dual, DPPE-tAdd, GTA).
 
-All of them follow the "transform - SDPA - transform" pattern of reference/camera_pe.md section 1:
+All of them follow the "transform - SDPA - transform" pattern (docs/encodings.md):
 the head dim d is split into a camera block ``[0, d/2)`` and a RoPE block ``[d/2, d)``, and each of
 q, k, v and the attention output o gets a per-view map on the camera block and a 2D rotation on the
 RoPE block. The attention itself is one unmodified ``F.scaled_dot_product_attention`` call.
 
-Layouts (the official PRoPE / DPPE code, reference/camera_pe.md sections 3.1 and 5):
+Layouts (those of the official PRoPE / DPPE code):
 
 * camera block ``[0, d/2)``: contiguous 4-chunks ``[4m, 4m+4)`` each multiplied, as a column vector,
   by the view's 4x4 matrix (``TiledMatrix``); DPPE-tAdd's v/o instead use contiguous 6-chunks
@@ -75,7 +75,7 @@ def validate_cameras(
     K: (B, S, 3, 3) pixel intrinsics (zero skew, positive focal lengths); w2c: (B, S, 3|4, 4) OpenCV
     world-to-camera. Raises ``ValueError`` naming the problem. Warns when a translation is longer
     than ``max_translation`` (camera encodings are not scale-invariant and lose precision in bf16
-    for large translations: normalize the scene first, reference/camera_pe.md 8.3).
+    for large translations: normalize the scene first, docs/conventions.md).
     """
     if w2c is None or (need_K and K is None):
         raise ValueError(

@@ -1,11 +1,11 @@
 """DPPE (arXiv 2606.31585, official code sbintuitions/dppe): ``dppe_dual`` and ``dppe_tadd``.
 
-DPPE-dual (preset ``DPPEdual = (pIT2d, pIT2d)``, reference/camera_pe.md 5.1), the contragredient of
+DPPE-dual (preset ``DPPEdual = (pIT2d, pIT2d)``), the contragredient of
 PRoPE: q <- P_i^-1, k <- P_j^T, v <- P_j^T, o <- P_i^-T on the camera block, PRoPE's RoPE on the rest.
 The value map ``P_i^-T P_j^T`` has a zero top-right 3x1 block: translation reaches only the 4th
 channel of each 4-chunk.
 
-DPPE-tAdd (preset ``DPPEtAdd = (p2d, KRtAdd2d)``, reference/camera_pe.md 5.2): q and k exactly as
+DPPE-tAdd (preset ``DPPEtAdd = (p2d, KRtAdd2d)``): q and k exactly as
 PRoPE; v and o on contiguous 6-chunks ``[r | s]`` of the camera block (the trailing (d/2) % 6
 channels pass through, e.g. 2 channels at head dim 64):
 

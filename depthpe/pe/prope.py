@@ -1,10 +1,10 @@
 """PRoPE (``prope``) and GTA (``gta``): tiled 4x4 camera matrices plus PRoPE's 2D RoPE.
 
-PRoPE (reference/camera_pe.md 3.1; DPPE preset ``PRoPE = (p2d, p2d)``), per view i with
+PRoPE (DPPE preset ``PRoPE = (p2d, p2d)``), per view i with
 ``P_i = lift(K_bar_i) @ w2c_i``: q <- P_i^T, k <- P_i^-1, v <- P_i^-1, o <- P_i on the camera
 block, so ``logit_ij = q_i^T P_i P_j^-1 k_j + RoPE`` and ``o_i = sum_j a_ij P_i P_j^-1 v_j``.
 
-GTA as in the PRoPE/DPPE baselines (DPPE preset ``GTA = (Rt2d, Rt2d)``, reference/camera_pe.md 4):
+GTA as in the PRoPE/DPPE baselines (DPPE preset ``GTA = (Rt2d, Rt2d)``):
 the same with ``P = E = w2c`` (no intrinsics) and PRoPE's RoPE. Option ``translation_scale`` c
 scales the translation column (``E^c = [R, c t]``) like GTA's ``trans_coeff`` (official GTA learns
 it per layer, initialised to 0.01; here it is a fixed number, default 1 = the DPPE preset).

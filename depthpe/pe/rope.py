@@ -1,6 +1,6 @@
 """VGGT's 2D rotary position embedding, and the ``none`` encoding.
 
-VGGT convention (reference/vggt.md 1.4, camera_pe.md 2): positions are (y, x); the first half of the
+VGGT convention (docs/encodings.md): positions are (y, x); the first half of the
 head dim is rotated by y, the second half by x. Inside each half of width w = d/2 the pairing is
 "rotate-half" (channel c with c + w/2) with frequencies ``base ** (-2 m / w)``, m = 0..w/2-1,
 base 100, and the map is a rotation by +theta: (a, b) -> (a cos - b sin, b cos + a sin).

@@ -1,4 +1,4 @@
-"""URoPE (arXiv 2604.18747; no public code): reconstruction of reference/camera_pe.md section 6.
+"""URoPE (arXiv 2604.18747; no public code): depthpe's reconstruction (docs/encodings.md).
 
 For query view i, key view j, key patch (c, r) and head group g with depth anchor ``d_g``:
 
@@ -16,7 +16,7 @@ For query view i, key view j, key patch (c, r) and head group g with depth ancho
 q gets VGGT 2D RoPE (``rope.py``: y on the first half, x on the second, +theta, base 100) at its own
 grid position; k gets the same RoPE at its position projected into the query view, per head group:
 heads ``[g H/G, (g+1) H/G)`` use anchor g (H must be a multiple of the number of anchors G). v and the
-output are not transformed. Anchors are in the normalized scene unit (DESIGN.md scene
+output are not transformed. Anchors are in the normalized scene unit (docs/conventions.md, scene
 normalization); default 4 anchors log-spaced over 0.5..8.
 
 Memory is bounded by processing ``view_chunk`` query views per SDPA call (default 1): each call sees
