@@ -1,6 +1,6 @@
 """Per-view geometric augmentation (crop + resize with exact intrinsics) and colour jitter.
 
-Geometry (OpenCV pixel-centre convention, reference/datasets.md section 7.2): a crop window of the
+Geometry (OpenCV pixel-centre convention, docs/conventions.md): a crop window of the
 output aspect ratio is centred on the principal point as far as the image allows (shifted to stay
 inside), scaled by a random factor, cut at integer offsets, then resized to the output size.
 Images use INTER_AREA when shrinking and INTER_CUBIC when enlarging; depth and validity use

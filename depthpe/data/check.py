@@ -1,7 +1,7 @@
 """Validation of scene files: schema, values, cameras and multi-view geometric consistency.
 
 ``check_scene(path)`` returns a ``SceneReport``; ``check_root(root)`` walks every ``index.json`` under
-a root. The geometric test is the converter validation of reference/datasets.md section 7.5: for
+a root (docs/scene-format.md). The geometric test validates converters and cameras: for
 overlapping view pairs (i, j), valid depth of view i is unprojected, moved into view j and projected;
 where it lands on valid depth of j, the relative disagreement ``|z_proj - d_j| / d_j`` is measured.
 ``d_j`` is read by bilinear interpolation of *inverse* depth over the four neighbouring pixels (exact

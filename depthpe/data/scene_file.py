@@ -1,4 +1,4 @@
-"""Scene files: one HDF5 file per scene, the single on-disk format of depthpe (DESIGN.md).
+"""Scene files: one HDF5 file per scene, the single on-disk format of depthpe (docs/scene-format.md).
 
 Layout of ``ROOT/<dataset>/<split>/<scene_id>.h5``:
 
@@ -304,7 +304,7 @@ class SceneReader:
 
     ``strict=False`` (inspection, ``depthpe check``) repairs what it can: NaN/inf depth values read
     as invalid (0). ``strict=True`` (training and evaluation data) refuses values the format forbids
-    (DESIGN.md: depth and cameras are never NaN or inf in a file): opening the file also checks every
+    (depth and cameras are never NaN or inf in a file, docs/scene-format.md): opening the file also checks every
     camera (K, w2c) for NaN/inf, and ``read_depth`` raises for a frame whose stored depth holds NaN/inf.
     """
 

@@ -7,7 +7,7 @@ finite capped cylinders). Cameras either orbit a point of interest or walk throu
 smooth path. Rendering is exact ray casting at the pixel centres, vectorized over all pixels of a
 view, in float64, with Lambertian shading (key light + ambient) and shadows cast by the primitives.
 
-Conventions (DESIGN.md):
+Conventions (docs/conventions.md):
 
 * world frame: right-handed, **z up** (the floor is ``z = room_min[2]``); units are arbitrary
   "scene" units (``depth_units="scene"``, ``metric=False``).

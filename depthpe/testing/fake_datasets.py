@@ -3,7 +3,7 @@
 Used by the converter tests and ``depthpe bench convert``. Each writer takes scenes from
 ``depthpe.data.synth.generate_scene`` (images (V, H, W, 3) uint8 RGB, depth (V, H, W) z-depth with 0
 where a ray escapes, K (V, 3, 3) OpenCV, w2c (V, 3, 4) OpenCV) and writes them exactly the way the
-real dataset stores them (reference/datasets.md), including each dataset's traps: CO3D float16 bits
+real dataset stores them (docs/data.md), including each dataset's traps: CO3D float16 bits
 in uint16 PNGs with a scale_adjustment, depth masks, PyTorch3D row-vector cameras and NDC
 intrinsics; WildRGB-D column-major K, camera-to-world poses and millimetre depth; ARKitScenes
 axis-angle world-to-camera trajectories with offset timestamps and per-frame pincams; MegaSynth

@@ -1,7 +1,7 @@
 """Converters from raw dataset downloads to depthpe scene files (``depthpe convert DATASET``).
 
 One module per dataset (co3d, wildrgbd, arkitscenes, megasynth) reads the native layout and camera
-conventions (reference/datasets.md); ``common`` holds the shared runner (splits, resizing, workers,
+conventions (docs/data.md); ``common`` holds the shared runner (splits, resizing, workers,
 resume, summary). Tiny fake datasets in each native layout, for tests and ``depthpe bench convert``,
 live in ``depthpe.testing.fake_datasets``.
 """

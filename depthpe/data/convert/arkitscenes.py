@@ -1,4 +1,4 @@
-"""ARKitScenes converter (reference/datasets.md section 4), low-resolution RGB-D + poses.
+"""ARKitScenes converter (docs/data.md), low-resolution RGB-D + poses.
 
 Layouts (both accepted; ``--src`` may be the download root or any folder above the videos):
 ``3dod/{Training,Validation}/<vid>/<vid>_frames/{lowres_wide, lowres_depth, lowres_wide_intrinsics,

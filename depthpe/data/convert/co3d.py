@@ -1,4 +1,4 @@
-"""CO3Dv2 converter (reference/datasets.md section 2).
+"""CO3Dv2 converter (docs/data.md).
 
 Layout: ``SRC/<category>/frame_annotations.jgz`` (gzip JSON list of frame annotations),
 ``SRC/<category>/sequence_annotations.jgz`` and ``SRC/<category>/<sequence>/{images, depths,

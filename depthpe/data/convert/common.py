@@ -17,7 +17,7 @@ A converter module (``depthpe.data.convert.<dataset>``) reads one native dataset
 ``ROOT/<dataset>/split.json`` and reused on reruns), resumability (a scene file written with the same
 settings is kept), frame subsampling, resizing with exact intrinsics, dropping unusable frames, the
 worker pool and progress bar, ``index.json`` per split and a summary (``convert_summary.json``).
-Output frames follow DESIGN.md: RGB uint8, z-depth (0 = invalid), OpenCV K and world-to-camera in
+Output frames follow docs/conventions.md: RGB uint8, z-depth (0 = invalid), OpenCV K and world-to-camera in
 the dataset's own world frame and units.
 """
 

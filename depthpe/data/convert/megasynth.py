@@ -1,4 +1,4 @@
-"""MegaSynth converter (reference/datasets.md section 5), from the extracted Hugging Face zips.
+"""MegaSynth converter (docs/data.md), from the extracted Hugging Face zips.
 
 Layout: ``SRC/**/<uuid>/hanwen/{opencv_cameras.json, renderings/<i:08d>_rgba.png,
 renderings/<i:08d>_depth.exr}`` (``split_0/<uuid>/hanwen/`` or ``data/split_N/<uuid>/hanwen/``

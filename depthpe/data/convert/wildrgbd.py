@@ -1,4 +1,4 @@
-"""WildRGB-D converter (reference/datasets.md section 3).
+"""WildRGB-D converter (docs/data.md).
 
 Layout: ``SRC/<category>/scenes/scene_<id>/{rgb/<frame:05d>.png, depth/<frame:05d>.png, metadata,
 cam_poses.txt}``. Conventions handled here:
