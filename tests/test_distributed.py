@@ -2,7 +2,7 @@
 the same result as one process with the same global batch, files written once, RNG state per rank.
 
 One 2-process run (module fixture) serves all tests. It is launched the way that really starts a
-distributed CPU run (reference/ecosystem.md 1.7): ``ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu
+distributed CPU run (docs/distributed.md): ``ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu
 --num_processes 2``. A small test-only wrapper around train/train.py saves each rank's replica of the
 weights when training ends and makes rank 1's loss NaN at its second step, so the run also exercises the
 DDP-safe skip of a step that is non-finite on one process only.

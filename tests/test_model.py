@@ -480,7 +480,7 @@ def test_backbone_output_is_final_norm_patch_tokens(model):
 
 
 def test_dpt_head_and_block_match_vggt_names_and_shapes():
-    """Key names and shapes of VGGT-1B's depth head and aggregator blocks (reference/vggt.md 3.5)."""
+    """Key names and shapes of VGGT-1B's depth head and aggregator blocks (VGGT's state-dict names)."""
     with torch.device("meta"):
         head = DPTHead(2048)
         block = AggregatorBlock(1024, 16)

@@ -1,4 +1,4 @@
-"""PRoPE, DPPE-dual, DPPE-tAdd and GTA (reference/camera_pe.md section 11), float64, tiny shapes."""
+"""PRoPE, DPPE-dual, DPPE-tAdd and GTA (docs/encodings.md), float64, tiny shapes."""
 
 from __future__ import annotations
 

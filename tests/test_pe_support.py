@@ -84,7 +84,7 @@ def block_diag_tokens(cam_mats: torch.Tensor, d: int, grid, num_special, patch_o
     """Dense per-token D_t (B, S*T, d, d) = blockdiag(I (x) cam_mats[b, view], rho(x, y)^T).
 
     cam_mats: (B, S, 4, 4). With q~ = D^T q, k~ = D^-1 k, v~ = D^-1 v, o = D o~ this is the generic
-    relative-transform attention of reference/camera_pe.md section 1.
+    relative-transform attention (docs/encodings.md).
     """
     B, S = cam_mats.shape[:2]
     xs, ys = view_positions(grid, num_special, patch_offset)

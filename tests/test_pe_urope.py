@@ -1,4 +1,4 @@
-"""URoPE (reference/camera_pe.md sections 6 and 11), float64, tiny shapes."""
+"""URoPE (docs/encodings.md), float64, tiny shapes."""
 
 from __future__ import annotations
 

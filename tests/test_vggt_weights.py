@@ -2,7 +2,7 @@
 
 The checkpoints are small random VGGT-format state dicts built here (nothing is downloaded): the key
 list comes from depthpe's own model, translated to VGGT's backbone names by an independent table
-(reference/vggt.md 3.5/3.6), plus VGGT's camera/point/track head keys, which must be ignored.
+(the mapping of docs/vggt-weights.md), plus VGGT's camera/point/track head keys, which must be ignored.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ SMALL = dict(backbone="vit_small_patch14_reg4_dinov2", backbone_blocks=1, pretra
 H, W = 28, 42  # 2 x 3 patches
 BB = "aggregator.patch_embed."
 
-# The test's own VGGT <-> timm name table for the backbone (vggt.md 3.6); everything else keeps its name.
+# The test's own VGGT <-> timm name table for the backbone; everything else keeps its name.
 VGGT_NAME = {"reg_token": "register_tokens"}
-HEAD_KEYS = {  # a sample of VGGT's other heads (vggt.md 2.3/2.4, 3.4): all must be ignored
+HEAD_KEYS = {  # a sample of VGGT's other heads: all must be ignored
     "camera_head.token_norm.weight": (768,),
     "camera_head.empty_pose_tokens": (1, 1, 9),
     "camera_head.trunk.0.attn.qkv.weight": (2304, 768),
