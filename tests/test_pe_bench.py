@@ -1,34 +1,87 @@
-"""``depthpe bench attention`` on a tiny configuration (table, JSON, CPU peak-memory children)."""
+"""``depthpe bench attention`` on tiny configurations: the table agrees with the JSON results, the
+timings are the documented statistics of the runs, bad arguments give clear errors, and the CPU
+peak-memory children measure what one fwd+bwd allocates."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+
+import pytest
 
 from depthpe.bench import attention
 
+TINY = ["--views", "2", "--tokens-per-view", "7", "--special", "1", "--heads", "4", "--head-dim", "16",
+        "--threads", "1"]
+# q, k and v of (1, 8, 4 * 261, 64) float32: 2 MiB each, so one backward allocates >= 6 MiB of gradients
+LARGER = ["--views", "4", "--tokens-per-view", "261", "--special", "5", "--heads", "8", "--head-dim", "64",
+          "--threads", "1"]
+LARGER_GRAD_MIB = 3 * (1 * 8 * 4 * 261 * 64) * 4 / 2**20
 
-def test_bench_attention_tiny(tmp_path, capsys):
+
+def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     attention.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def _table_rows(text: str) -> dict[str, list[str]]:
+    """``{method: cells}`` of the printed table (the lines after the dashed rule)."""
+    lines = text.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line and set(line) == {"-"})
+    return {cells[0]: cells for cells in (line.split() for line in lines[rule + 1:] if line.strip())}
+
+
+def _run(argv: list[str], tmp_path, capsys) -> tuple[str, dict]:
     out = tmp_path / "bench.json"
-    args = parser.parse_args(["--views", "2", "--tokens-per-view", "7", "--special", "1",
-                              "--heads", "4", "--head-dim", "16", "--repeats", "1",
-                              "--methods", "prope", "urope", "--threads", "1",
-                              "--no-memory", "--json", str(out)])
-    assert attention.run(args) == 0
-    table = capsys.readouterr().out
-    for name in ("rope", "prope", "urope", "x rope", "prepare ms"):
-        assert name in table
-    data = json.loads(out.read_text())
-    assert set(data["results"]) == {"rope", "prope", "urope"}
-    for r in data["results"].values():
-        assert r["fwd_bwd_ms"] > 0 and r["prepare_ms"] > 0
-    # the CPU peak-memory measurement (run in-process here; the command uses fresh subprocesses)
-    setup = attention.Setup(args)
-    assert attention.peak_memory_mib(setup, "urope") >= 0
+    assert attention.run(_args(*argv, "--json", str(out))) == 0
+    return capsys.readouterr().out, json.loads(out.read_text())
+
+
+def test_table_and_json_report_the_same_statistics(tmp_path, capsys):
+    text, data = _run([*TINY, "--repeats", "3", "--methods", "prope", "urope", "--no-memory"], tmp_path, capsys)
+    results = data["results"]
+    assert list(results) == ["rope", "prope", "urope"]  # the rope baseline is added, first
+    assert "S=2 T=7 (grid 2x3 + 1 special) heads=4 head_dim=16" in text
+    assert "peak MiB" not in text  # --no-memory: no memory columns
+    rows = _table_rows(text)
+    assert list(rows) == list(results)
+    base = results["rope"]["fwd_bwd_ms"]
+    for method, r in results.items():
+        runs = r["runs_ms"]
+        assert len(runs) == 3
+        assert r["fwd_bwd_ms"] == statistics.median(runs)
+        assert r["spread"] == pytest.approx((max(runs) - min(runs)) / statistics.median(runs))
+        assert rows[method][1:] == [f"{r['fwd_bwd_ms']:.1f}", f"{r['fwd_bwd_ms'] / base:.3f}",
+                                    f"{r['spread']:.2f}", f"{r['prepare_ms']:.2f}"]
+    assert rows["rope"][2] == "1.000"
+    assert data["config"]["methods"] == ["prope", "urope"] and "memory_child" not in data["config"]
+
+
+def test_unknown_method_and_empty_grid_are_clear_errors():
+    with pytest.raises(SystemExit, match=r"unknown methods \['nope'\]; available: .*urope"):
+        attention.run(_args(*TINY, "--methods", "rope", "nope", "--no-memory"))
+    with pytest.raises(ValueError, match="--tokens-per-view 5 leaves no patch tokens after 5 special"):
+        attention.run(_args("--tokens-per-view", "5", "--special", "5", "--methods", "rope", "--no-memory"))
 
 
 def test_grid_for_picks_the_most_square_grid():
     assert attention.grid_for(261, 5) == (16, 16)
     assert attention.grid_for(5 + 37 * 28, 5) == (28, 37)
+    assert attention.grid_for(1 + 7, 1) == (1, 7)  # a prime count of patches: one row
+
+
+@pytest.mark.slow
+def test_peak_memory_covers_the_gradients_and_grows_with_the_configuration(tmp_path, capsys):
+    """The memory columns come from fresh child processes (what the command runs on CPU)."""
+    text, data = _run([*LARGER, "--repeats", "1", "--methods", "urope"], tmp_path, capsys)
+    results = data["results"]
+    rows = _table_rows(text)
+    for method, r in results.items():
+        # the gradients of q, k and v are allocated by the measured backward and alive at its end
+        assert r["peak_mib"] >= LARGER_GRAD_MIB, method
+        assert rows[method][5:] == [f"{r['peak_mib']:.1f}",
+                                    f"{r['peak_mib'] / results['rope']['peak_mib']:.3f}"]
+    small = attention.memory_methods(_args(*TINY), ["urope"])["urope"]
+    assert small < results["urope"]["peak_mib"]
