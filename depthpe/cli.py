@@ -13,6 +13,8 @@ import importlib
 import sys
 
 COMMANDS = {
+    "train": "depthpe.commands.train",
+    "eval": "depthpe.commands.eval",
     "synth": "depthpe.commands.synth",
     "check": "depthpe.commands.check",
     "convert": "depthpe.commands.convert",
@@ -24,7 +26,9 @@ COMMANDS = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="depthpe",
-        description="Multi-view depth with camera positional encodings: data tools, benchmarks.",
+        description="Multi-view depth with camera positional encodings: train and evaluate models, make and "
+                    "check data, push to the Hub, benchmark. `depthpe COMMAND --help` for each; docs/index.md "
+                    "for the documentation.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -42,8 +46,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``depthpe COMMAND ...``; returns the exit status."""
     args = build_parser().parse_args(argv)
     return int(args._run(args) or 0)
+
+
+def run_command(name: str, argv: list[str] | None = None) -> int:
+    """Run one command with its own parser (``python -m depthpe.train`` = ``depthpe train``)."""
+    module = importlib.import_module(COMMANDS[name])
+    parser = argparse.ArgumentParser(prog=f"depthpe {name}", description=getattr(module, "DESCRIPTION", module.HELP),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_arguments(parser)
+    return int(module.run(parser.parse_args(argv)) or 0)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""The evaluation loop: depth metrics of a model on held-out scenes (``eval/evaluate.py`` calls it).
+"""The evaluation loop: depth metrics of a model on held-out scenes (``depthpe eval`` calls it).
 
-Protocol (documented in the README, "Evaluation protocol"):
+Protocol (docs/evaluation.md):
 
 * Each scene contributes one sample of ``views`` frames chosen by
   ``depthpe.data.sampling.eval_view_indices`` from (seed, "<dataset>/<scene_id>"), or taken from a
@@ -38,7 +38,8 @@ from .data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _load
 from .data.scene_file import atomic_write_bytes
 from .metrics import BASELINE_MODES, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
 
-__all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest"]
+__all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",
+           "input_size", "run_evaluation"]
 
 ROW_ORDER = (*MODES, *BASELINE_MODES)
 
@@ -229,49 +230,48 @@ def discover_sources(root: str | Path, split: str, datasets: Sequence[str] | Non
     return [SourceConfig(name=n, root=str(root), split=split) for n in names]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command line of ``eval/evaluate.py``."""
-    import argparse
+def input_size(model: str, revision: str | None, image_width: int | None) -> tuple[int, float | None, str]:
+    """(image width, fixed aspect or None, a note saying where they come from) for evaluating
+    ``model``: ``image_width`` if given, else the width the model was trained at
+    (``training_inputs.json``), else 518. The aspect is the model's one training aspect ratio, if it
+    had one (None = each scene's own aspect)."""
+    from .config import ConfigError
+    from .model.training_inputs import read_training_inputs
 
-    parser = argparse.ArgumentParser(
-        description="Evaluate a depthpe model on held-out scenes. Writes summary.json, "
-                    "metrics_per_image.csv, manifest.json, summary.md and panels/ to --out, and prints "
-                    "the table. Several processes (accelerate launch) split the scenes.",
-    )
-    parser.add_argument("--model", required=True, help="exported model folder (e.g. runs/NAME/final) or Hub repo id")
-    parser.add_argument("--revision", default=None, help="Hub revision (branch, tag or commit) of --model")
-    parser.add_argument("--data", required=True, help="data root holding <dataset>/<split>/index.json")
-    parser.add_argument("--split", default="val", help="split to evaluate (default: val)")
-    parser.add_argument("--datasets", nargs="*", default=None, help="dataset names (default: all with that split)")
-    parser.add_argument("--views", type=int, default=8, help="views per scene (default 8)")
-    parser.add_argument("--scenes", type=int, default=None, help="evaluate the first K scenes of each dataset (default: all)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the view subsets (default 0)")
-    parser.add_argument("--image-width", type=int, default=518,
-                        help="input width in pixels, a multiple of 14 (default 518; use the training width)")
-    parser.add_argument("--manifest", default=None, help="manifest.json of an earlier run: evaluate the same views")
-    parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--panels", type=int, default=4, help="scenes rendered as PNG panels (default 4)")
-    parser.add_argument("--num-workers", type=int, default=2, help="data loader workers (default 2)")
-    parser.add_argument("--cpu", action="store_true", help="run on CPU even if a GPU is available")
-    args = parser.parse_args(argv)
-    if args.image_width % 14:
-        parser.error(f"--image-width must be a multiple of 14, got {args.image_width}")
+    if image_width is not None and (image_width <= 0 or image_width % 14):
+        raise ConfigError(f"--image-width must be a positive multiple of 14, got {image_width} (e.g. 518 = 37 * 14)")
+    inputs = read_training_inputs(model, revision)
+    aspect = inputs.fixed_aspect if inputs else None
+    if image_width is not None:
+        return image_width, aspect, f"image width {image_width} (--image-width)"
+    if inputs is None:
+        return 518, None, "image width 518 (the model records no training inputs; pass --image-width)"
+    return inputs.image_width, aspect, (f"image width {inputs.image_width} and aspect {aspect or 'of each scene'} "
+                                        "from the model's training inputs (training_inputs.json)")
 
+
+def run_evaluation(args) -> EvalResult:
+    """``depthpe eval``: evaluate ``args.model`` on ``args.data`` and write the outputs (main process)."""
     from accelerate import Accelerator
 
+    from .config import ConfigError
     from .model import DepthModel
 
+    try:
+        sources = discover_sources(args.data, args.split, args.datasets)
+    except FileNotFoundError as err:
+        raise ConfigError(str(err)) from None
+    width, aspect, note = input_size(args.model, args.revision, args.image_width)
     accelerator = Accelerator(cpu=args.cpu)
-    sources = discover_sources(args.data, args.split, args.datasets)
     model = DepthModel.from_pretrained(args.model, revision=args.revision).to(accelerator.device)
-    result = evaluate(
-        model, sources, views=args.views, seed=args.seed, image_width=args.image_width,
-        max_scenes=args.scenes, manifest=load_manifest(args.manifest), accelerator=accelerator,
-        num_workers=args.num_workers, panels=args.panels,
-    )
+    if accelerator.is_main_process:
+        print(f"evaluating at {note}", flush=True)
+    result = evaluate(model, sources, views=args.views, seed=args.seed, image_width=width, aspect=aspect,
+                      max_scenes=args.scenes, manifest=load_manifest(args.manifest), accelerator=accelerator,
+                      num_workers=args.num_workers, panels=args.panels)
     if accelerator.is_main_process:
         meta = {"model": args.model, "revision": args.revision, "data": args.data, "split": args.split,
-                "views": args.views, "seed": args.seed, "image_width": args.image_width,
+                "views": args.views, "seed": args.seed, "image_width": width, "aspect": aspect,
                 "global_pe": model.config.global_pe, "processes": accelerator.num_processes}
         write_outputs(result, args.out, meta=meta)
         print(format_summary(result.summary))
@@ -279,4 +279,4 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipped {failure['scene']}: {failure['error']}")
         print(f"wrote {args.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/")
     accelerator.wait_for_everyone()
-    return 0
+    return result

@@ -1,14 +1,14 @@
-"""Evaluate a depthpe model on held-out scenes.
+"""Evaluate a depthpe model from a repository checkout (the same as ``depthpe eval``).
 
     python eval/evaluate.py --model runs/quickstart/final --data data --out runs/quickstart/eval
     accelerate launch eval/evaluate.py ...          # several processes split the scenes
 
-All logic lives in ``depthpe.evaluation``; the protocol is documented there and in the README.
+All logic lives in ``depthpe.evaluation``; the protocol is in docs/evaluation.md.
 """
 
 import sys
 
-from depthpe.evaluation import main
+from depthpe.eval import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,7 +9,7 @@ HELP = "data loader throughput (samples/s) for a training config and several wor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="configs/quickstart.yaml", help="training config (its data section)")
+    parser.add_argument("--config", default="quickstart", help="run config (its data section): a YAML file or a shipped config name")
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2], help="worker counts to measure")
     parser.add_argument("--batches", type=int, default=30, help="batches timed per worker count (after warm-up)")
     parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. data.image_width=224")
@@ -35,10 +35,9 @@ def measure_loader(data_cfg, *, num_workers: int, batches: int, seed: int = 0) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_config
-    from ..training import RunConfig
+    from ..run import load_run_config
 
-    cfg = RunConfig.from_dict(load_config(args.config, args.overrides))
+    cfg = load_run_config(args.config, args.overrides)
     rows = [(w, measure_loader(cfg.data, num_workers=w, batches=args.batches, seed=cfg.seed)) for w in args.workers]
     base = rows[0][1]["samples_per_s"]
     print(f"data loader, {args.config}: width {cfg.data.image_width}, views {cfg.data.views}, "

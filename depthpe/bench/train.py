@@ -13,7 +13,7 @@ HELP = "training step time split into data/forward/backward/optimizer, images/s 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="configs/quickstart.yaml", help="training config")
+    parser.add_argument("--config", default="quickstart", help="run config: a YAML file or a shipped config name")
     parser.add_argument("--steps", type=int, default=20, help="steps timed after 3 warm-up steps")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--num-workers", type=int, default=1, help="data loader workers (default 1)")
@@ -26,15 +26,15 @@ def _sync(device: torch.device) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_config
     from ..data.dataset import build_train_loader
     from ..losses import depth_loss
-    from ..training import RunConfig, _default_cpu_threads, build_model
+    from ..run import load_run_config
+    from ..run.building import build_model, default_cpu_threads
 
-    cfg = RunConfig.from_dict(load_config(args.config, args.overrides))
+    cfg = load_run_config(args.config, args.overrides)
     device = torch.device(args.device)
     if device.type == "cpu":  # same choice as the training loop: no more threads than free cores
-        torch.set_num_threads(cfg.train.torch_threads or _default_cpu_threads(args.num_workers, 1))
+        torch.set_num_threads(cfg.train.torch_threads or default_cpu_threads(args.num_workers, 1))
     torch.manual_seed(cfg.seed)
     model = build_model(cfg).to(device).train()
     opt = torch.optim.AdamW(model.param_groups(cfg.optim.weight_decay), lr=cfg.optim.lr)

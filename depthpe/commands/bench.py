@@ -27,4 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return int(args._bench_run(args) or 0)
+    from .errors import USAGE_ERROR_STATUS, report_errors
+
+    with report_errors():
+        return int(args._bench_run(args) or 0)
+    return USAGE_ERROR_STATUS

@@ -56,7 +56,7 @@ class OptimConfig:
     def __post_init__(self):
         _require(self.schedule in ("constant", "cosine"),
                  f"optim.schedule must be 'constant' or 'cosine', got {self.schedule!r}")
-        _require(0 <= self.min_lr <= self.lr, f"optim: need 0 <= min_lr <= lr, got min_lr={self.min_lr}, lr={self.lr}")
+        _require(0 <= self.min_lr <= self.lr, f"optim: need 0 <= min_lr <= lr, got min_lr={self.min_lr}, lr={self.lr} (fix optim.lr or optim.min_lr)")
         _require(self.weight_decay >= 0, f"optim.weight_decay must be >= 0, got {self.weight_decay}")
         _require(self.warmup_steps >= 0, f"optim.warmup_steps must be >= 0, got {self.warmup_steps}")
         _require(self.grad_clip > 0, f"optim.grad_clip must be > 0 (a maximum gradient norm), got {self.grad_clip}")

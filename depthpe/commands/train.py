@@ -1,0 +1,58 @@
+"""``depthpe train --config NAME_OR_PATH [--resume latest|auto|PATH] [key=value ...]``: train a model."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import USAGE_ERROR_STATUS, report_errors
+
+HELP = "train a model from a run config (one process; `accelerate launch -m depthpe.train` for several)"
+DESCRIPTION = """\
+Train a depthpe model as a run config describes it. --config takes a YAML file or the name of a
+config shipped with the package (quickstart, quickstart_rope, vggt1b_prope, ...). Overrides are
+dotted keys with YAML values: train.steps=2000 optim.lr=1e-4 model.global_pe=rope
+data.sources.0.root=/data. The resolved config is saved to <output_dir>/config.yaml.
+
+Config sections:
+  output_dir, seed   where the run goes; the seed of model init and data sampling
+  model              preset (tiny, vggt-1b), init_from (a VGGT checkpoint) and any DepthModelConfig
+                     field: global_pe (none, rope, prope, dppe_dual, dppe_tadd, gta, urope), sizes, ...
+  data               training sources (name, root, split, weight, view_selection, window), views and
+                     aspect ranges, image_width, max_images_per_batch, augmentation
+  optim              AdamW lr, min_lr, weight_decay, betas, warmup_steps, schedule, grad_clip
+  loss               l1_weight, gradient_weight, gradient_scales, conf_weight
+  train              steps, grad_accum, mixed_precision, num_workers, logging, checkpoints, report_to
+  val                validation sources, every, views, max_scenes, panels
+  hub                repo_id and settings of background pushes to the Hugging Face Hub
+
+Every key with its default: docs/configuration.md (or --print-config). A bad config stops with one
+line 'error: ...' and exit status 2 before anything is built or downloaded.
+Several processes: accelerate launch -m depthpe.train --config NAME [...] (same arguments)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, metavar="NAME_OR_PATH",
+                        help="run config: a YAML file or a shipped config name (e.g. quickstart)")
+    parser.add_argument("--resume", default=None, metavar="latest|auto|PATH",
+                        help="'latest' = newest complete checkpoint of output_dir (error if none), 'auto' = "
+                             "latest if there is one, else start fresh, or a checkpoints/step_N folder")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="dotted overrides, e.g. train.steps=100 model.global_pe=prope")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..run import dump_run_config, load_run_config
+
+    with report_errors(args.debug):
+        cfg = load_run_config(args.config, args.overrides)
+        if args.print_config:
+            sys.stdout.write(dump_run_config(cfg))
+            return 0
+        from ..run.trainer import train
+
+        train(cfg, resume=args.resume)
+        return 0
+    return USAGE_ERROR_STATUS

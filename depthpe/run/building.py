@@ -1,0 +1,47 @@
+"""What a run builds before its first step: the model (new, or from a VGGT-format checkpoint), the
+AdamW optimizer with its weight-decay groups, and the CPU thread count."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .schema import RunConfig
+
+__all__ = ["build_model", "build_optimizer", "init_weights_release", "default_cpu_threads"]
+
+
+def build_model(cfg: RunConfig, *, resuming: bool = False):
+    """A new ``DepthModel`` for ``cfg``. With ``model.init_from`` (a VGGT-format checkpoint: a Hub id
+    such as ``facebook/VGGT-1B`` or a local .safetensors/.pt file) it is ``DepthModel.from_vggt`` with
+    the run's model config, so the backbone comes from that checkpoint and timm downloads nothing;
+    when ``resuming`` the checkpoint file is not read (the run's own checkpoint restores every weight)."""
+    from ..model import DepthModel
+
+    config = cfg.model_config()
+    if cfg.model.init_from and not resuming:
+        return DepthModel.from_vggt(cfg.model.init_from, **config.to_dict())
+    return DepthModel(config, load_backbone_weights=not cfg.model.init_from)
+
+
+def build_optimizer(model, cfg: RunConfig) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters: weight decay ``optim.weight_decay`` except for the
+    parameters the model exempts (norms, biases, tokens; ``DepthModel.no_weight_decay_names``)."""
+    return torch.optim.AdamW(model.param_groups(cfg.optim.weight_decay), lr=cfg.optim.lr, betas=cfg.optim.betas)
+
+
+def init_weights_release(cfg: RunConfig) -> str | None:
+    """The released weights named by ``model.init_from`` when it is a known Hub release
+    (``depthpe.model_card.INIT_WEIGHTS``, e.g. ``facebook/VGGT-1B``), for the model card's licence;
+    None otherwise (for a local copy of VGGT-1B set ``hub.license`` yourself)."""
+    from ..model_card import INIT_WEIGHTS
+
+    return cfg.model.init_from if cfg.model.init_from in INIT_WEIGHTS else None
+
+
+def default_cpu_threads(num_workers: int, num_processes: int) -> int:
+    """Cores of this machine per training process, minus the data workers of that process (at least 1):
+    more threads than cores (workers included) makes CPU steps many times slower."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, num_processes) - num_workers)

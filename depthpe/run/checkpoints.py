@@ -1,0 +1,145 @@
+"""Checkpoints and exported models of a run folder: atomic writes, rotation, discovery.
+
+Layout (``output_dir``)::
+
+    checkpoints/step_0000500/     state/ (Accelerate: model, optimizer, RNG of every process),
+                                  model/ (exported: config.json, model.safetensors, training_inputs.json),
+                                  trainer_state.json (written last: a folder without it is incomplete)
+    final/                        the exported final model and its trainer_state.json
+
+Every folder is written under a temporary dot-name and renamed when complete, and deleted by
+renaming it away first, so a process killed at any moment leaves either a complete folder or a
+dot-folder that nothing reads (``remove_incomplete`` deletes those when the next run starts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from ..model.training_inputs import TrainingInputs, write_training_inputs
+
+__all__ = ["CHECKPOINT_PREFIX", "STATE_FILE", "checkpoint_dirs", "find_checkpoint", "rotate_checkpoints",
+           "remove_tree", "remove_incomplete", "save_checkpoint", "export_model", "publish_final"]
+
+CHECKPOINT_PREFIX = "step_"
+STATE_FILE = "trainer_state.json"
+
+
+def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints of a run (with trainer_state.json), oldest first."""
+    root = Path(output_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.name.startswith(CHECKPOINT_PREFIX) and (p / STATE_FILE).is_file()
+             and p.name[len(CHECKPOINT_PREFIX):].isdigit()]
+    return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]))
+
+
+def find_checkpoint(output_dir: str | Path, resume: str) -> Path | None:
+    """``resume`` = "latest" (newest complete checkpoint of the run, or None) or a checkpoint path
+    (``FileNotFoundError`` unless it is a complete checkpoint)."""
+    if resume == "latest":
+        dirs = checkpoint_dirs(output_dir)
+        return dirs[-1] if dirs else None
+    path = Path(resume)
+    if not (path / STATE_FILE).is_file():
+        raise FileNotFoundError(f"{path} is not a complete depthpe checkpoint (no {STATE_FILE})")
+    return path
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a folder so that it disappears at once: rename it to ``.del_<name>``, then delete it (a
+    kill during the deletion leaves only a dot-folder that no reader looks at)."""
+    if not path.exists():
+        return
+    trash = path.with_name(f".del_{path.name.lstrip('.')}")
+    shutil.rmtree(trash, ignore_errors=True)
+    os.replace(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def rotate_checkpoints(output_dir: Path, keep: int, protected: Callable[[Path], bool] | None = None) -> None:
+    """Delete all but the newest ``keep`` checkpoints (keep <= 0: delete none), sparing those for
+    which ``protected(path)`` is true (an upload still reads them)."""
+    for old in checkpoint_dirs(output_dir)[:-keep] if keep > 0 else []:
+        if protected is None or not protected(old):
+            remove_tree(old)
+
+
+def remove_incomplete(output_dir: Path) -> list[str]:
+    """Delete leftovers of interrupted saves or deletions (``checkpoints/.tmp_*``, ``.del_*``,
+    ``.tmp_final``); returns their names. Call on the main process before training starts."""
+    root = output_dir / "checkpoints"
+    stale = sorted(p for p in root.glob(".*_" + CHECKPOINT_PREFIX + "*") if p.is_dir()) if root.is_dir() else []
+    stale += [p for p in (output_dir / ".tmp_final", output_dir / ".del_final") if p.is_dir()]
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return [p.name for p in stale]
+
+
+def export_model(accelerator, model, directory: Path, inputs: TrainingInputs) -> None:
+    """Write the prepared model as a ``DepthModel.from_pretrained`` folder (config.json,
+    model.safetensors, training_inputs.json). Call on every process: under FSDP the full state dict
+    is gathered from all of them (``accelerator.get_state_dict``); the main process writes."""
+    from accelerate.utils import DistributedType
+
+    unwrapped = accelerator.unwrap_model(model)
+    if accelerator.distributed_type == DistributedType.FSDP:  # sharded parameters: gather first
+        from safetensors.torch import save_file
+
+        from ..model.depth_model import CONFIG_NAME, WEIGHTS_NAME
+
+        state = accelerator.get_state_dict(model)
+        if accelerator.is_main_process:
+            directory.mkdir(parents=True, exist_ok=True)
+            save_file({k: v.contiguous() for k, v in state.items()}, str(directory / WEIGHTS_NAME),
+                      metadata={"format": "pt"})
+            unwrapped.config.to_json(directory / CONFIG_NAME)
+    elif accelerator.is_main_process:
+        unwrapped.save_pretrained(directory)
+    if accelerator.is_main_process:
+        write_training_inputs(directory, inputs)
+
+
+def _publish(tmp: Path, final: Path, trainer_state: dict) -> None:
+    """Write trainer_state.json into ``tmp`` (last), then rename ``tmp`` to ``final`` (main process)."""
+    (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1))
+    remove_tree(final)  # only when this folder was written before (a resumed run passing it again)
+    os.replace(tmp, final)
+
+
+def save_checkpoint(accelerator, model, output_dir: Path, step: int, trainer_state: dict,
+                    inputs: TrainingInputs) -> Path:
+    """Write ``checkpoints/step_N`` atomically: Accelerate state (every process saves its own RNG
+    state, ``state/random_states_<rank>.pkl``), exported model, then ``trainer_state.json``, all in
+    ``checkpoints/.tmp_step_N``, renamed when complete. Call on every process; returns the folder."""
+    root = output_dir / "checkpoints"
+    final = root / f"{CHECKPOINT_PREFIX}{step:07d}"
+    tmp = root / f".tmp_{CHECKPOINT_PREFIX}{step:07d}"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp / "state"))
+    accelerator.wait_for_everyone()  # every rank's RNG file is on disk before the folder is published
+    export_model(accelerator, model, tmp / "model", inputs)
+    if accelerator.is_main_process:
+        _publish(tmp, final, trainer_state)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def publish_final(accelerator, model, output_dir: Path, trainer_state: dict, inputs: TrainingInputs) -> Path:
+    """Export the final model to ``output_dir/final`` atomically (via ``.tmp_final``); every process."""
+    final, tmp = output_dir / "final", output_dir / ".tmp_final"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    export_model(accelerator, model, tmp, inputs)
+    if accelerator.is_main_process:
+        _publish(tmp, final, trainer_state)
+    accelerator.wait_for_everyone()
+    return final

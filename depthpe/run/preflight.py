@@ -1,0 +1,121 @@
+"""Checks a run config against the machine before anything expensive is built.
+
+``preflight(cfg, resume)`` runs before the Accelerator, the model or any download exists, creates
+nothing, and raises a one-line ``ConfigError`` for the first problem it finds: an output_dir that is
+a file, a data root without ``index.json``, a local weights file that does not exist, a tracker
+whose package is missing, a resume with no checkpoint or with a checkpoint whose model differs
+from the config. It returns the checkpoint to resume from and the settings that changed since the
+checkpoint (allowed, reported in the log).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import ConfigError
+from ..model.config import DepthModelConfig
+from .checkpoints import find_checkpoint
+from .schema import RunConfig
+
+__all__ = ["Preflight", "preflight", "RESUME_MODES", "WEIGHT_SOURCE_FIELDS"]
+
+RESUME_MODES = ("latest", "auto")
+# Model fields that say where weights come from or how they are computed, not what they are:
+# a resumed run may change them (the checkpoint restores every weight).
+WEIGHT_SOURCE_FIELDS = ("pretrained", "backbone_weights", "gradient_checkpointing")
+
+
+@dataclass
+class Preflight:
+    """Outcome of ``preflight``: the checkpoint to resume from (None = a new run) and the config keys
+    that differ from the checkpoint's run ("key: old -> new")."""
+
+    checkpoint: Path | None = None
+    changes: list[str] = field(default_factory=list)
+
+
+def _check_output_dir(cfg: RunConfig) -> None:
+    out = Path(cfg.output_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output_dir {out} is a file, not a folder (set output_dir=runs/NAME to a folder path)")
+
+
+def _check_data(cfg: RunConfig) -> None:
+    """Every training and validation source has an index.json."""
+    if not cfg.data.sources:
+        raise ConfigError("data.sources is empty (list at least one source, e.g. {name: synth, root: data})")
+    for section, sources in (("data", cfg.data.sources), ("val", cfg.val.sources)):
+        for i, src in enumerate(sources):
+            index = src.split_dir / "index.json"
+            if not index.is_file():
+                raise ConfigError(
+                    f"{section}.sources.{i} ({src.name}): {index} not found (generate scenes with `depthpe synth "
+                    f"--out {src.root}`, convert a dataset with `depthpe convert`, or fix {section}.sources.{i}.root)")
+
+
+def _check_files(cfg: RunConfig) -> None:
+    """Local weight files named by the config exist; optional tracker packages are installed."""
+    weights = cfg.model.backbone_weights
+    if weights and not Path(weights).is_file():
+        raise ConfigError(f"model.backbone_weights: {weights} not found (give an existing file or null)")
+    init = cfg.model.init_from
+    if init and (init.endswith((".safetensors", ".pt", ".pth")) or Path(init).is_absolute()) and not Path(init).is_file():
+        raise ConfigError(f"model.init_from: {init} not found (give an existing checkpoint file or a Hub id)")
+    for name in cfg.train.report_to:
+        if name != "tensorboard" and importlib.util.find_spec(name) is None:
+            raise ConfigError(f"train.report_to: the {name} package is not installed "
+                              f"(pip install \"depthpe[{name}]\", or remove {name} from train.report_to)")
+
+
+def _model_differences(checkpoint: Path, cfg: RunConfig) -> list[str]:
+    """Model fields whose value in the checkpoint's exported config.json differs from ``cfg``."""
+    saved = DepthModelConfig.from_json(checkpoint / "model" / "config.json").to_dict()
+    wanted = cfg.model_config().to_dict()
+    return [f"model.{k} (checkpoint {saved[k]!r}, config {wanted[k]!r})" for k in sorted(wanted)
+            if k not in WEIGHT_SOURCE_FIELDS and saved.get(k) != wanted[k]]
+
+
+def _config_changes(checkpoint: Path, cfg: RunConfig) -> list[str]:
+    """Keys of the run's saved config.yaml that ``cfg`` changes (flattened "key: old -> new")."""
+    from .loading import load_run_config
+    from .tracking import flat_hparams
+
+    saved_file = checkpoint.parent.parent / "config.yaml"
+    if not saved_file.is_file():
+        return []
+    try:
+        old = flat_hparams(load_run_config(saved_file).to_dict())
+    except ConfigError:  # written by another version: nothing to compare
+        return []
+    new = flat_hparams(cfg.to_dict())
+    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+
+
+def _resume_checkpoint(cfg: RunConfig, resume: str) -> Path | None:
+    try:
+        checkpoint = find_checkpoint(cfg.output_dir, "latest" if resume in RESUME_MODES else resume)
+    except FileNotFoundError as err:
+        raise ConfigError(f"--resume {resume}: {err} (pass a checkpoints/step_N folder or 'latest')") from None
+    if checkpoint is None and resume == "latest":
+        raise ConfigError(f"--resume latest: no complete checkpoint in {cfg.output_dir}/checkpoints (start without "
+                          "--resume, use --resume auto to resume only when a checkpoint exists, or fix output_dir)")
+    return checkpoint
+
+
+def preflight(cfg: RunConfig, resume: str | None = None) -> Preflight:
+    """Check ``cfg`` (and the checkpoint named by ``resume``: "latest", "auto" or a path) before a
+    run builds anything; raises ``ConfigError``. Reads files only; writes nothing."""
+    _check_output_dir(cfg)
+    _check_data(cfg)
+    _check_files(cfg)
+    checkpoint = _resume_checkpoint(cfg, resume) if resume else None
+    if checkpoint is None:
+        return Preflight()
+    differences = _model_differences(checkpoint, cfg)
+    if differences:
+        raise ConfigError(f"--resume: the checkpoint {checkpoint} holds another model: {'; '.join(differences)} "
+                          "(resume with the model settings it was trained with, or train into a new output_dir; "
+                          "settings such as train.steps, val.* and hub.* may change)")
+    return Preflight(checkpoint, _config_changes(checkpoint, cfg))

@@ -1,0 +1,158 @@
+"""One optimizer step: the learning-rate schedule, micro-batches, non-finite handling, clipping.
+
+``run_step`` is the whole update of one optimizer step on every process: set the learning rate of
+the step, accumulate gradients over ``train.grad_accum`` micro-batches (the gradient all-reduce
+happens on the last one), agree across processes on the loss terms, data counters and whether any
+loss was non-finite, then clip and step, or skip the step and count it. Its inputs are the
+prepared model and optimizer, the batch iterator and the ``TrainState`` it updates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import losses
+from .schema import OptimConfig, RunConfig
+from .state import TrainState
+
+__all__ = ["lr_at", "StepResult", "run_step", "NonFiniteError"]
+
+
+class NonFiniteError(RuntimeError):
+    """Too many optimizer steps in a row had a non-finite loss or gradient."""
+
+
+def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:
+    """Learning rate of optimizer step ``step`` (0-based): linear warm-up from ``min_lr`` to ``lr``
+    over ``warmup_steps``, then constant or cosine decay to ``min_lr`` at ``total_steps``."""
+    if cfg.warmup_steps > 0 and step < cfg.warmup_steps:
+        return cfg.min_lr + (cfg.lr - cfg.min_lr) * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    span = max(1, total_steps - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+@dataclass
+class StepResult:
+    """What one step did: mean loss terms over processes, learning rate, gradient norm before
+    clipping (NaN when skipped), images of this process, seconds spent waiting for data and in total,
+    whether it was skipped, and the (path, reason) of unusable files met by any process for the first time."""
+
+    terms: dict[str, float]
+    lr: float
+    grad_norm: float
+    images: int
+    data_time: float
+    seconds: float = 0.0
+    skipped: bool = False
+    new_bad_files: list = field(default_factory=list)
+
+
+def _micro_batch(model, batch: dict, cfg: RunConfig, accelerator, trainable) -> tuple[dict, bool]:
+    """Forward and backward of one micro-batch; returns (detached loss terms, loss was finite).
+    A non-finite loss back-propagates a zero instead, so every process joins the gradient all-reduce."""
+    device = accelerator.device
+    with accelerator.autocast():
+        out = model(batch["images"].to(device), batch["K"].to(device), batch["w2c"].to(device))
+    terms = losses.depth_loss(
+        out["depth"], batch["depth"].to(device), batch["valid"].to(device), out.get("conf"),
+        l1_weight=cfg.loss.l1_weight, gradient_weight=cfg.loss.gradient_weight,
+        gradient_scales=cfg.loss.gradient_scales, conf_weight=cfg.loss.conf_weight, conf_alpha=cfg.loss.conf_alpha,
+    )
+    loss = terms["total"] / cfg.train.grad_accum
+    finite = bool(torch.isfinite(loss))
+    if not finite:
+        loss = sum((p * 0).sum() for p in trainable) + 0 * out["depth"].sum().nan_to_num()
+    accelerator.backward(loss)
+    return {k: v.detach().double() / cfg.train.grad_accum for k, v in terms.items()}, finite
+
+
+def _reduce(accelerator, local_bad: bool, redraws: int, skipped: int, terms: dict) -> tuple[bool, int, int, dict]:
+    """One all-reduce per step: (any process bad, redraws, skipped draws, mean loss terms)."""
+    stats = accelerator.reduce(torch.stack([
+        torch.tensor(float(local_bad), dtype=torch.float64), torch.tensor(float(redraws), dtype=torch.float64),
+        torch.tensor(float(skipped), dtype=torch.float64), *[v.cpu() for v in terms.values()],
+    ]).to(accelerator.device), reduction="sum").tolist()
+    world = accelerator.num_processes
+    return stats[0] > 0, int(stats[1]), int(stats[2]), {k: v / world for k, v in zip(terms, stats[3:])}
+
+
+def _gather_new_bad_files(accelerator, new_bad: list, known: dict) -> list:
+    """The (path, reason) pairs met by any process this step that are not in ``known`` yet."""
+    from accelerate.utils import gather_object
+
+    found = gather_object(new_bad) if accelerator.num_processes > 1 else new_bad
+    fresh: dict[str, str] = {}
+    for path, reason in found:
+        if path not in known:
+            fresh.setdefault(path, reason)
+    return list(fresh.items())
+
+
+def _clip_or_skip(accelerator, optimizer, trainable, bad: bool, cfg: RunConfig, state: TrainState) -> float:
+    """Clip and step, or skip a non-finite step (counted); returns the gradient norm before clipping."""
+    from accelerate.utils import DistributedType
+
+    grad_norm = math.nan
+    if not bad:
+        norm = accelerator.clip_grad_norm_(trainable, cfg.optim.grad_clip)
+        grad_norm = math.nan if norm is None else float(norm)
+        # DeepSpeed clips and steps inside backward() (its norm, if any, is only logged)
+        bad = not math.isfinite(grad_norm) and accelerator.distributed_type != DistributedType.DEEPSPEED
+    if bad:
+        state.counters["nonfinite_steps"] += 1
+        state.nonfinite_in_row += 1
+        optimizer.zero_grad(set_to_none=True)
+        if state.nonfinite_in_row >= cfg.train.max_nonfinite_in_row:
+            raise NonFiniteError(
+                f"{state.nonfinite_in_row} optimizer steps in a row had a non-finite loss or gradient (step "
+                f"{state.step}); training stopped. Lower optim.lr, use mixed_precision=bf16 instead of fp16, "
+                "or run `depthpe check` on the data.")
+        return math.nan
+    state.nonfinite_in_row = 0
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm
+
+
+def run_step(model, optimizer, batches, cfg: RunConfig, state: TrainState, accelerator) -> StepResult:
+    """One optimizer step over ``cfg.train.grad_accum`` micro-batches from ``batches``; updates
+    ``state`` (step, counters, bad files, non-finite streak). Call on every process."""
+    started = time.perf_counter()
+    lr = lr_at(state.step, cfg.optim, cfg.train.steps)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    terms: dict[str, torch.Tensor] = {}
+    local_bad, redraws, skipped, images, data_time, new_bad = False, 0, 0, 0, 0.0, []
+    for micro in range(cfg.train.grad_accum):
+        t0 = time.perf_counter()
+        batch = next(batches)
+        data_time += time.perf_counter() - t0
+        redraws, skipped = redraws + batch["redraws"], skipped + batch["skipped_files"]
+        new_bad += [(p, r) for p, r in batch["bad_files"] if p not in state.bad_files]
+        images += batch["images"].shape[0] * batch["images"].shape[1]
+        last = micro == cfg.train.grad_accum - 1
+        with contextlib.nullcontext() if last else accelerator.no_sync(model):
+            micro_terms, finite = _micro_batch(model, batch, cfg, accelerator, trainable)
+        local_bad |= not finite
+        for k, v in micro_terms.items():
+            terms[k] = terms.get(k, 0.0) + v
+    bad, redraws, skipped, mean_terms = _reduce(accelerator, local_bad, redraws, skipped, terms)
+    state.counters["redraws"] += redraws
+    state.counters["skipped_files"] += skipped
+    fresh = _gather_new_bad_files(accelerator, new_bad, state.bad_files) if skipped else []
+    state.bad_files.update(fresh)
+    state.counters["bad_files"] = len(state.bad_files)
+    grad_norm = _clip_or_skip(accelerator, optimizer, trainable, bad, cfg, state)
+    state.step += 1
+    state.counters["images"] += images * accelerator.num_processes
+    return StepResult(mean_terms, lr, grad_norm, images, data_time, time.perf_counter() - started,
+                      skipped=state.nonfinite_in_row > 0, new_bad_files=fresh)

@@ -1,0 +1,98 @@
+"""Logging and experiment trackers of a training run.
+
+Messages go through Python ``logging`` (the ``depthpe`` logger, wrapped by Accelerate's
+``get_logger`` so that only the main process speaks): to the console through ``tqdm.write`` (progress
+bars stay intact) and to ``<output_dir>/train.log`` (appended to on resume). Scalars and depth
+panels go to the trackers of ``train.report_to`` (Accelerate's TensorBoard and W&B trackers;
+``wandb`` is an optional extra, ``pip install "depthpe[wandb]"``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["LOG_FILE", "get_run_logger", "setup_logging", "close_logging", "tracker_init_kwargs",
+           "flat_hparams", "log_panels"]
+
+LOG_FILE = "train.log"
+_LOGGER = "depthpe.run"
+
+
+def get_run_logger():
+    """The run's logger (an Accelerate ``MultiProcessAdapter``: main process only by default)."""
+    from accelerate.logging import get_logger
+
+    return get_logger(_LOGGER)
+
+
+class _ConsoleHandler(logging.Handler):
+    """Writes records with ``tqdm.write`` so that they do not break a progress bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm.auto import tqdm
+
+        tqdm.write(self.format(record))
+
+
+def setup_logging(output_dir: Path | None) -> None:
+    """Send the run logger to the console and, when ``output_dir`` is given, to ``output_dir/train.log``."""
+    close_logging()
+    logger = logging.getLogger(_LOGGER)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(_ConsoleHandler())
+    if output_dir is not None:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(output_dir / LOG_FILE, mode="a", encoding="utf-8")
+        file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(file_handler)
+
+
+def close_logging() -> None:
+    """Detach (and close) every handler ``setup_logging`` added."""
+    logger = logging.getLogger(_LOGGER)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def tracker_init_kwargs(output_dir: Path) -> dict[str, dict]:
+    """Per-tracker ``init_kwargs`` for ``Accelerator.init_trackers``: W&B writes into the run folder
+    and names the run after it."""
+    return {"wandb": {"dir": str(output_dir), "name": output_dir.name}}
+
+
+def flat_hparams(config: dict) -> dict[str, Any]:
+    """Scalar hyper-parameters of a run config dict (nested keys joined with '.'; data and val
+    sections left out, other values as strings), as trackers take them."""
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, x) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            out[prefix] = x if isinstance(x, (int, float, str, bool)) else str(x)
+
+    walk("", {k: v for k, v in config.items() if k not in ("data", "val")})
+    return out
+
+
+def log_panels(trackers, panels: list[tuple[str, np.ndarray]], step: int, prefix: str = "val_panels") -> int:
+    """Send depth panels ((name, uint8 HWC image)) to every tracker that takes images; returns how
+    many trackers got them. TensorBoard takes a (N, H, W, C) batch, W&B a list of images."""
+    sent = 0
+    for tracker in trackers:
+        if not hasattr(tracker, "log_images") or not panels:
+            continue
+        for name, panel in panels:
+            if tracker.name == "tensorboard":
+                tracker.log_images({f"{prefix}/{name}": panel[None]}, step=step, dataformats="NHWC")
+            else:
+                tracker.log_images({f"{prefix}/{name}": [panel]}, step=step)
+        sent += 1
+    return sent

@@ -1,0 +1,261 @@
+"""The training loop: ``train(cfg)`` reads like a table of contents of a run.
+
+``preflight`` checks the config before anything is built; ``start_run`` builds the Accelerator,
+logging, model, optimizer, state and data; each iteration is ``run_step`` (one optimizer step),
+``log_step``, maybe ``validate``, maybe ``checkpoint`` + ``push``; ``finish`` exports ``final/``,
+validates it and pushes it. A resumed run (``--resume latest``) restores the model, optimizer, RNG
+states and ``TrainState``; the learning rate is a pure function of the step and the sampler is
+indexed by the step, so it continues exactly like an uninterrupted run (bit-for-bit on CPU in fp32).
+
+Distributed runs (``accelerate launch --num_processes N``): every process trains on its slice of one
+global batch of ``N * grad_accum * B`` samples per step and the loss is a mean of per-sample losses,
+so N processes compute the update of one process with N-fold accumulation. The main process writes
+the config, logs, checkpoints and the final model. See docs/training.md and docs/distributed.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..model.training_inputs import TrainingInputs
+from .building import build_model, build_optimizer, default_cpu_threads
+from .checkpoints import STATE_FILE, publish_final, remove_incomplete, rotate_checkpoints, save_checkpoint
+from .loading import save_run_config
+from .preemption import PREEMPTED_EXIT_CODE, StopRequest
+from .preflight import Preflight, preflight
+from .schema import RunConfig
+from .state import TrainState
+from .step import StepResult, run_step
+from .tracking import close_logging, flat_hparams, get_run_logger, log_panels, setup_logging, tracker_init_kwargs
+
+__all__ = ["Run", "train", "start_run", "log_step", "validate", "checkpoint", "push", "finish"]
+
+log = get_run_logger()
+
+
+@dataclass
+class Run:
+    """Everything a running training holds: config, Accelerator, prepared model and optimizer,
+    progress, batch iterator, Hub pushes (main process, or None), progress bar."""
+
+    cfg: RunConfig
+    accelerator: object
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    state: TrainState
+    batches: object
+    hub: object
+    bar: object
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.cfg.output_dir)
+
+    @property
+    def inputs(self) -> TrainingInputs:
+        """The input shapes of this run, recorded next to every exported model."""
+        data = self.cfg.data
+        return TrainingInputs(data.image_width, tuple(data.aspect), tuple(data.views))
+
+
+def _due(every: int, step: int, total: int) -> bool:
+    """Whether a periodic action (every ``every`` steps, 0 = never) falls on ``step`` before the end."""
+    return bool(every) and step % every == 0 and step < total
+
+
+def train(cfg: RunConfig, *, resume: str | None = None) -> Path:
+    """Run training as configured; returns the exported final model folder. ``resume``: "latest",
+    "auto" (latest if any) or a checkpoint folder. Raises ``ConfigError`` before building anything
+    when the config cannot run; exits with status 143 after a checkpoint on SIGTERM."""
+    checked = preflight(cfg, resume)
+    run = start_run(cfg, checked)
+    stop = StopRequest()
+    try:
+        while run.state.step < cfg.train.steps:
+            log_step(run, run_step(run.model, run.optimizer, run.batches, cfg, run.state, run.accelerator))
+            if cfg.val.sources and _due(cfg.val.every, run.state.step, cfg.train.steps):
+                validate(run)
+            preempted = stop.requested(run.accelerator)
+            if preempted or _due(cfg.train.checkpoint_every, run.state.step, cfg.train.steps):
+                push(run, checkpoint(run), final=False)
+            if preempted:
+                _exit_preempted(run)
+        return finish(run)
+    finally:
+        stop.restore()
+        close_logging()
+
+
+def _prepare_output(cfg: RunConfig, accelerator) -> None:
+    """Main process: run folder, train.log, config.yaml, leftovers of interrupted saves removed."""
+    output_dir = Path(cfg.output_dir)
+    setup_logging(output_dir if accelerator.is_main_process else None)
+    if accelerator.is_main_process:
+        save_run_config(cfg, output_dir / "config.yaml")
+        for name in remove_incomplete(output_dir):
+            log.info(f"removed {output_dir / 'checkpoints' / name}: an interrupted checkpoint save or deletion")
+    t, world = cfg.train, accelerator.num_processes
+    log.info(f"world size {world} ({accelerator.distributed_type.value}, device {accelerator.device}, mixed "
+             f"precision {accelerator.mixed_precision}); global batch per step = {world} process(es) x "
+             f"{t.grad_accum} micro-batch(es) x floor({cfg.data.max_images_per_batch} / S) samples")
+
+
+def _make_accelerator(cfg: RunConfig):
+    from accelerate import Accelerator
+    from accelerate.utils import ProjectConfiguration, set_seed
+
+    output_dir = Path(cfg.output_dir)
+    accelerator = Accelerator(
+        mixed_precision=cfg.train.mixed_precision, cpu=cfg.train.cpu, log_with=list(cfg.train.report_to) or None,
+        project_config=ProjectConfiguration(project_dir=str(output_dir), logging_dir=str(output_dir / "logs")),
+    )
+    set_seed(cfg.seed)
+    if accelerator.device.type == "cpu":
+        torch.set_num_threads(cfg.train.torch_threads
+                              or default_cpu_threads(cfg.train.num_workers, accelerator.num_processes))
+    return accelerator
+
+
+def _restore(accelerator, checked: Preflight, state: TrainState) -> None:
+    """Load the checkpoint's Accelerate state and ``TrainState``; log what changed since."""
+    accelerator.load_state(str(checked.checkpoint / "state"))
+    doc = json.loads((checked.checkpoint / STATE_FILE).read_text())
+    state.load_json(doc)
+    log.info(f"resumed from {checked.checkpoint} at step {state.step}")
+    for change in checked.changes:
+        log.info(f"resuming with a changed setting: {change}")
+    saved_world = doc.get("world_size", state.world_size)
+    if saved_world != state.world_size:
+        log.info(f"note: the checkpoint was written by {saved_world} process(es), this run has {state.world_size}: "
+                 f"the global batch changes from {saved_world} to {state.world_size} x grad_accum x B per step")
+
+
+def start_run(cfg: RunConfig, checked: Preflight) -> Run:
+    """Build everything a run needs, in an order that makes runs reproducible from ``cfg.seed``."""
+    from tqdm.auto import tqdm
+
+    from ..data.dataset import build_train_loader
+
+    accelerator = _make_accelerator(cfg)
+    _prepare_output(cfg, accelerator)
+    accelerator.wait_for_everyone()
+    accelerator.init_trackers("train", config=flat_hparams(cfg.to_dict()),
+                              init_kwargs=tracker_init_kwargs(Path(cfg.output_dir)))
+    with accelerator.main_process_first():  # init_from: the main process downloads, the others read the cache
+        model = build_model(cfg, resuming=checked.checkpoint is not None)
+    model, optimizer = accelerator.prepare(model, build_optimizer(model, cfg))
+    state = TrainState(cfg.train.smoothing, world_size=accelerator.num_processes)
+    if checked.checkpoint is not None:
+        _restore(accelerator, checked, state)
+    loader = build_train_loader(cfg.data, seed=cfg.seed, rank=accelerator.process_index,
+                                world_size=accelerator.num_processes, start_step=state.step, num_steps=cfg.train.steps,
+                                num_workers=cfg.train.num_workers, grad_accum=cfg.train.grad_accum)
+    hub = None
+    if accelerator.is_main_process and cfg.hub.repo_id:
+        from ..hub import TrainingPushes
+
+        hub = TrainingPushes(cfg, cfg.output_dir, log=log.info)
+    bar = tqdm(total=cfg.train.steps, initial=state.step, desc="train", unit="step",
+               disable=not accelerator.is_main_process, dynamic_ncols=True)
+    model.train()
+    return Run(cfg, accelerator, model, optimizer, state, iter(loader), hub, bar)
+
+
+def log_step(run: Run, result: StepResult) -> None:
+    """Progress bar, newly met unusable files, and (every ``train.log_every`` steps) the trackers."""
+    state, t = run.state, run.cfg.train
+    known = len(state.bad_files) - len(result.new_bad_files)
+    for i, (_, reason) in enumerate(result.new_bad_files, start=1):
+        log.info(f"step {state.step}: skipping unusable scene file ({known + i} so far): {reason}")
+    world = run.accelerator.num_processes
+    scalars = {f"loss/{k}": v for k, v in result.terms.items()}
+    scalars.update({"lr": result.lr, "grad_norm": result.grad_norm, "images_per_s": result.images * world / result.seconds,
+                    "data_time_fraction": result.data_time / result.seconds})
+    smooth = state.smoother.update(scalars)
+    run.bar.update(1)
+    run.bar.set_postfix(loss=f"{smooth.get('loss/total', float('nan')):.4f}", lr=f"{result.lr:.2e}",
+                        img_s=f"{smooth.get('images_per_s', 0):.1f}")
+    if run.accelerator.is_main_process and (state.step % t.log_every == 0 or state.step == t.steps):
+        logged = {f"smooth/{k}": v for k, v in smooth.items()}
+        logged.update(scalars)
+        logged.update({f"counters/{k}": v for k, v in state.counters.items()})
+        run.accelerator.log(logged, step=state.step)
+
+
+def validate(run: Run) -> dict | None:
+    """Evaluate the model on ``val.sources`` (every process takes a share of the scenes); the main
+    process logs the table, sends scalars and panels to the trackers and writes val_summary.json.
+    Returns the summary ({dataset: {row: metrics}})."""
+    from ..evaluation import evaluate, format_summary
+    from ..hub import write_val_summary
+
+    cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
+    result = evaluate(accelerator.unwrap_model(run.model), cfg.val.sources, views=cfg.val.views, seed=cfg.val.seed,
+                      image_width=cfg.val.image_width or cfg.data.image_width, max_scenes=cfg.val.max_scenes,
+                      accelerator=accelerator, panels=cfg.val.panels, progress=False)
+    if accelerator.is_main_process:
+        accelerator.log({f"val/{ds}/{mode}/{k}": v[k] for ds, modes in result.summary.items()
+                         for mode, v in modes.items() for k in ("abs_rel", "delta1") if k in v}, step=step)
+        log_panels(accelerator.trackers, result.panels, step)
+        log.info(f"validation at step {step}:\n{format_summary(result.summary, ('abs_rel', 'delta1'))}")
+        write_val_summary(run.output_dir, step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
+        if run.hub is not None:
+            run.hub.record_validation(step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
+    return result.summary
+
+
+def checkpoint(run: Run) -> Path:
+    """Write ``checkpoints/step_N`` (every process takes part) and rotate old checkpoints, sparing
+    those whose upload is still pending."""
+    folder = save_checkpoint(run.accelerator, run.model, run.output_dir, run.state.step, run.state.to_json(), run.inputs)
+    if run.accelerator.is_main_process:
+        rotate_checkpoints(run.output_dir, run.cfg.train.keep_checkpoints,
+                           protected=run.hub.is_pending if run.hub else None)
+    return folder
+
+
+def push(run: Run, folder: Path, *, final: bool) -> None:
+    """Queue the upload of a checkpoint (its ``model/``) or of ``final/`` when ``hub.repo_id`` is set."""
+    if run.hub is None:
+        return
+    if final:
+        run.hub.after_final(folder, run.state.step)
+    else:
+        run.hub.after_checkpoint(folder, run.state.step)
+
+
+def _exit_preempted(run: Run) -> None:
+    run.bar.close()
+    log.info(f"SIGTERM received: checkpoint written at step {run.state.step}; continue with --resume latest")
+    run.accelerator.end_training()
+    raise SystemExit(PREEMPTED_EXIT_CODE)
+
+
+def finish(run: Run) -> Path:
+    """Export ``final/`` first (a failing validation never costs the trained weights), validate it,
+    push it, report the counters, wait for pending uploads. Returns the final folder."""
+    run.bar.close()
+    state = run.state
+    doc = {k: v for k, v in state.to_json().items() if k not in ("smoother", "nonfinite_in_row")}
+    final = publish_final(run.accelerator, run.model, run.output_dir, doc, run.inputs)
+    if run.cfg.val.sources:
+        try:
+            validate(run)
+        except Exception as err:  # the weights are safe in final/; report and go on
+            log.error(f"final validation failed: {type(err).__name__}: {err}; the final model is in {final}")
+    push(run, final, final=True)
+    c, bad = state.counters, state.bad_files
+    log.info(f"training done: {state.step} steps on {state.world_size} process(es), {c['nonfinite_steps']} skipped "
+             f"(non-finite loss or gradients), {c['redraws']} draws redrawn (degenerate or too little valid depth), "
+             f"{c['skipped_files']} draws skipped from {c['bad_files']} unusable scene file(s)"
+             f"{': ' + ', '.join(sorted(bad)[:10]) if bad else ''}; final model in {final}")
+    run.accelerator.wait_for_everyone()
+    run.accelerator.end_training()
+    if run.hub is not None:  # wait (bounded by hub.wait_timeout) for uploads; never raises
+        run.hub.finish()
+        rotate_checkpoints(run.output_dir, run.cfg.train.keep_checkpoints, protected=run.hub.is_pending)
+    return final
