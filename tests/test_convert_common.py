@@ -151,17 +151,37 @@ def test_cli_errors(tmp_path, capsys):
     assert "no co3d scenes found" in capsys.readouterr().out
 
 
-def test_bench_convert_reports_throughput(capsys):
+def _bench_convert_rows(capsys, *argv: str) -> dict[str, list[str]]:
+    """Run ``depthpe bench convert`` -> ``{dataset: table cells}``."""
     import argparse
 
     from depthpe.bench import convert as bench
 
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
-    args = parser.parse_args(["--scenes", "2", "--views", "3", "--height", "24", "--width", "32"])
-    assert bench.run(args) == 0
-    out = capsys.readouterr().out
-    for name in ("co3d", "wildrgbd", "arkitscenes", "megasynth"):
-        row = next(line for line in out.splitlines() if line.startswith(f"| {name} "))
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[3] == "6" and float(cells[6]) > 0  # frames, frames/s per worker
+    assert bench.run(parser.parse_args(list(argv))) == 0
+    rows = [line.strip("|").split("|") for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    return {cells[0].strip(): [c.strip() for c in cells] for cells in rows[1:]}  # rows[0]: header
+
+
+def test_bench_convert_reports_every_layout_with_its_options(capsys):
+    from depthpe.data.convert import CONVERTERS
+
+    rows = _bench_convert_rows(capsys, "--scenes", "2", "--views", "3", "--height", "24", "--width", "32",
+                               "--max-side", "16")
+    assert sorted(rows) == sorted(CONVERTERS)
+    for name, (_, src, stored, frames, wall, fps, fps_worker, kb) in rows.items():
+        assert (src, stored, frames) == ("24x32", "12x16", "6"), name  # --max-side reaches the converter
+        # one worker converts the scenes one after another, so their summed busy time is at most the
+        # wall time: frames/s per worker >= frames/s (both rounded the same way)
+        assert float(fps_worker) >= float(fps) > 0, name
+        assert float(kb) > 0, name
+
+
+def test_bench_convert_one_dataset_and_unknown_dataset(capsys):
+    rows = _bench_convert_rows(capsys, "--dataset", "wildrgbd", "--scenes", "1", "--views", "2",
+                               "--height", "24", "--width", "32")
+    assert list(rows) == ["wildrgbd"] and rows["wildrgbd"][1:4] == ["24x32", "24x32", "2"]
+    with pytest.raises(SystemExit):
+        _bench_convert_rows(capsys, "--dataset", "nope")
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
