@@ -316,10 +316,45 @@ def test_cli_rejects_bad_arguments(tmp_path):
         _run_cli(tmp_path, "--views", "1")
 
 
-def test_bench_synth_prints_table(capsys):
+def _bench_synth(capsys, *argv: str) -> dict[str, str]:
+    """Run ``depthpe bench synth`` -> ``{quantity: value}`` of its table."""
     from depthpe.cli import main
 
-    assert main(["bench", "synth", "--scenes", "1", "--views", "2", "--height", "16", "--width", "16"]) == 0
-    out = capsys.readouterr().out
-    for row in ("render", "write", "wall", "scenes/s", "views/s", "wall / target"):
-        assert row in out
+    assert main(["bench", "synth", *argv]) == 0
+    rows = [line.strip("|").split("|") for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    return {k.strip(): v.strip() for k, v in rows[1:]}  # rows[0]: header
+
+
+def test_bench_synth_table_is_consistent(capsys):
+    from depthpe.bench.synth import REFERENCE_WORK
+
+    table = _bench_synth(capsys, "--scenes", "2", "--views", "3", "--height", "16", "--width", "24",
+                         "--target-s", "5000")
+    assert table["scenes x views"] == "2 x 3 at 16x24"
+    seconds = {k: float(table[k].removesuffix(" s")) for k in
+               ("render (sum over scenes)", "write (sum over scenes)", "wall", "CPU (process + workers)")}
+    wall, cpu = seconds["wall"], seconds["CPU (process + workers)"]
+    half_cent = 0.005  # the seconds are printed with 2 decimals
+    # one worker renders and writes the scenes one after another, inside the wall time
+    assert seconds["render (sum over scenes)"] + seconds["write (sum over scenes)"] <= wall + 3 * half_cent
+    # the target is scaled by the work (scenes x views x pixels) relative to the 64 x 12 x 112 x 112 reference
+    target = 5000 * 2 * 3 * 16 * 24 / REFERENCE_WORK
+    ratio, rest = table["wall / target"].split(" ", 1)
+    assert rest == f"(target {target:.3g} s; < 1 meets it)"
+    for printed, value in ((float(ratio), wall / target), (float(table["CPU / target"]), cpu / target)):
+        assert abs(printed - value) <= half_cent / target + half_cent
+    scenes_s, views_s = float(table["scenes/s"]), float(table["views/s"])
+    assert 2 / (wall + half_cent) - half_cent <= scenes_s
+    assert wall <= half_cent or scenes_s <= 2 / (wall - half_cent) + half_cent
+    assert views_s == pytest.approx(3 * scenes_s, abs=0.05 + 3 * half_cent)  # 3 views per scene
+
+
+def test_bench_synth_rejects_a_single_view():
+    import argparse
+
+    from depthpe.bench.synth import add_arguments, run
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(ValueError, match="views must be >= 2 for a multi-view dataset, got 1"):
+        run(parser.parse_args(["--scenes", "1", "--views", "1"]))
