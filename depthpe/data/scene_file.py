@@ -202,15 +202,8 @@ def write_scene(
             f.attrs[key] = value
         encoded = [encode_image(np.asarray(im), image_format, jpeg_quality) for im in images]
         _write_nodes(f, encoded, depth_store.astype(depth_dtype), K, w2c, valid, frame_names)
-    return {
-        "path": path.name,
-        "scene_id": scene_id,
-        "num_frames": n,
-        "height": h,
-        "width": w,
-        "metric": bool(metric),
-        "depth_units": depth_units,
-    }
+    return {"path": path.name, "scene_id": scene_id, "num_frames": n, "height": h, "width": w,
+            "metric": bool(metric), "depth_units": depth_units}
 
 
 def _depth_for_storage(depth: np.ndarray, depth_dtype: str) -> np.ndarray:
