@@ -61,7 +61,7 @@ def test_fsdp2_plugin_wraps_the_backbone_blocks_and_no_container(monkeypatch):
     from accelerate.utils.launch import prepare_multi_gpu_env
 
     from depthpe.model import DepthModel
-    from depthpe.training import RunConfig
+    from depthpe.run import RunConfig
     from tests.test_training import MICRO_MODEL
 
     for key, value in prepare_multi_gpu_env(_launch_args("fsdp2.yaml")).items():

@@ -21,8 +21,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from depthpe.config import dump_config
-from depthpe.training import train
+from depthpe.run import dump_run_config
+from depthpe.run.trainer import train
 from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
 
 TRAIN_PY = Path(__file__).parent.parent / "train" / "train.py"
@@ -73,7 +73,7 @@ def two_procs(synth_root, tmp_path_factory):  # noqa: F811
     tmp = tmp_path_factory.mktemp("ddp")
     out = tmp / "run"
     config = tmp / "config.yaml"
-    config.write_text(dump_config(_config(synth_root, out).to_dict()))
+    config.write_text(dump_run_config(_config(synth_root, out)))
     wrapper = tmp / "train_wrapper.py"
     wrapper.write_text(WRAPPER.replace("@TRAIN_PY@", repr(str(TRAIN_PY))).replace("@NAN_STEP@", str(NAN_STEP)))
     with socket.socket() as s:
@@ -153,8 +153,7 @@ def test_matches_one_process_with_the_same_global_batch(two_procs, synth_root, t
 def _views_per_step(out: Path) -> list[int]:
     """S of each step of the run (the batch shape is a function of (seed, step) only)."""
     from depthpe.data.sampling import batch_shape
-    from depthpe.training import RunConfig
-    from depthpe.config import load_config
+    from depthpe.run import load_run_config
 
-    cfg = RunConfig.from_dict(load_config(out / "config.yaml"))
+    cfg = load_run_config(out / "config.yaml")
     return [batch_shape(cfg.seed, step, cfg.data).num_views for step in range(cfg.train.steps)]

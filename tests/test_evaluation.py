@@ -4,7 +4,8 @@ import json
 import pytest
 import torch
 
-from depthpe.evaluation import discover_sources, evaluate, main
+from depthpe.evaluation import discover_sources, evaluate
+from depthpe.eval import main
 from depthpe.metrics import BASELINE_MODES, MODES
 from tests.test_training import MICRO_MODEL, synth_root  # noqa: F401 (fixture)
 
@@ -12,7 +13,7 @@ from tests.test_training import MICRO_MODEL, synth_root  # noqa: F401 (fixture)
 @pytest.fixture(scope="module")
 def saved_model(tmp_path_factory):
     from depthpe.model import DepthModel
-    from depthpe.training import RunConfig
+    from depthpe.run import RunConfig
 
     torch.manual_seed(0)
     model = DepthModel(RunConfig.from_dict({"model": dict(MICRO_MODEL)}).model_config())

@@ -2,7 +2,7 @@
 bad scene files and NaN/inf data (skipped, counted, logged), non-finite gradients (step skipped).
 
 Killed runs are forked child processes (they inherit the imported libraries, so they start fast) that
-install a fault and then call the real ``depthpe.training.main``; the fault SIGKILLs the child, which
+install a fault and then call the real ``depthpe.train.main``; the fault SIGKILLs the child, which
 nothing can catch. The resumed runs use ``main([... "--resume", "latest"])`` in this process. All runs
 use 1 torch thread, so CPU fp32 results are bit-for-bit reproducible.
 """
@@ -20,8 +20,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from depthpe.config import dump_config
-from depthpe.training import find_checkpoint, main, train
+from depthpe.run import dump_run_config
+from depthpe.run.checkpoints import find_checkpoint
+from depthpe.run.trainer import train
+from depthpe.train import main
 from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
 
 STEPS = 5  # checkpoints after steps 2 and 4
@@ -88,7 +90,7 @@ def _child(config: str, fault, arg: int) -> None:
 def _run_killed(tmp_path: Path, cfg, fault, arg: int) -> Path:
     """Run training with ``fault(arg)`` installed in a forked child; check it died of SIGKILL."""
     config = tmp_path / "config.yaml"
-    config.write_text(dump_config(cfg.to_dict()))
+    config.write_text(dump_run_config(cfg))
     child = multiprocessing.get_context("fork").Process(target=_child, args=(str(config), fault, arg))
     child.start()
     child.join(timeout=240)

@@ -148,7 +148,7 @@ def test_config_from_dict():
         {
             "sources": [{"name": "synth", "root": "data", "weight": 2}, {"name": "b", "view_selection": "window"}],
             "views": [3, 6],
-            "aspect": 0.5,
+            "aspect": [0.5, 0.5],
             "color_jitter": {"shared_prob": 0.5},
         }
     )
@@ -156,8 +156,11 @@ def test_config_from_dict():
     assert cfg.sources[0].split_dir.as_posix() == "data/synth/train"
     assert cfg.min_valid_fraction_of(1) == 0.05
     assert DataConfig.from_dict(cfg.to_dict()) == cfg
-    with pytest.raises(ValueError, match="unknown keys"):
+    with pytest.raises(ValueError, match=r"unknown config key 'view' \(did you mean 'views'\?\)"):
         DataConfig.from_dict({"sources": [], "view": 3})
+    with pytest.raises(ValueError, match=r"aspect: must be a \[min, max\] list"):
+        DataConfig.from_dict({"aspect": 0.5})
+    assert DataConfig(aspect=0.5).aspect == (0.5, 0.5)  # Python callers may still pass one number
     with pytest.raises(ValueError, match="multiple of patch_size"):
         DataConfig(image_width=500)
     with pytest.raises(ValueError, match="view_selection"):

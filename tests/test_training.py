@@ -5,8 +5,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from depthpe.config import apply_overrides, load_config
-from depthpe.training import OptimConfig, RunConfig, find_checkpoint, lr_at, train
+from depthpe.run import OptimConfig, RunConfig
+from depthpe.run.checkpoints import find_checkpoint
+from depthpe.run.step import lr_at
+from depthpe.run.trainer import train
 
 MICRO_MODEL = dict(preset="tiny", backbone_blocks=1, embed_dim=32, num_blocks=4, num_heads=2,
                    head_features=16, head_out_channels=[8, 16, 32, 32], head_layers=[0, 1, 2, 3])
@@ -53,20 +55,7 @@ def test_lr_schedule():
     assert lr_at(110, cos, 110) == pytest.approx(1e-5)
     with pytest.raises(ValueError, match="schedule"):
         OptimConfig(schedule="linear")
-
-
-def test_config_file_overrides_and_unknown_keys(tmp_path):
-    path = tmp_path / "c.yaml"
-    path.write_text("output_dir: a\ntrain: {steps: 3}\nmodel: {preset: tiny}\n")
-    d = load_config(path, ["train.steps=7", "optim.lr=2e-4", "model.global_pe=none"])
-    cfg = RunConfig.from_dict(d)
-    assert cfg.train.steps == 7 and cfg.optim.lr == 2e-4 and cfg.model_config().global_pe == "none"
-    with pytest.raises(ValueError, match="unknown keys \\['stepz'\\]"):
-        RunConfig.from_dict(apply_overrides(d, ["train.stepz=1"]))
-    with pytest.raises(ValueError, match="key.subkey=value"):
-        apply_overrides(d, ["train.steps"])
-    with pytest.raises(FileNotFoundError, match="configs/"):
-        load_config(tmp_path / "missing.yaml")
+    assert lr_at(3, OptimConfig(lr=1e-3, min_lr=1e-5, warmup_steps=0, schedule="constant"), 100) == 1e-3
 
 
 def test_few_steps_reduce_loss_on_fixed_batch(synth_root):
@@ -149,27 +138,6 @@ def test_nonfinite_loss_is_skipped_and_counted(synth_root, tmp_path, monkeypatch
                          train={"steps": 5, "checkpoint_every": 0, "max_nonfinite_in_row": 3}))
 
 
-def test_base_configs_merge_and_every_shipped_config_is_valid(tmp_path):
-    from pathlib import Path
-
-    (tmp_path / "a.yaml").write_text("output_dir: a\nmodel: {preset: tiny, global_pe: rope}\ntrain: {steps: 3}\n")
-    (tmp_path / "b.yaml").write_text("base: a.yaml\nmodel: {global_pe: prope}\n")
-    merged = load_config(tmp_path / "b.yaml")
-    assert merged["model"] == {"preset": "tiny", "global_pe": "prope"} and merged["train"] == {"steps": 3}
-    (tmp_path / "c.yaml").write_text("base: c.yaml\n")
-    with pytest.raises(ValueError, match="circular"):
-        load_config(tmp_path / "c.yaml")
-    configs = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
-    assert len(configs) >= 12
-    for path in configs:
-        cfg = RunConfig.from_dict(load_config(path))
-        model_cfg = cfg.model_config()
-        expected = path.stem.split("_", 1)[1] if "_" in path.stem else "rope"
-        if expected != "rope" and not expected.startswith("rope"):
-            assert model_cfg.global_pe == expected, path
-        assert cfg.data.sources, path
-
-
 def test_sigterm_writes_a_checkpoint_and_resume_matches(synth_root, tmp_path, monkeypatch):
     """Pre-emption: SIGTERM during step 2 -> checkpoint of step 2, exit 143; --resume latest then
     ends with the same weights as an uninterrupted run."""
@@ -202,3 +170,111 @@ def test_sigterm_writes_a_checkpoint_and_resume_matches(synth_root, tmp_path, mo
                         / "model.safetensors")
     for k in reference:
         assert torch.equal(reference[k], resumed[k]), k
+
+
+def _record_optimizer_steps(monkeypatch):
+    """Patch AdamW.step to record, at every real optimizer step, each param group's lr and weight
+    decay and the global norm of the gradients it is about to apply (after clipping)."""
+    records = []
+    real_step = torch.optim.AdamW.step
+
+    def recording_step(self, *args, **kwargs):
+        grads = [p.grad for g in self.param_groups for p in g["params"] if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item()
+        records.append({"lr": [g["lr"] for g in self.param_groups],
+                        "weight_decay": [g["weight_decay"] for g in self.param_groups], "grad_norm": norm})
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
+    return records
+
+
+def test_optimizer_gets_the_scheduled_lr_decay_groups_and_clipped_gradients(synth_root, tmp_path, monkeypatch):
+    records = _record_optimizer_steps(monkeypatch)
+    cfg = run_config(synth_root, tmp_path / "run", optim={"lr": 1e-3, "min_lr": 1e-5, "warmup_steps": 2,
+                                                         "schedule": "cosine", "weight_decay": 0.3, "grad_clip": 1e-3},
+                     train={"steps": 5, "checkpoint_every": 0})
+    train(cfg)
+    assert len(records) == 5
+    for step, rec in enumerate(records):
+        assert rec["lr"] == [pytest.approx(lr_at(step, cfg.optim, 5))] * 2, step
+        assert rec["weight_decay"] == [0.3, 0.0]  # decayed group, then norms/biases/tokens without decay
+        assert rec["grad_norm"] <= 1e-3 * (1 + 1e-4)  # clipped to optim.grad_clip
+    assert len({r["lr"][0] for r in records}) == 4  # warm-up (2 steps), then cosine from lr down (the first two equal lr)
+    logged = _tensorboard_scalars(tmp_path / "run", "grad_norm")
+    assert min(logged) > 1e-3  # the unclipped norms were larger: clipping was active
+
+
+def _tensorboard_scalars(run_dir, tag):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    values = []
+    for events in (run_dir / "logs").rglob("events.out.tfevents*"):
+        acc = EventAccumulator(str(events))
+        acc.Reload()
+        if tag in acc.Tags().get("scalars", []):
+            values += [e.value for e in acc.Scalars(tag)]
+    return values
+
+
+def test_train_log_training_inputs_and_val_panels_in_every_tracker(synth_root, tmp_path, monkeypatch):
+    from depthpe.model.training_inputs import read_training_inputs
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    out = tmp_path / "run"
+    final = train(run_config(synth_root, out, train={"steps": 2, "checkpoint_every": 0,
+                                                      "report_to": ["tensorboard", "wandb"]},
+                             val={"sources": [{"name": "synth", "root": str(synth_root), "split": "val"}],
+                                  "every": 0, "views": 3, "max_scenes": 1, "panels": 1}))
+    log_text = (out / "train.log").read_text()
+    assert "world size 1" in log_text and "validation at step 2" in log_text and "training done: 2 steps" in log_text
+    inputs = read_training_inputs(final)
+    assert inputs.image_width == 42 and inputs.aspect == (0.5, 1.0) and inputs.views == (2, 3)
+    assert json.loads((out / "val_summary.json").read_text())["step"] == 2
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    image_tags = []
+    for events in (out / "logs").rglob("events.out.tfevents*"):
+        acc = EventAccumulator(str(events))
+        acc.Reload()
+        image_tags += acc.Tags().get("images", [])
+    assert any(t.startswith("val_panels/") for t in image_tags), image_tags
+    assert list((out / "wandb").rglob("media/images/val_panels/*.png"))  # W&B (offline) got the panel too
+
+
+def test_resume_refuses_another_model_and_reports_changed_settings(synth_root, tmp_path, capsys):
+    from depthpe.config import ConfigError
+
+    out = tmp_path / "run"
+    train(run_config(synth_root, out))
+    with pytest.raises(ConfigError, match=r"model.global_pe \(checkpoint 'rope', config 'prope'\)"):
+        train(run_config(synth_root, out, model={**MICRO_MODEL, "global_pe": "prope"}), resume="latest")
+    capsys.readouterr()
+    train(run_config(synth_root, out, train={"steps": 6}), resume="latest")
+    printed = capsys.readouterr().out
+    assert "resumed from" in printed and "train.steps: 4 -> 6" in printed
+    assert json.loads((out / "final" / "trainer_state.json").read_text())["step"] == 6
+
+
+def test_resume_auto_starts_fresh_and_latest_without_checkpoint_is_an_error(synth_root, tmp_path):
+    from depthpe.config import ConfigError
+
+    with pytest.raises(ConfigError, match="no complete checkpoint"):
+        train(run_config(synth_root, tmp_path / "a"), resume="latest")
+    assert not (tmp_path / "a").exists()
+    final = train(run_config(synth_root, tmp_path / "b", train={"steps": 2}), resume="auto")
+    assert json.loads((final / "trainer_state.json").read_text())["step"] == 2
+
+
+def test_final_model_survives_a_failing_final_validation(synth_root, tmp_path, monkeypatch, capsys):
+    import depthpe.evaluation as evaluation
+
+    def broken(*args, **kwargs):
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(evaluation, "evaluate", broken)
+    final = train(run_config(synth_root, tmp_path / "run", train={"steps": 2, "checkpoint_every": 0},
+                             val={"sources": [{"name": "synth", "root": str(synth_root), "split": "val"}]}))
+    assert (final / "model.safetensors").is_file()
+    assert "final validation failed: OSError: disk went away" in capsys.readouterr().out
