@@ -112,12 +112,9 @@ def evaluate(
     panels: number of scenes (from the start of the main process's shard) to render as
     RGB | GT | prediction | error panels. Returns an ``EvalResult`` (see ``write_outputs``).
     """
-    from tqdm.auto import tqdm
-
     rank = accelerator.process_index if accelerator is not None else 0
     world = accelerator.num_processes if accelerator is not None else 1
     device = accelerator.device if accelerator is not None else next(model.parameters()).device
-    is_main = rank == 0
     dataset = SceneEvalDataset(
         sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest
     )
@@ -125,44 +122,15 @@ def evaluate(
     loader_kw = _loader_kwargs(num_workers, False, 2)
     loader_kw["persistent_workers"] = False
     loader = DataLoader(dataset, batch_size=1, sampler=indices, collate_fn=collate_eval, **loader_kw)
-
-    # Pass 1: GT median per dataset (global-constant baseline).
-    medians: dict[str, StreamingMedian] = {}
-    for batch in tqdm(loader, desc="eval pass 1/2 (GT)", disable=not (progress and is_main), leave=False):
-        if batch["error"] is None:
-            medians.setdefault(batch["dataset"][0], StreamingMedian()).update(batch["depth"][0], batch["valid"][0])
-    merged: dict[str, StreamingMedian] = {}
-    for part in _gather([medians], accelerator):
-        for name, hist in part.items():
-            merged.setdefault(name, StreamingMedian()).merge(hist)
-    global_value = {name: hist.median() for name, hist in merged.items()}
-
-    # Pass 2: predictions.
+    show = progress and rank == 0
+    global_value = _global_medians(loader, accelerator, show)
     was_training = model.training
     model.eval()
-    rows, failures, frames, rendered = [], [], {}, []
     try:
-        for batch in tqdm(loader, desc="eval pass 2/2 (model)", disable=not (progress and is_main), unit="scene"):
-            key = f"{batch['dataset'] if isinstance(batch['dataset'], str) else batch['dataset'][0]}/" \
-                  f"{batch['scene'] if isinstance(batch['scene'], str) else batch['scene'][0]}"
-            if batch["error"] is not None:
-                failures.append({"scene": key, "error": batch["error"]})
-                continue
-            name, scene = batch["dataset"][0], batch["scene"][0]
-            frames[key] = [int(i) for i in batch["frames"][0]]
-            out = model(batch["images"].to(device), batch["K"].to(device), batch["w2c"].to(device))
-            pred = out["depth"][0].float().cpu()
-            gt, valid = batch["depth"][0], batch["valid"][0]
-            rows += scene_rows(pred, gt, valid, dataset=name, scene=scene)
-            rows += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
-            if is_main and len(rendered) < panels:
-                from .viz import views_grid
-
-                grid = views_grid(batch["images"][0], gt, pred, valid, max_views=4, channels_first=False)
-                rendered.append((f"{name}_{scene}", grid))
+        rows, failures, frames, rendered = _predict_scenes(model, loader, device, global_value,
+                                                           panels if rank == 0 else 0, show)
     finally:
         model.train(was_training)
-
     all_rows = [r for part in _gather([rows], accelerator) for r in part]
     all_failures = [f for part in _gather([failures], accelerator) for f in part]
     all_frames: dict = {}
@@ -173,6 +141,47 @@ def evaluate(
         summary.setdefault(name, {}).setdefault("global_constant", {})["value"] = value
     return EvalResult(summary=summary, rows=all_rows, manifest=dict(sorted(all_frames.items())),
                       failures=all_failures, panels=rendered)
+
+
+def _global_medians(loader, accelerator, progress: bool) -> dict[str, float]:
+    """Pass 1: the median normalized GT depth per dataset over all processes' scenes (the
+    global-constant baseline)."""
+    from tqdm.auto import tqdm
+
+    medians: dict[str, StreamingMedian] = {}
+    for batch in tqdm(loader, desc="eval pass 1/2 (GT)", disable=not progress, leave=False):
+        if batch["error"] is None:
+            medians.setdefault(batch["dataset"][0], StreamingMedian()).update(batch["depth"][0], batch["valid"][0])
+    merged: dict[str, StreamingMedian] = {}
+    for part in _gather([medians], accelerator):
+        for name, hist in part.items():
+            merged.setdefault(name, StreamingMedian()).merge(hist)
+    return {name: hist.median() for name, hist in merged.items()}
+
+
+def _predict_scenes(model, loader, device, global_value: dict, panels: int, progress: bool):
+    """Pass 2: run the model on this process's scenes; returns (metric rows, failures, frames per
+    scene, rendered panels)."""
+    from tqdm.auto import tqdm
+
+    rows, failures, frames, rendered = [], [], {}, []
+    for batch in tqdm(loader, desc="eval pass 2/2 (model)", disable=not progress, unit="scene"):
+        name, scene = (x if isinstance(x, str) else x[0] for x in (batch["dataset"], batch["scene"]))
+        if batch["error"] is not None:  # an unusable scene comes as the item itself (plain strings)
+            failures.append({"scene": f"{name}/{scene}", "error": batch["error"]})
+            continue
+        frames[f"{name}/{scene}"] = [int(i) for i in batch["frames"][0]]
+        out = model(batch["images"].to(device), batch["K"].to(device), batch["w2c"].to(device))
+        pred = out["depth"][0].float().cpu()
+        gt, valid = batch["depth"][0], batch["valid"][0]
+        rows += scene_rows(pred, gt, valid, dataset=name, scene=scene)
+        rows += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
+        if len(rendered) < panels:
+            from .viz import views_grid
+
+            grid = views_grid(batch["images"][0], gt, pred, valid, max_views=4, channels_first=False)
+            rendered.append((f"{name}_{scene}", grid))
+    return rows, failures, frames, rendered
 
 
 def format_summary(summary: dict, keys: Sequence[str] = ("abs_rel", "delta1", "delta2", "delta3", "rmse", "log_rmse")) -> str:
