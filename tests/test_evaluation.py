@@ -120,3 +120,37 @@ def _close(a, b, tol=1e-6):
     if isinstance(a, float):
         return abs(a - b) <= tol * max(1.0, abs(b)) or (a != a and b != b)
     return a == b
+
+
+def test_unusable_scene_is_reported_not_fatal(synth_root, saved_model, tmp_path):  # noqa: F811
+    import shutil
+
+    root = tmp_path / "data"
+    shutil.copytree(synth_root / "synth" / "val", root / "synth" / "val")
+    (root / "synth" / "val" / "val_000001.h5").write_bytes(b"not an hdf5 file")
+    from depthpe.model import DepthModel
+
+    result = evaluate(DepthModel.from_pretrained(saved_model), discover_sources(root, "val"), views=3, image_width=42)
+    assert [f["scene"] for f in result.failures] == ["synth/val_000001"]
+    assert result.summary["synth"]["native"]["n_scenes"] == 1
+
+
+def test_eval_defaults_to_the_width_the_model_was_trained_at(synth_root, saved_model, tmp_path, capsys):  # noqa: F811
+    import shutil
+
+    from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
+
+    model = tmp_path / "model"
+    shutil.copytree(saved_model, model)
+    write_training_inputs(model, TrainingInputs(42, (1.0, 1.0), (2, 3)))
+    common = ["--model", str(model), "--data", str(synth_root), "--views", "3", "--num-workers", "0", "--cpu",
+              "--panels", "0"]
+    assert main([*common, "--out", str(tmp_path / "default")]) == 0
+    assert "image width 42 and aspect 1.0 from the model's training inputs" in capsys.readouterr().out
+    assert main([*common, "--out", str(tmp_path / "explicit"), "--image-width", "42"]) == 0
+    assert main([*common, "--out", str(tmp_path / "other"), "--image-width", "56"]) == 0
+    table = {name: (tmp_path / name / "summary.md").read_text() for name in ("default", "explicit", "other")}
+    assert table["default"] == table["explicit"] != table["other"]
+    capsys.readouterr()
+    assert main([*common, "--out", str(tmp_path / "bad"), "--image-width", "50"]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: --image-width must be a positive multiple of 14")
