@@ -15,7 +15,8 @@ Implemented (only what ``create_repo``, ``create_commit``/``upload_folder``, ``c
     POST   /api/models/<repo>/commit/<rev>         NDJSON header/file/deletedFile/deletedFolder lines
     POST   /api/models/<repo>/branch/<branch>      {"startingPoint"?}        (409 if it exists)
     DELETE /api/models/<repo>/branch/<branch>
-    POST   /api/models/<repo>/tag/<rev>            {"tag", "message"?}       (409 if it exists)
+    POST   /api/models/<repo>/tag/<rev>            {"tag", "message"?}       (409 if it exists: HubPusher
+                                                   then moves the tag with DELETE + POST)
     DELETE /api/models/<repo>/tag/<tag>
     GET    /api/models/<repo>/revision/<rev>       {"id", "sha", "siblings", "private"}
     GET    /api/models/<repo>/refs                 {"branches", "tags", "converts"}
@@ -269,40 +270,48 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             return self._commit(repo, rev, body)
         if action == "branch":
-            if self._inject("branch"):
-                return
-            with hub.lock:
-                if method == "DELETE":
-                    repo.branches.pop(rev, None)
-                    return self._send(200, {})
-                if rev in repo.branches:
-                    return self._error(409, f"Reference already exists: refs/heads/{rev}")
-                start = json.loads(body or b"{}").get("startingPoint") or "main"
-                oid = repo.resolve(start)
-                if oid is None:
-                    return self._error(404, f"Invalid rev id: {start}", "RevisionNotFound")
-                repo.branches[rev] = oid
-            return self._send(200, {})
+            return self._branch(method, repo, rev, body)
         if action == "tag":
-            if method == "POST" and self._inject("tag"):
-                return
-            with hub.lock:
-                if method == "DELETE":
-                    if rev not in repo.tags:
-                        return self._error(404, f"Tag {rev} not found", "RevisionNotFound")
-                    del repo.tags[rev]
-                    return self._send(200, {})
-                tag = json.loads(body)["tag"]
-                if tag in repo.tags:
-                    return self._error(409, f"Tag {tag} already exists")
-                oid = repo.resolve(rev)
-                if oid is None:
-                    return self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
-                repo.tags[tag] = oid
-            return self._send(200, {})
+            return self._tag(method, repo, rev, body)
         with hub.lock:
             hub.unknown.append((method, self.path))
         return self._error(404, f"fake hub: no route for {method} {self.path}")
+
+    def _branch(self, method: str, repo: FakeRepo, rev: str, body: bytes) -> None:
+        """POST creates branch ``rev`` (from ``startingPoint``, default main; 409 if it exists), DELETE removes it."""
+        if self._inject("branch"):
+            return
+        with self.hub.lock:
+            if method == "DELETE":
+                repo.branches.pop(rev, None)
+                return self._send(200, {})
+            if rev in repo.branches:
+                return self._error(409, f"Reference already exists: refs/heads/{rev}")
+            start = json.loads(body or b"{}").get("startingPoint") or "main"
+            oid = repo.resolve(start)
+            if oid is None:
+                return self._error(404, f"Invalid rev id: {start}", "RevisionNotFound")
+            repo.branches[rev] = oid
+        return self._send(200, {})
+
+    def _tag(self, method: str, repo: FakeRepo, rev: str, body: bytes) -> None:
+        """POST tags revision ``rev`` (409 if the tag exists), DELETE removes tag ``rev`` (404 if unknown)."""
+        if method == "POST" and self._inject("tag"):
+            return
+        with self.hub.lock:
+            if method == "DELETE":
+                if rev not in repo.tags:
+                    return self._error(404, f"Tag {rev} not found", "RevisionNotFound")
+                del repo.tags[rev]
+                return self._send(200, {})
+            tag = json.loads(body)["tag"]
+            if tag in repo.tags:
+                return self._error(409, f"Tag {tag} already exists")
+            oid = repo.resolve(rev)
+            if oid is None:
+                return self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+            repo.tags[tag] = oid
+        return self._send(200, {})
 
     def _commit(self, repo: FakeRepo, rev: str, body: bytes) -> None:
         hub = self.hub
