@@ -1,10 +1,12 @@
 """Model cards (``README.md``) for exported depthpe models, regenerated on every Hub push.
 
 A card has Hub metadata (front matter: ``library_name: depthpe``, ``pipeline_tag: depth-estimation``,
-tags naming the global positional encoding and the training datasets, ``license``, ``base_model``
-when initialised from released weights) and a body: what the model is, how to load it, the latest
-evaluation table (``native``, ``scene_aligned`` and ``image_aligned`` rows per dataset, as printed by
-``depthpe.evaluation.format_summary``), the training configuration and the licence.
+tags naming the global positional encoding and the training datasets, ``datasets`` (Hub names of the
+training datasets), ``model-index`` (the evaluation numbers, rendered by huggingface_hub's
+``ModelCardData`` / ``EvalResult``), ``license``, ``base_model`` when initialised from released
+weights) and a body: what the model is, the input size it was trained at, how to load it, the
+latest evaluation table (``native``, ``scene_aligned`` and ``image_aligned`` rows per dataset, as
+printed by ``depthpe.evaluation.format_summary``), the training configuration and the licence.
 
 Everything here is a pure function of a ``CardInfo``; nothing touches the network (the Hub's
 metadata validation happens when the card is uploaded).
@@ -13,15 +15,38 @@ metadata validation happens when the card is uploaded).
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["CardInfo", "INIT_WEIGHTS", "CARD_MODES", "render_model_card", "write_model_card", "card_info_for_folder"]
+from .model.training_inputs import TrainingInputs, read_training_inputs
+
+if TYPE_CHECKING:
+    from huggingface_hub import EvalResult, ModelCardData
+
+    from .run.schema import RunConfig
+
+__all__ = ["CardInfo", "INIT_WEIGHTS", "HUB_DATASETS", "CARD_MODES", "INDEX_METRICS", "render_model_card",
+           "write_model_card", "card_info_for_folder", "card_metadata", "init_weights_release"]
 
 CARD_NAME = "README.md"
 DEFAULT_LICENSE = "apache-2.0"
 CARD_MODES = ("native", "scene_aligned", "image_aligned")  # evaluation rows shown on the card
 CARD_METRICS = ("abs_rel", "delta1", "delta2", "rmse")
+INDEX_METRICS = {"abs_rel": "AbsRel", "delta1": "delta1 < 1.25"}  # model-index: type -> name
+SYNTH = "synth"  # depthpe's procedural scenes (depthpe.data.synth): no published dataset behind them
+
+# Hub names (``datasets:`` metadata) and display names of the datasets depthpe has converters for.
+# CO3D and ARKitScenes are distributed by their authors outside the Hub: plain names.
+HUB_DATASETS: dict[str, tuple[str, str]] = {
+    "co3d": ("co3d", "CO3Dv2"),
+    "wildrgbd": ("hongchi/wildrgbd", "WildRGB-D"),
+    "arkitscenes": ("arkitscenes", "ARKitScenes"),
+    "megasynth": ("hwjiang/MegaSynth", "MegaSynth"),
+    SYNTH: (SYNTH, "depthpe synth (procedural scenes)"),
+}
 
 # Released weights a model may be initialised from: Hub metadata and the licence note they impose.
 INIT_WEIGHTS: dict[str, dict] = {
@@ -43,6 +68,13 @@ INIT_WEIGHTS: dict[str, dict] = {
 }
 
 
+def init_weights_release(cfg: "RunConfig | None") -> str | None:
+    """``cfg.model.init_from`` when it names a known release (a key of ``INIT_WEIGHTS``, e.g.
+    ``facebook/VGGT-1B``), else None (for a local copy of VGGT-1B set ``hub.license`` yourself)."""
+    init_from = cfg.model.init_from if cfg is not None else None
+    return init_from if init_from in INIT_WEIGHTS else None
+
+
 @dataclass
 class CardInfo:
     """What a model card says. All fields but ``model_config`` are optional.
@@ -50,7 +82,7 @@ class CardInfo:
     model_config: the model's ``config.json`` as a dict (``DepthModelConfig`` fields);
     repo_id / revision: where the card lives (used in the loading snippet; revision = a tag such as
         ``step-0000400`` or a branch, None = the default branch);
-    run_config: the resolved training config (``RunConfig.to_dict()``), None when unknown;
+    run_config: the training run's ``RunConfig`` (``depthpe.run.schema``), None when unknown;
     step / total_steps: optimizer step of these weights and of the whole run; final: the run's
         final model (not an intermediate checkpoint);
     eval_summary: ``EvalResult.summary`` ({dataset: {mode: {metric: value, n_scenes, n_images}}});
@@ -58,12 +90,14 @@ class CardInfo:
     license: SPDX-like Hub licence id of the weights (ignored when ``init_weights`` sets one);
     init_weights: Hub id of released weights the model was initialised from (a key of
         ``INIT_WEIGHTS``, e.g. ``facebook/VGGT-1B``): sets ``base_model``, the licence and a note.
+        None = ``init_weights_release(run_config)``;
+    training_inputs: the input sizes the model was trained at (``training_inputs.json``), if known.
     """
 
     model_config: dict
     repo_id: str | None = None
     revision: str | None = None
-    run_config: dict | None = None
+    run_config: "RunConfig | None" = None
     step: int | None = None
     total_steps: int | None = None
     final: bool = False
@@ -71,48 +105,99 @@ class CardInfo:
     eval_note: str | None = None
     license: str = DEFAULT_LICENSE
     init_weights: str | None = None
+    training_inputs: TrainingInputs | None = None
     extra_tags: list = field(default_factory=list)
 
     def __post_init__(self):
+        from .run.schema import RunConfig
+
+        if self.run_config is not None and not isinstance(self.run_config, RunConfig):
+            raise TypeError(f"CardInfo.run_config must be a depthpe.run.schema.RunConfig or None, got "
+                            f"{type(self.run_config).__name__} (read config.yaml with depthpe.run.load_run_config)")
+        if self.init_weights is None:
+            self.init_weights = init_weights_release(self.run_config)
         if self.init_weights is not None and self.init_weights not in INIT_WEIGHTS:
             raise ValueError(
                 f"init_weights={self.init_weights!r} is not a known release; known: {sorted(INIT_WEIGHTS)}"
             )
 
 
-def _datasets(run_config: dict | None) -> list[str]:
+# ------------------------------------------------------------------------------------ metadata
+def _datasets(run_config: "RunConfig | None") -> list[str]:
     """Dataset names of the training sources (folder name, else source name), in config order."""
-    if not run_config:
+    if run_config is None:
         return []
-    names = []
-    for src in (run_config.get("data") or {}).get("sources") or []:
-        name = src.get("dataset") or src.get("name")
-        if name and name not in names:
-            names.append(str(name))
-    return names
+    return list(dict.fromkeys(str(s.dataset or s.name) for s in run_config.data.sources))
+
+
+def _hub_datasets(names: list[str]) -> list[str]:
+    """``datasets:`` metadata: Hub names where known, plain names otherwise, without ``synth``."""
+    return list(dict.fromkeys(HUB_DATASETS.get(n, (n, n))[0] for n in names if n != SYNTH))
 
 
 def _tag(text: str) -> str:
     return str(text).strip().lower().replace(" ", "-").replace("_", "-")
 
 
-def card_metadata(info: CardInfo) -> dict:
-    """Front-matter fields (a plain dict, keys as the Hub expects them)."""
+def _model_name(info: CardInfo) -> str:
+    """Name of the model in ``model-index``: the repository name, else ``depthpe-<global_pe>``."""
+    if info.repo_id:
+        return info.repo_id.split("/")[-1]
+    return f"depthpe-{_tag(info.model_config.get('global_pe', 'model'))}"
+
+
+def eval_results(summary: dict | None) -> list["EvalResult"]:
+    """One huggingface_hub ``EvalResult`` per (dataset, ``CARD_MODES`` row, ``INDEX_METRICS`` metric)
+    of an evaluation summary: dataset_type = the depthpe dataset name, metric_config = the row,
+    values rounded to 4 decimals as in the table. Rows without scenes and NaN values are left out."""
+    from huggingface_hub import EvalResult
+
+    results = []
+    for dataset in sorted(summary or {}):
+        display = HUB_DATASETS.get(dataset, (dataset, dataset))[1]
+        for mode in CARD_MODES:
+            row = summary[dataset].get(mode) or {}
+            if "n_scenes" not in row:
+                continue
+            for metric, label in INDEX_METRICS.items():
+                value = row.get(metric)
+                if value is None or math.isnan(float(value)):
+                    continue
+                results.append(EvalResult(
+                    task_type="depth-estimation", task_name="Multi-view depth estimation", dataset_type=dataset,
+                    dataset_name=display, metric_type=metric, metric_value=round(float(value), 4),
+                    metric_name=f"{label} ({mode})", metric_config=mode))
+    return results
+
+
+def card_data(info: CardInfo) -> "ModelCardData":
+    """The card's front matter as a huggingface_hub ``ModelCardData`` (``model-index`` included)."""
+    from huggingface_hub import ModelCardData
+
     tags = ["depthpe", "multi-view-depth", "depth-estimation", "model_hub_mixin", "pytorch_model_hub_mixin"]
     pe = info.model_config.get("global_pe")
     if pe:
         tags.append(f"global-pe-{_tag(pe)}")
-    tags += [_tag(d) for d in _datasets(info.run_config)]
-    tags += [_tag(t) for t in info.extra_tags]
-    meta = {"library_name": "depthpe", "pipeline_tag": "depth-estimation", "license": info.license,
-            "tags": list(dict.fromkeys(tags))}
+    names = _datasets(info.run_config)
+    tags += [_tag(d) for d in names] + [_tag(t) for t in info.extra_tags]
+    licence: dict = {"license": info.license}
     if info.init_weights:
         release = INIT_WEIGHTS[info.init_weights]
-        meta["base_model"] = info.init_weights
-        meta.update({k: release[k] for k in ("license", "license_name", "license_link") if k in release})
-    return meta
+        licence = {k: release[k] for k in ("license", "license_name", "license_link") if k in release}
+    results = eval_results(info.eval_summary)
+    return ModelCardData(
+        library_name="depthpe", pipeline_tag="depth-estimation", tags=list(dict.fromkeys(tags)),
+        datasets=_hub_datasets(names) or None, base_model=info.init_weights,
+        model_name=_model_name(info) if results else None, eval_results=results or None, **licence,
+    )
 
 
+def card_metadata(info: CardInfo) -> dict:
+    """Front-matter fields (a plain dict, keys as the Hub expects them, ``model-index`` included)."""
+    return card_data(info).to_dict()
+
+
+# ------------------------------------------------------------------------------------ body
 def eval_table(summary: dict, metrics=CARD_METRICS) -> str:
     """Markdown table of the ``CARD_MODES`` rows of an evaluation summary (empty string if none)."""
     from .evaluation import format_summary
@@ -125,34 +210,43 @@ def eval_table(summary: dict, metrics=CARD_METRICS) -> str:
     return format_summary(rows, present)
 
 
-def _training_summary(cfg: dict, model_config: dict) -> list[tuple[str, str]]:
-    """(setting, value) rows of the card's training table; settings absent from ``cfg`` are left out."""
-    data, optim, train, loss = (cfg.get(k) or {} for k in ("data", "optim", "train", "loss"))
-
-    def row(label: str, template: str, section: dict, *keys: str) -> None:
-        if all(section.get(k) is not None for k in keys):
-            rows.append((label, template.format(*(section[k] for k in keys))))
-
+def _training_summary(cfg: "RunConfig", model_config: dict) -> list[tuple[str, str]]:
+    """(setting, value) rows of the card's training table."""
+    data, optim, train, loss = cfg.data, cfg.optim, cfg.train, cfg.loss
     rows = [("global positional encoding", f"`{model_config.get('global_pe')}`")]
-    srcs = [f"{s.get('dataset') or s.get('name')} ({s.get('split', 'train')}, weight {s.get('weight', 1.0)})"
-            for s in data.get("sources") or []]
-    if srcs:
-        rows.append(("training data", ", ".join(srcs)))
-    row("views per sample", "{0[0]}-{0[1]}", data, "views")
-    row("image width", "{} px, height/width in {}", data, "image_width", "aspect")
-    row("images per batch (per process)", "{}", data, "max_images_per_batch")
-    row("optimizer", "AdamW, lr {}, weight decay {}", optim, "lr", "weight_decay")
-    row("schedule", "{}, {} warm-up steps, min lr {}", optim, "schedule", "warmup_steps", "min_lr")
-    row("optimizer steps", "{}", train, "steps")
-    row("gradient accumulation", "{}", train, "grad_accum")
-    row("mixed precision", "{}", train, "mixed_precision")
-    row("loss", "L1 x {} + gradient x {} ({} scales)", loss, "l1_weight", "gradient_weight", "gradient_scales")
-    row("seed", "{}", cfg, "seed")
+    sources = [f"{s.dataset or s.name} ({s.split}, weight {s.weight:g})" for s in data.sources]
+    if sources:
+        rows.append(("training data", ", ".join(sources)))
+    if cfg.model.init_from:
+        rows.append(("initialised from", f"`{_public_location(cfg.model.init_from)}`"))
+    rows += [
+        ("views per sample", f"{data.views[0]}-{data.views[1]}"),
+        ("image width", f"{data.image_width} px, height/width in [{data.aspect[0]:g}, {data.aspect[1]:g}]"),
+        ("images per batch (per process)", f"{data.max_images_per_batch}"),
+        ("optimizer", f"AdamW, lr {optim.lr:g}, weight decay {optim.weight_decay:g}"),
+        ("schedule", f"{optim.schedule}, {optim.warmup_steps} warm-up steps, min lr {optim.min_lr:g}"),
+        ("optimizer steps", f"{train.steps}"),
+        ("gradient accumulation", f"{train.grad_accum}"),
+        ("mixed precision", train.mixed_precision),
+        ("loss", f"L1 x {loss.l1_weight:g} + gradient x {loss.gradient_weight:g} ({loss.gradient_scales} scales)"),
+        ("seed", f"{cfg.seed}"),
+    ]
     return rows
 
 
-def _public_config(cfg: dict) -> dict:
-    """The run config without local paths (``output_dir``, data ``root``) and the hub section."""
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def _public_location(value: str) -> str:
+    """A Hub id as it is; a local file by its name only (no local paths on a public card)."""
+    if _HUB_ID.match(value) and not value.endswith((".pt", ".pth", ".bin", ".safetensors")):
+        return value
+    return Path(value).name
+
+
+def _public_config(cfg: "RunConfig") -> dict:
+    """The run config as a dict without local paths (``output_dir``, data ``root``; local weight
+    files by name) and without the hub section."""
     def strip(x):
         if isinstance(x, dict):
             return {k: strip(v) for k, v in x.items() if k not in ("root", "output_dir", "hub")}
@@ -160,45 +254,45 @@ def _public_config(cfg: dict) -> dict:
             return [strip(v) for v in x]
         return x
 
-    return strip(cfg)
+    doc = strip(cfg.to_dict())
+    for key in ("init_from", "backbone_weights"):
+        if doc["model"].get(key):
+            doc["model"][key] = _public_location(doc["model"][key])
+    return doc
 
 
-def render_model_card(info: CardInfo) -> str:
-    """The full ``README.md`` text (YAML front matter + markdown body) for ``info``."""
-    import yaml
-    from huggingface_hub import ModelCardData
-
-    meta = card_metadata(info)
-    front = ModelCardData(**meta).to_yaml()
+def _intro_lines(info: CardInfo) -> list[str]:
+    """Title, what the model is, which stage of the run and the input size it was trained at."""
     mc = info.model_config
     pe = mc.get("global_pe", "?")
-    title = f"depthpe multi-view depth model (global PE: `{pe}`)"
-    if info.final:
-        stage = f"Final model of the run{f', after {info.step} optimizer steps' if info.step is not None else ''}."
-    elif info.step is not None:
-        total = f" of {info.total_steps}" if info.total_steps else ""
-        stage = f"Intermediate checkpoint at optimizer step {info.step}{total}."
-    else:
-        stage = ""
-    backbone = mc.get("backbone", "?")
-    if mc.get("backbone_blocks"):
-        n = mc["backbone_blocks"]
-        backbone += f"`, first {n} block{'s' if n != 1 else ''}"
-    else:
-        backbone += "`"
+    n = mc.get("backbone_blocks")
+    backbone = f"`{mc.get('backbone', '?')}`" + (f", first {n} block{'s' if n != 1 else ''}" if n else "")
     lines = [
-        "---", front.rstrip("\n"), "---", "", f"# {title}", "",
-        f"A VGGT-style multi-view depth model trained with depthpe: a "
-        f"frozen DINOv2 backbone (`{backbone}), an aggregator of {mc.get('num_blocks', '?')} frame + "
-        f"{mc.get('num_blocks', '?')} global attention blocks ({mc.get('embed_dim', '?')} dims, "
-        f"{mc.get('num_heads', '?')} heads) whose global attention uses the `{pe}` positional encoding, "
-        "and a DPT depth head. It predicts z-depth for every view of a posed image set.", "",
+        f"# depthpe multi-view depth model (global PE: `{pe}`)", "",
+        f"A VGGT-style multi-view depth model trained with depthpe: a frozen DINOv2 backbone ({backbone}), "
+        f"an aggregator of {mc.get('num_blocks', '?')} frame + {mc.get('num_blocks', '?')} global attention "
+        f"blocks ({mc.get('embed_dim', '?')} dims, {mc.get('num_heads', '?')} heads) whose global attention "
+        f"uses the `{pe}` positional encoding, and a DPT depth head. It predicts z-depth for every view of a "
+        "posed image set.", "",
     ]
-    if stage:
-        lines += [stage, ""]
+    if info.final:
+        lines += [f"Final model of the run{f', after {info.step} optimizer steps' if info.step is not None else ''}.", ""]
+    elif info.step is not None:
+        lines += [f"Intermediate checkpoint at optimizer step {info.step}"
+                  f"{f' of {info.total_steps}' if info.total_steps else ''}.", ""]
+    ti = info.training_inputs
+    if ti is not None:
+        lines += [f"Trained at image width {ti.image_width}, aspect [{ti.aspect[0]:g}, {ti.aspect[1]:g}] "
+                  f"(height / width), views [{ti.views[0]}, {ti.views[1]}] per sample "
+                  "(`training_inputs.json`; `depthpe eval` defaults to these).", ""]
+    return lines
+
+
+def _usage_lines(info: CardInfo) -> list[str]:
+    """Loading snippet and evaluation command."""
     repo = info.repo_id or "<repo_id>"
     rev = f', revision="{info.revision}"' if info.revision else ""
-    lines += [
+    return [
         "## Usage", "", "```python", "from depthpe.model import DepthModel", "",
         f'model = DepthModel.from_pretrained("{repo}"{rev})',
         "# images (S, 3, H, W) RGB in [0, 1], H and W multiples of 14; K (S, 3, 3) pixel intrinsics;",
@@ -210,44 +304,70 @@ def render_model_card(info: CardInfo) -> str:
         "--data DATA_ROOT --out eval_out",
         "```", "",
     ]
-    lines += ["## Evaluation", ""]
+
+
+def _evaluation_lines(info: CardInfo) -> list[str]:
+    """The evaluation section: note, how to read the rows, the table (or "no results yet")."""
+    lines = ["## Evaluation", ""]
     table = eval_table(info.eval_summary or {})
-    if table:
-        if info.eval_note:
-            lines += [f"{info.eval_note}.", ""]
-        lines += [
-            "Rows: `native` = no alignment, in the model's normalized scene unit (headline); `scene_aligned` "
-            "= one median scale per scene; `image_aligned` = median scale per image. Metrics are averaged per "
-            "scene, then over scenes.", "", table, "",
-        ]
-    else:
-        lines += ["No evaluation results yet.", ""]
-    if info.run_config:
-        lines += ["## Training", "", "| setting | value |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in _training_summary(info.run_config, mc)]
-        lines += ["", "<details><summary>Full training config</summary>", "", "```yaml",
-                  yaml.safe_dump(_public_config(info.run_config), sort_keys=False).rstrip("\n"), "```", "",
-                  "</details>", ""]
-    lines += ["## License", "", f"Weights: `{meta['license']}`"
-              + (f" ({meta['license_name']})" if "license_name" in meta else "") + "."]
+    if not table:
+        return lines + ["No evaluation results yet.", ""]
+    if info.eval_note:
+        lines += [f"{info.eval_note}.", ""]
+    return lines + [
+        "Rows: `native` = no alignment, in the model's normalized scene unit (headline); `scene_aligned` "
+        "= one median scale per scene; `image_aligned` = median scale per image. Metrics are averaged per "
+        "scene, then over scenes.", "", table, "",
+    ]
+
+
+def _training_lines(info: CardInfo) -> list[str]:
+    """The training section: summary table, synth note, full config (no local paths)."""
+    import yaml
+
+    cfg = info.run_config
+    if cfg is None:
+        return []
+    lines = ["## Training", "", "| setting | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in _training_summary(cfg, info.model_config)]
+    lines.append("")
+    if SYNTH in _datasets(cfg):
+        lines += ["`synth` is depthpe's built-in procedural scenes (`depthpe synth`, `depthpe.data.synth`), "
+                  "not a published dataset, so it is not listed in the `datasets` metadata.", ""]
+    lines += ["<details><summary>Full training config</summary>", "", "```yaml",
+              yaml.safe_dump(_public_config(cfg), sort_keys=False).rstrip("\n"), "```", "", "</details>", ""]
+    return lines
+
+
+def _license_lines(info: CardInfo, meta: dict) -> list[str]:
+    lines = ["## License", "", f"Weights: `{meta['license']}`"
+             + (f" ({meta['license_name']})" if "license_name" in meta else "") + "."]
     if info.init_weights:
         lines += ["", INIT_WEIGHTS[info.init_weights]["note"]]
-    lines += ["", "depthpe's code is Apache-2.0; timm's pretrained DINOv2 backbone weights are Apache-2.0.", ""]
+    return lines + ["", "depthpe's code is Apache-2.0; timm's pretrained DINOv2 backbone weights are Apache-2.0.", ""]
+
+
+def render_model_card(info: CardInfo) -> str:
+    """The full ``README.md`` text (YAML front matter + markdown body) for ``info``."""
+    data = card_data(info)
+    lines = ["---", data.to_yaml().rstrip("\n"), "---", ""]
+    lines += _intro_lines(info) + _usage_lines(info) + _evaluation_lines(info) + _training_lines(info)
+    lines += _license_lines(info, data.to_dict())
     return "\n".join(lines)
 
 
 def write_model_card(folder: str | Path, info: CardInfo) -> Path:
-    """Write ``render_model_card(info)`` to ``folder/README.md`` (replacing any card there)."""
-    path = Path(folder) / CARD_NAME
-    tmp = path.with_name(f".{CARD_NAME}.tmp")
-    tmp.write_text(render_model_card(info), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Write ``render_model_card(info)`` to ``folder/README.md`` atomically (replacing any card there)."""
+    from .data.scene_file import atomic_write_bytes
+
+    return atomic_write_bytes(Path(folder) / CARD_NAME, render_model_card(info).encode("utf-8"))
 
 
 def card_info_for_folder(folder: str | Path, **fields) -> CardInfo:
-    """``CardInfo`` with ``model_config`` read from ``folder/config.json`` and the other ``fields``."""
+    """``CardInfo`` with ``model_config`` read from ``folder/config.json``, ``training_inputs`` from
+    ``folder/training_inputs.json`` (when present and not given) and the other ``fields``."""
     path = Path(folder) / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{folder} has no config.json; is it the output of DepthModel.save_pretrained?")
+    fields.setdefault("training_inputs", read_training_inputs(folder))
     return CardInfo(model_config=json.loads(path.read_text()), **fields)
