@@ -137,3 +137,15 @@ def test_debug_shows_the_traceback_and_print_config_prints_the_resolved_config(c
     assert main(["train", "--config", "quickstart", "--print-config", "train.steps=5"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["train"]["steps"] == 5 and printed["model"]["global_pe"] == "prope"
+
+
+def test_module_entry_points_take_the_same_arguments():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "depthpe.train", "--config", "quickstart", "--print-config",
+                           "train.steps=9"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and yaml.safe_load(done.stdout)["train"]["steps"] == 9
+    done = subprocess.run([sys.executable, "-m", "depthpe.eval", "--model", "x", "--data", "/nonexistent", "--out", "o"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: no dataset with a 'val' split")
