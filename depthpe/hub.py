@@ -1,39 +1,56 @@
 """Pushing exported models to the Hugging Face Hub in the background, with retries.
 
 ``HubPusher`` uploads the files of an exported model folder (``config.json``,
-``model.safetensors``, ``README.md``: the output of ``DepthModel.save_pretrained`` plus a model
-card) to a Hub repository. Jobs run in order on one daemon thread, so the caller (the training
-loop) never waits on the network. A failed job is retried with exponential back-off
+``model.safetensors``, ``README.md``, and ``training_inputs.json`` when present: the output of
+training's export plus a model card) to a Hub repository. Jobs run in order in the background
+through huggingface_hub's own executor (``HfApi.run_as_future``: one worker thread), so the caller
+(the training loop) never waits on the network. A failed job is retried with exponential back-off
 (``retry_delay``, doubled each time, at most ``MAX_RETRY_DELAY``), logged, and finally given up
-without raising. While a job is queued or running, the folder it protects is reported by
-``is_pending`` so that checkpoint rotation leaves it alone.
+without raising; authentication errors (HTTP 401/403) and offline mode are not retried. While a job
+is queued or running, the folder it protects is reported by ``is_pending`` so that checkpoint
+rotation leaves it alone.
 
 Repository layout written by training (``TrainingPushes``)::
 
-    <branch>:checkpoints/step_0000400/{config.json, model.safetensors, README.md}
-    <branch>:{config.json, model.safetensors, README.md}      newest pushed model; the final one at the end
+    <branch>:checkpoints/step_0000400/{config.json, model.safetensors, README.md, training_inputs.json}
+    <branch>:{config.json, model.safetensors, README.md, training_inputs.json}   newest pushed model; the final one at the end
     tag step-0000400 (or <branch>-step-0000400)              the commit of that push: its root holds step 400
 
 so ``DepthModel.from_pretrained("user/repo", revision="step-0000400")`` loads the checkpoint of
 step 400 and ``DepthModel.from_pretrained("user/repo")`` the newest (finally the final) model.
-One commit per push writes both places (the Hub stores identical files once).
+One commit per push writes both places (``create_commit`` with one ``CommitOperationAdd`` per file
+and place; ``upload_folder`` writes one prefix per commit). The Hub stores identical files once.
+
+Tags move. When a push carries a tag that already exists (a resumed run re-pushing a step, or the
+final model of a step that was also pushed as a checkpoint), the tag is moved to the new commit,
+so that a tag always names the newest push of its step: the one ``checkpoints/step_N/`` on the
+branch holds too. Nothing is lost, the earlier commit stays in the branch history.
+``create_tag(..., exist_ok=True)`` is not used for this: it only swallows the 409 and leaves the tag
+on the earlier commit; here a 409 deletes the tag and creates it again on the new commit.
 
 The token comes from the usual Hugging Face sources (``HF_TOKEN``, ``hf auth login``) unless one is
 passed; it is never printed or logged (error messages are scrubbed of it).
+
+Every training run writes its latest validation summary to ``<output_dir>/val_summary.json``
+(``write_val_summary``); ``depthpe push`` reads it back (``read_val_summary``) for the card.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
-import queue
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .model_card import CARD_NAME, CardInfo, card_info_for_folder, write_model_card
+from .model.training_inputs import TRAINING_INPUTS_NAME
+from .model_card import CARD_NAME, CardInfo, card_info_for_folder, init_weights_release, write_model_card
+
+if TYPE_CHECKING:
+    from .run.schema import RunConfig
 
 __all__ = [
     "MODEL_FILES",
@@ -45,10 +62,12 @@ __all__ = [
     "checkpoint_path_in_repo",
     "resolve_model_folder",
     "validation_card_fields",
+    "write_val_summary",
+    "read_val_summary",
 ]
 
-MODEL_FILES = ("config.json", "model.safetensors", CARD_NAME)
 REQUIRED_FILES = ("config.json", "model.safetensors")
+MODEL_FILES = (*REQUIRED_FILES, CARD_NAME, TRAINING_INPUTS_NAME)  # uploaded when present; the first two must be
 MAX_RETRY_DELAY = 300.0
 VAL_SUMMARY_NAME = "val_summary.json"  # training's latest validation summary, in the run folder
 
@@ -67,6 +86,35 @@ def checkpoint_path_in_repo(step: int) -> str:
     return f"checkpoints/step_{int(step):07d}"
 
 
+# ---------------------------------------------------------------------------------- val summary
+def write_val_summary(output_dir: str | Path, step: int, summary: dict, *, scenes: int | None = None,
+                      views: int | None = None) -> Path:
+    """Write a run's latest validation (``EvalResult.summary`` at optimizer ``step``, ``scenes`` = at
+    most that many scenes per dataset, ``views`` per scene) to ``output_dir/val_summary.json``
+    atomically; returns its path. ``read_val_summary`` reads it back."""
+    from .data.scene_file import atomic_write_bytes
+
+    doc = {"step": int(step), "summary": summary, "max_scenes": scenes, "views": views}
+    return atomic_write_bytes(Path(output_dir) / VAL_SUMMARY_NAME, json.dumps(doc, indent=1, default=float).encode())
+
+
+def read_val_summary(run_dir: str | Path) -> dict | None:
+    """The run's ``val_summary.json`` as written by ``write_val_summary`` ({"step", "summary",
+    "max_scenes", "views"}), or None when the run has none. Raises ``ValueError`` if it is malformed."""
+    path = Path(run_dir) / VAL_SUMMARY_NAME
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: unreadable ({err}); delete it or validate the run again") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("summary"), dict) or not isinstance(doc.get("step"), int):
+        raise ValueError(f"{path}: not a validation summary (needs an integer 'step' and a 'summary' mapping)")
+    return {"step": doc["step"], "summary": doc["summary"], "max_scenes": doc.get("max_scenes"),
+            "views": doc.get("views")}
+
+
+# ---------------------------------------------------------------------------------- the pusher
 @dataclass
 class PushResult:
     """Outcome of one push job. ``commit``: commit id on success; ``error``: last error (scrubbed)."""
@@ -83,14 +131,16 @@ class PushHandle:
 
     def __init__(self, description: str):
         self.result = PushResult(description)
-        self._event = threading.Event()
+        self.future: concurrent.futures.Future | None = None
 
     def done(self) -> bool:
-        return self._event.is_set()
+        """True once the job is over (success, given up or abandoned)."""
+        return self.future is not None and self.future.done()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the job finished (success or given up); False if ``timeout`` s passed first."""
-        return self._event.wait(timeout)
+        """Block until the job is over; False if ``timeout`` s passed first."""
+        concurrent.futures.wait([self.future], timeout)
+        return self.future.done()
 
 
 def _default_log(message: str) -> None:
@@ -98,7 +148,7 @@ def _default_log(message: str) -> None:
 
 
 class _NoRetry(Exception):
-    """An error that another attempt cannot fix (authentication, permissions)."""
+    """An error that another attempt cannot fix (authentication, permissions, offline mode)."""
 
 
 @dataclass
@@ -107,8 +157,9 @@ class _Job:
     paths_in_repo: tuple[str, ...]
     tag: str | None
     message: str
-    protect: Path | None
+    protect: Path
     handle: PushHandle
+    tagged: bool = False
 
 
 class HubPusher:
@@ -118,13 +169,19 @@ class HubPusher:
     to commit to (None = the default branch; created from main when missing); token: None = the usual
     Hugging Face sources; endpoint: Hub URL (None = ``HF_ENDPOINT`` / huggingface.co);
     retries: attempts after the first one; retry_delay: first back-off in seconds (doubles, capped at
-    ``MAX_RETRY_DELAY``); log: callable taking one line (default: stderr); api: an ``HfApi``-like
-    object (tests), else ``HfApi(endpoint=endpoint, token=token)``.
+    ``MAX_RETRY_DELAY``); log: callable taking one line (default: stderr); give_up_hint: sentence
+    appended to the line logged when a job is given up (what the caller goes on doing, how to retry);
+    api: an ``HfApi``-like object (tests), else ``HfApi(endpoint=endpoint, token=token)``.
+
+    Jobs run on the api's ``run_as_future`` executor. Python waits for that executor's thread at
+    exit, so call ``abandon()`` before exiting with uploads pending: queued jobs are cancelled and the
+    running one makes no further attempt (only its request in flight is waited for).
     """
 
     def __init__(self, repo_id: str, *, private: bool = False, revision: str | None = None,
                  token: str | None = None, endpoint: str | None = None, retries: int = 5,
-                 retry_delay: float = 10.0, log: Callable[[str], None] | None = None, api=None):
+                 retry_delay: float = 10.0, log: Callable[[str], None] | None = None,
+                 give_up_hint: str | None = None, api=None):
         if not repo_id or not isinstance(repo_id, str) or repo_id.count("/") > 1 or repo_id.strip("/") != repo_id:
             raise ValueError(f"repo_id must look like 'user/name' (or 'name'), got {repo_id!r}")
         if retries < 0 or retry_delay < 0:
@@ -135,41 +192,42 @@ class HubPusher:
             api = HfApi(endpoint=endpoint, token=token)
         self.api, self.repo_id, self.private, self.revision = api, repo_id, private, revision
         self.retries, self.retry_delay = int(retries), float(retry_delay)
-        self.log = log or _default_log
+        self.log, self.give_up_hint = log or _default_log, give_up_hint
         self._token = token
-        self._queue: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._unfinished = 0
         self._pending: dict[Path, int] = {}
+        self._futures: list[concurrent.futures.Future] = []
+        self._stop = threading.Event()
         self._repo_ready = False
-        self._thread: threading.Thread | None = None
         self.results: list[PushResult] = []
 
     # ------------------------------------------------------------------ public API
     def push(self, folder: str | Path, *, paths_in_repo: tuple[str, ...] | list[str] = ("",), tag: str | None = None,
              message: str | None = None, protect: str | Path | None = None) -> PushHandle:
-        """Queue an upload of ``folder``'s ``MODEL_FILES`` to each of ``paths_in_repo`` ("" = the root)
-        in one commit, then point ``tag`` (if any) at that commit. ``protect``: a local folder reported
-        by ``is_pending`` until the job is over (default: ``folder``). Returns at once.
-        Raises ``FileNotFoundError`` now if ``folder`` lacks config.json or model.safetensors."""
+        """Queue an upload of ``folder``'s ``MODEL_FILES`` (those present) to each of ``paths_in_repo``
+        ("" = the root) in one commit, then point ``tag`` (if any) at that commit, moving it if it
+        exists. ``protect``: a local folder reported by ``is_pending`` until the job is over (default:
+        ``folder``). Returns at once. Raises ``FileNotFoundError`` now if ``folder`` lacks config.json
+        or model.safetensors, ``RuntimeError`` after ``abandon()``."""
         folder = Path(folder)
         missing = [n for n in REQUIRED_FILES if not (folder / n).is_file()]
         if missing:
             raise FileNotFoundError(
                 f"cannot push {folder}: missing {missing} (expected the output of DepthModel.save_pretrained)"
             )
+        if self._stop.is_set():
+            raise RuntimeError(f"the pusher to {self.repo_id} was abandoned; it takes no more uploads")
         paths = tuple(p.strip("/") for p in paths_in_repo)
         where = ", ".join(p or "<root>" for p in paths)
         handle = PushHandle(f"{folder} -> {self.repo_id}:{where}{f' (tag {tag})' if tag else ''}")
-        guard = Path(protect if protect is not None else folder).resolve()
+        job = _Job(folder, paths, tag, message or f"depthpe: upload {where}",
+                   Path(protect if protect is not None else folder).resolve(), handle)
         with self._lock:
-            self._pending[guard] = self._pending.get(guard, 0) + 1
-            self._unfinished += 1
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._worker, name="depthpe-hub-push", daemon=True)
-                self._thread.start()
-        self._queue.put(_Job(folder, paths, tag, message or f"depthpe: upload {where}", guard, handle))
+            self._pending[job.protect] = self._pending.get(job.protect, 0) + 1
+            self._futures = [f for f in self._futures if not f.done()]
+            handle.future = self.api.run_as_future(self._run, job)
+            self._futures.append(handle.future)
+        handle.future.add_done_callback(lambda f: f.cancelled() and self._release(job, "abandoned before it started"))
         return handle
 
     def is_pending(self, path: str | Path) -> bool:
@@ -184,43 +242,55 @@ class HubPusher:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every queued job is over; False if ``timeout`` seconds passed first."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._idle:
-            while self._unfinished:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._idle.wait(left)
-        return True
+        with self._lock:
+            futures = list(self._futures)
+        _, not_done = concurrent.futures.wait(futures, timeout)
+        return not not_done
 
-    # ------------------------------------------------------------------ worker
-    def _worker(self) -> None:
-        while True:
-            job: _Job = self._queue.get()
-            try:
-                self._run(job)
-            except BaseException as err:  # never let the thread die silently
-                job.handle.result.error = self._scrub(err)
-                self.log(f"hub: push of {job.handle.result.description} crashed: {job.handle.result.error}")
-            finally:
-                with self._idle:
-                    n = self._pending.get(job.protect, 0) - 1
-                    if n > 0:
-                        self._pending[job.protect] = n
-                    else:
-                        self._pending.pop(job.protect, None)
-                    self._unfinished -= 1
-                    self.results.append(job.handle.result)
-                    job.handle._event.set()
-                    self._idle.notify_all()
+    def abandon(self) -> list[Path]:
+        """Give up on what is left: cancel queued jobs, stop the running one's retries (its request in
+        flight still finishes) and refuse new jobs. Returns the folders that were still pending."""
+        self._stop.set()
+        left = self.pending()
+        with self._lock:
+            futures = list(self._futures)
+        for future in futures:
+            future.cancel()
+        return left
 
+    # ------------------------------------------------------------------ worker side
     def _run(self, job: _Job) -> None:
+        """One job with retries, on the executor thread; never raises."""
+        try:
+            self._attempts(job)
+        except BaseException as err:  # a bug here must not look like a hanging upload
+            job.handle.result.error = self._scrub(err)
+            self.log(f"hub: push of {job.handle.result.description} crashed: {job.handle.result.error}")
+        finally:
+            self._release(job)
+
+    def _release(self, job: _Job, error: str | None = None) -> None:
+        """Bookkeeping when a job is over: unprotect its folder, record its result."""
+        with self._lock:
+            n = self._pending.get(job.protect, 0) - 1
+            if n > 0:
+                self._pending[job.protect] = n
+            else:
+                self._pending.pop(job.protect, None)
+            if error:
+                job.handle.result.error = error
+            self.results.append(job.handle.result)
+
+    def _attempts(self, job: _Job) -> None:
         result = job.handle.result
         started = time.monotonic()
         for attempt in range(self.retries + 1):
+            if self._stop.is_set():
+                result.error = f"abandoned ({result.error})" if result.error else "abandoned"
+                return
             result.attempts = attempt + 1
             try:
-                result.commit = self._push_once(job)
+                self._push_once(job)
                 result.ok, result.error = True, None
                 self.log(f"hub: pushed {result.description} in {time.monotonic() - started:.1f} s "
                          f"(commit {result.commit[:10] if result.commit else '?'})")
@@ -234,49 +304,63 @@ class HubPusher:
                     delay = min(self.retry_delay * 2 ** attempt, MAX_RETRY_DELAY)
                     self.log(f"hub: push of {result.description} failed (attempt {attempt + 1}/"
                              f"{self.retries + 1}): {result.error}; retrying in {delay:.1f} s")
-                    time.sleep(delay)
-        self.log(f"hub: giving up on {result.description} after {result.attempts} attempt(s): {result.error}. "
-                 "Training goes on; push the folder later with `depthpe push`.")
+                    if self._stop.wait(delay):
+                        result.error = f"abandoned ({result.error})"
+                        return
+        hint = f" {self.give_up_hint}" if self.give_up_hint else ""
+        self.log(f"hub: giving up on {result.description} after {result.attempts} attempt(s): {result.error}.{hint}")
 
-    def _push_once(self, job: _Job) -> str | None:
-        from huggingface_hub import CommitOperationAdd
-
+    def _push_once(self, job: _Job) -> None:
+        """Commit (once: a retry after a failed tag does not commit again), then tag."""
+        result = job.handle.result
         try:
-            if not self._repo_ready:
-                self.api.create_repo(self.repo_id, private=self.private, exist_ok=True, repo_type="model")
-                if self.revision and self.revision != "main":
-                    self.api.create_branch(self.repo_id, branch=self.revision, exist_ok=True)
-                self._repo_ready = True
-            names = [n for n in MODEL_FILES if (job.folder / n).is_file()]
-            ops = [CommitOperationAdd(path_in_repo=f"{prefix}/{n}" if prefix else n, path_or_fileobj=str(job.folder / n))
-                   for prefix in job.paths_in_repo for n in names]
-            info = self.api.create_commit(self.repo_id, ops, commit_message=job.message, revision=self.revision)
-            commit = getattr(info, "oid", None)
-            if job.tag:
-                self._set_tag(job.tag, commit)
-            return commit
+            if result.commit is None:
+                result.commit = self._commit(job)
+            if job.tag and not job.tagged:
+                self._set_tag(job.tag, result.commit)
+                job.tagged = True
         except Exception as err:
-            if type(err).__name__ == "OfflineModeIsEnabled":
-                raise _NoRetry("HF_HUB_OFFLINE is set, so huggingface_hub makes no requests; unset it to push") from None
-            status = getattr(getattr(err, "response", None), "status_code", None)
-            if status in (401, 403):
-                raise _NoRetry(
-                    f"{self._scrub(err)} -- the Hub refused the token (HTTP {status}); use a token with write "
-                    "access to the repository (HF_TOKEN or `hf auth login`)"
-                ) from None
+            reason = self._no_retry_reason(err)
+            if reason:
+                raise _NoRetry(reason) from None
             raise
 
+    def _commit(self, job: _Job) -> str | None:
+        from huggingface_hub import CommitOperationAdd
+
+        if not self._repo_ready:
+            self.api.create_repo(self.repo_id, private=self.private, exist_ok=True, repo_type="model")
+            if self.revision and self.revision != "main":
+                self.api.create_branch(self.repo_id, branch=self.revision, exist_ok=True)
+            self._repo_ready = True
+        names = [n for n in MODEL_FILES if (job.folder / n).is_file()]
+        ops = [CommitOperationAdd(path_in_repo=f"{prefix}/{n}" if prefix else n, path_or_fileobj=str(job.folder / n))
+               for prefix in job.paths_in_repo for n in names]
+        info = self.api.create_commit(self.repo_id, ops, commit_message=job.message, revision=self.revision)
+        return getattr(info, "oid", None)
+
     def _set_tag(self, tag: str, commit: str | None) -> None:
-        """Point ``tag`` at ``commit`` (moving it if it already exists, e.g. after a resume)."""
+        """Point ``tag`` at ``commit``, moving it if it exists (see the module docstring)."""
         from huggingface_hub.errors import HfHubHTTPError
 
+        revision = commit or self.revision
         try:
-            self.api.create_tag(self.repo_id, tag=tag, revision=commit or self.revision)
+            self.api.create_tag(self.repo_id, tag=tag, revision=revision)
         except HfHubHTTPError as err:
             if getattr(err.response, "status_code", None) != 409:
                 raise
             self.api.delete_tag(self.repo_id, tag=tag)
-            self.api.create_tag(self.repo_id, tag=tag, revision=commit or self.revision)
+            self.api.create_tag(self.repo_id, tag=tag, revision=revision)
+
+    def _no_retry_reason(self, err: Exception) -> str | None:
+        """Why another attempt cannot help (offline mode, a refused token), or None."""
+        if type(err).__name__ == "OfflineModeIsEnabled":
+            return "HF_HUB_OFFLINE is set, so huggingface_hub makes no requests; unset it to push"
+        status = getattr(getattr(err, "response", None), "status_code", None)
+        if status in (401, 403):
+            return (f"{self._scrub(err)} -- the Hub refused the token (HTTP {status}); use a token with write "
+                    "access to the repository (HF_TOKEN or `hf auth login`)")
+        return None
 
     def _scrub(self, err: BaseException) -> str:
         """One-line error description without the token."""
@@ -297,47 +381,49 @@ def _known_token() -> str | None:
 
 # ---------------------------------------------------------------------------------- training glue
 class TrainingPushes:
-    """What the training loop calls (main process only) when ``hub.repo_id`` is set.
+    """What the training loop calls (main process only) when ``cfg.hub.repo_id`` is set.
 
-    hub_cfg: the run's ``HubConfig``; run_config: resolved config dict (for the card);
-    total_steps / checkpoint_every: from ``train``; output_dir: the run folder (the latest validation
-    summary is kept in ``output_dir/val_summary.json``); init_weights: Hub id of released weights the
-    model started from (``depthpe.model_card.INIT_WEIGHTS``) for the card's licence; log: one-line logger.
+    cfg: the run's ``RunConfig``; hub settings come from ``cfg.hub``, the card's total steps from
+    ``cfg.train.steps``, the checkpoint numbering from ``cfg.train.checkpoint_every`` and the licence
+    of released initial weights from ``cfg.model.init_from`` (``init_weights_release``).
+    output_dir: the run folder (named in the hint logged when an upload is given up);
+    log: one-line logger (default: stderr); pusher_kwargs: passed to ``HubPusher`` (token, endpoint, api).
+    Validation summaries shown on the cards come from ``record_validation`` (kept in memory only:
+    the trainer writes ``val_summary.json`` itself with ``write_val_summary``).
     """
 
-    def __init__(self, hub_cfg, run_config: dict, *, total_steps: int, checkpoint_every: int,
-                 output_dir: str | Path, init_weights: str | None = None, log=None, **pusher_kwargs):
-        self.cfg, self.run_config = hub_cfg, run_config
-        self.total_steps, self.checkpoint_every = total_steps, checkpoint_every
-        self.output_dir, self.init_weights = Path(output_dir), init_weights
+    def __init__(self, cfg: "RunConfig", output_dir: str | Path, *, log=None, **pusher_kwargs):
+        hub = cfg.hub
+        if not hub.repo_id:
+            raise ValueError("TrainingPushes needs hub.repo_id")
+        self.run_config, self.cfg, self.output_dir = cfg, hub, Path(output_dir)
+        self.total_steps, self.checkpoint_every = cfg.train.steps, cfg.train.checkpoint_every
+        self.init_weights = init_weights_release(cfg)
         self.log = log or _default_log
-        self.pusher = HubPusher(hub_cfg.repo_id, private=hub_cfg.private, revision=hub_cfg.revision,
-                                retries=hub_cfg.retries, retry_delay=hub_cfg.retry_delay, log=self.log,
-                                **pusher_kwargs)
+        pusher_kwargs.setdefault(
+            "give_up_hint", f"Training goes on; push the folder later with `depthpe push` (run folder {self.output_dir}).")
+        self.pusher = HubPusher(hub.repo_id, private=hub.private, revision=hub.revision, retries=hub.retries,
+                                retry_delay=hub.retry_delay, log=self.log, **pusher_kwargs)
+        self._check_credentials("token" in pusher_kwargs)
+        self.validation: dict | None = None
+
+    def _check_credentials(self, token_given: bool) -> None:
         from huggingface_hub import constants
 
         if constants.is_offline_mode():
-            self.log(f"hub: HF_HUB_OFFLINE is set, so nothing can be pushed to {hub_cfg.repo_id}; unset it "
+            self.log(f"hub: HF_HUB_OFFLINE is set, so nothing can be pushed to {self.cfg.repo_id}; unset it "
                      "(training goes on; push later with `depthpe push`)")
-        elif _known_token() is None and "token" not in pusher_kwargs:
+        elif not token_given and _known_token() is None:
             self.log("hub: no Hugging Face token found (set HF_TOKEN or run `hf auth login`); pushes to "
-                     f"{hub_cfg.repo_id} will probably fail, training goes on regardless")
-        self.validation: dict | None = None
+                     f"{self.cfg.repo_id} will probably fail, training goes on regardless")
 
     def is_pending(self, path: str | Path) -> bool:
         """For checkpoint rotation: True while an upload still reads ``path``."""
         return self.pusher.is_pending(path)
 
     def record_validation(self, step: int, summary: dict, *, scenes: int | None = None, views: int | None = None) -> None:
-        """Remember the latest validation summary (shown on later cards) and save it to the run folder."""
+        """Remember the latest validation summary for the cards of later pushes (memory only)."""
         self.validation = {"step": int(step), "summary": summary, "max_scenes": scenes, "views": views}
-        try:
-            path = self.output_dir / VAL_SUMMARY_NAME
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text(json.dumps(self.validation, indent=1, default=float))
-            tmp.replace(path)
-        except OSError as err:
-            self.log(f"hub: could not save {VAL_SUMMARY_NAME}: {err}")
 
     def _card(self, folder: Path, *, step: int, final: bool, revision: str | None) -> CardInfo:
         return card_info_for_folder(
@@ -373,27 +459,36 @@ class TrainingPushes:
             self.log(f"hub: could not queue the push of {folder}: {type(err).__name__}: {err}")
             return None
 
+    def abandon(self) -> list[Path]:
+        """Drop uploads not yet done (e.g. on pre-emption, before exiting); see ``HubPusher.abandon``."""
+        left = self.pusher.abandon()
+        if left:
+            self.log(f"hub: abandoned {len(left)} upload(s) to {self.cfg.repo_id}: {[str(p) for p in left]}; "
+                     "push them later with `depthpe push`")
+        return left
+
     def finish(self, timeout: float | None = None) -> bool:
-        """Wait for queued uploads (at most ``hub.wait_timeout`` s); log the outcome. Never raises."""
+        """Wait for queued uploads (at most ``hub.wait_timeout`` s; then abandon them); log the
+        outcome. Never raises."""
         timeout = self.cfg.wait_timeout if timeout is None else timeout
         waiting = self.pusher.pending()
         if waiting:
             self.log(f"hub: waiting up to {timeout:.0f} s for {len(waiting)} upload(s) to {self.cfg.repo_id}")
-        done = self.pusher.wait(timeout)
+        if not self.pusher.wait(timeout):
+            self.log(f"hub: uploads still running after {timeout:.0f} s are abandoned")
+            self.abandon()
+            return False
         failed = [r for r in self.pusher.results if not r.ok]
-        if not done:
-            self.log(f"hub: uploads still running after {timeout:.0f} s were abandoned: "
-                     f"{[str(p) for p in self.pusher.pending()]}; push them later with `depthpe push`")
-        elif failed:
+        if failed:
             self.log(f"hub: {len(failed)} of {len(self.pusher.results)} push(es) failed: "
                      f"{[r.description for r in failed]}")
         else:
             self.log(f"hub: all {len(self.pusher.results)} push(es) to {self.cfg.repo_id} succeeded")
-        return done and not failed
+        return not failed
 
 
 def validation_card_fields(validation: dict | None) -> dict:
-    """``CardInfo`` fields (eval_summary, eval_note) for a stored validation summary."""
+    """``CardInfo`` fields (eval_summary, eval_note) for a validation summary (``read_val_summary``)."""
     if not validation or not validation.get("summary"):
         return {}
     note = f"Validation at optimizer step {validation['step']}"
