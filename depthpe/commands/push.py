@@ -8,20 +8,23 @@ from pathlib import Path
 
 HELP = "push an exported model or a run's final model to the Hugging Face Hub"
 DESCRIPTION = """\
-Upload an exported depthpe model (config.json, model.safetensors and a regenerated README.md model
-card) to the root of a Hugging Face Hub model repository, creating the repository if needed.
+Upload an exported depthpe model (config.json, model.safetensors, training_inputs.json when present
+and a regenerated README.md model card) to the root of a Hugging Face Hub model repository,
+creating the repository if needed.
 
 DIR may be an exported model folder (runs/NAME/final, runs/NAME/checkpoints/step_N[/model]) or a
 run folder (runs/NAME: its final/ is pushed). The card shows the run's training config
-(runs/NAME/config.yaml) and an evaluation table: --eval (the summary.json or the --out folder of
-eval/evaluate.py), else the run's latest validation (runs/NAME/val_summary.json).
-The card is also written into the local model folder (README.md), so both copies agree.
+(runs/NAME/config.yaml; it must load as a run config, else the exit status is 2) and an evaluation
+table: --eval (the summary.json or the --out folder of eval/evaluate.py), else the run's latest
+validation (runs/NAME/val_summary.json). The card is also written into the local model folder
+(README.md), so both copies agree.
 
 The token comes from HF_TOKEN or `hf auth login`; it is never printed. HF_ENDPOINT selects another
 Hub. A failed upload is retried with back-off; the exit status is 1 if it finally fails."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's options."""
     parser.add_argument("dir", metavar="DIR", help="exported model folder or run folder")
     parser.add_argument("--repo-id", required=True, metavar="ID", help="Hub repository, e.g. user/depthpe-prope")
     parser.add_argument("--private", action="store_true", help="create the repository private (if it is new)")
@@ -53,27 +56,51 @@ def _load_eval(path: str) -> tuple[dict, str]:
     return doc["summary"], note
 
 
-def run(args: argparse.Namespace) -> int:
-    import yaml
+def _run_config(run_dir: Path | None):
+    """The run's ``RunConfig`` from ``run_dir/config.yaml`` (None without a run folder); raises
+    ``ValueError`` with one line when the file does not load."""
+    from ..config import ConfigError
+    from ..run.loading import load_run_config
 
-    from ..hub import VAL_SUMMARY_NAME, HubPusher, resolve_model_folder, validation_card_fields
-    from ..model_card import DEFAULT_LICENSE, card_info_for_folder, write_model_card
+    if run_dir is None:
+        return None
+    path = run_dir / "config.yaml"
+    try:
+        return load_run_config(path)
+    except (ConfigError, OSError) as err:
+        reason = str(err).replace(f"{path}: ", "").replace("\n", " ")
+        raise ValueError(f"{path} is not a loadable run config: {reason}") from None
+
+
+def _card(args: argparse.Namespace, folder: Path, run_dir: Path | None):
+    """(CardInfo, step) for the pushed folder: run config, evaluation table, step and licence."""
+    from ..hub import read_val_summary, validation_card_fields
+    from ..model_card import DEFAULT_LICENSE, card_info_for_folder
+
+    run_config = _run_config(run_dir)
+    fields: dict = {}
+    if args.eval:
+        fields["eval_summary"], fields["eval_note"] = _load_eval(args.eval)
+    elif run_dir:
+        fields = validation_card_fields(read_val_summary(run_dir))
+    state = next((p / "trainer_state.json" for p in (folder, folder.parent) if (p / "trainer_state.json").is_file()), None)
+    step = json.loads(state.read_text()).get("step") if state else None
+    license = args.license or (run_config.hub.license if run_config else DEFAULT_LICENSE)
+    info = card_info_for_folder(folder, repo_id=args.repo_id, revision=args.tag or args.revision,
+                                run_config=run_config, step=step,
+                                total_steps=run_config.train.steps if run_config else None,
+                                final=folder.name == "final", license=license, **fields)
+    return info, step
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the card, push the folder; 0 on success, 1 when the upload finally fails, 2 on bad input."""
+    from ..hub import HubPusher, resolve_model_folder
+    from ..model_card import write_model_card
 
     try:
         folder, run_dir = resolve_model_folder(args.dir)
-        run_config = yaml.safe_load((run_dir / "config.yaml").read_text()) if run_dir else None
-        fields: dict = {}
-        if args.eval:
-            fields["eval_summary"], fields["eval_note"] = _load_eval(args.eval)
-        elif run_dir and (run_dir / VAL_SUMMARY_NAME).is_file():
-            fields = validation_card_fields(json.loads((run_dir / VAL_SUMMARY_NAME).read_text()))
-        state = next((p / "trainer_state.json" for p in (folder, folder.parent) if (p / "trainer_state.json").is_file()), None)
-        step = json.loads(state.read_text()).get("step") if state else None
-        license = args.license or ((run_config or {}).get("hub") or {}).get("license") or DEFAULT_LICENSE
-        total = ((run_config or {}).get("train") or {}).get("steps")
-        info = card_info_for_folder(folder, repo_id=args.repo_id, revision=args.tag or args.revision,
-                                    run_config=run_config, step=step, total_steps=total,
-                                    final=folder.name == "final", license=license, **fields)
+        info, step = _card(args, folder, run_dir)
         write_model_card(folder, info)
         pusher = HubPusher(args.repo_id, private=args.private, revision=args.revision, retries=args.retries,
                            retry_delay=args.retry_delay, log=print)
@@ -83,10 +110,13 @@ def run(args: argparse.Namespace) -> int:
     handle = pusher.push(folder, paths_in_repo=("",), tag=args.tag,
                          message=f"depthpe push: {folder.name}" + (f" (step {step})" if step is not None else ""))
     handle.wait()
-    if not handle.result.ok:
-        print(f"depthpe push: failed: {handle.result.error}")
+    result = handle.result
+    if not result.ok:
+        print(f"depthpe push: upload of {folder} to {args.repo_id} failed after {result.attempts} attempt(s): "
+              f"{result.error}. The local folder is unchanged but for its README.md; run the command again to retry.")
         return 1
     where = f" (branch {args.revision})" if args.revision else ""
+    rev = args.tag or args.revision
     print(f"pushed {folder} to {args.repo_id}{where}; load with "
-          f'DepthModel.from_pretrained("{args.repo_id}"{f", revision={args.tag or args.revision!r}" if (args.tag or args.revision) else ""})')
+          f'DepthModel.from_pretrained("{args.repo_id}"{f", revision={rev!r}" if rev else ""})')
     return 0
