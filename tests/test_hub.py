@@ -19,14 +19,26 @@ from safetensors.torch import load_file
 from tests.hub_server import FakeHub
 from tests.test_training import run_config
 
-from depthpe.hub import HubPusher, resolve_model_folder, step_tag
-from depthpe.model_card import CardInfo, render_model_card
+from depthpe.hub import (
+    VAL_SUMMARY_NAME,
+    HubPusher,
+    TrainingPushes,
+    read_val_summary,
+    resolve_model_folder,
+    step_tag,
+    write_val_summary,
+)
+from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
+from depthpe.model_card import CARD_MODES, CardInfo, card_metadata, render_model_card
+from depthpe.run.loading import dump_run_config
+from depthpe.run.schema import RunConfig
 from depthpe.training import _rotate_checkpoints
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "hf_secret_TOKEN_1234567890"
 REPO = "alice/depth-run"
 MODEL_FILES = ("config.json", "model.safetensors", "README.md")
+INPUTS = TrainingInputs(image_width=84, aspect=(0.5, 1.0), views=(4, 8))
 
 
 def _front_matter(card: str) -> dict:
@@ -45,13 +57,26 @@ def _point_in_process(monkeypatch, hub: FakeHub, cache: Path) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
 
 
-def _model_folder(path: Path, seed: int = 0) -> Path:
+def _model_folder(path: Path, seed: int = 0, inputs: TrainingInputs | None = None) -> Path:
+    """A fake exported model folder (random bytes as weights); ``inputs``: also training_inputs.json."""
     path.mkdir(parents=True)
     g = torch.Generator().manual_seed(seed)
     (path / "config.json").write_text(json.dumps({"global_pe": "prope", "embed_dim": 32}))
     (path / "model.safetensors").write_bytes(torch.randint(0, 256, (3000,), generator=g, dtype=torch.uint8).numpy().tobytes())
     (path / "README.md").write_text("---\nlicense: apache-2.0\n---\ncard\n")
+    if inputs is not None:
+        write_training_inputs(path, inputs)
     return path
+
+
+def _typed_run_config(*overrides: str, sources=None) -> RunConfig:
+    """A ``RunConfig`` as training would have it (local paths in it, hub section set)."""
+    sources = sources or [{"name": "co3d", "root": "/home/alice/data", "split": "train", "weight": 1.0},
+                          {"name": "mega", "dataset": "megasynth", "root": "/d", "split": "train"}]
+    doc = {"output_dir": "/home/alice/runs/x", "seed": 3, "model": {"preset": "tiny", "global_pe": "prope"},
+           "data": {"sources": sources, "views": [2, 8], "image_width": 518},
+           "optim": {"lr": 1e-4, "schedule": "constant"}, "train": {"steps": 240000}, "hub": {"repo_id": "alice/x"}}
+    return RunConfig.from_dict(doc, overrides)
 
 
 # ------------------------------------------------------------------------------- pusher, in-process
@@ -102,13 +127,16 @@ def test_pusher_gives_up_without_raising_and_keeps_serving(tmp_path, monkeypatch
     handle = offline.push(folder)  # HF_HUB_OFFLINE=1 (conftest): fails at once, no retries, says why
     assert handle.wait(10) and not handle.result.ok and handle.result.attempts == 1
     assert "HF_HUB_OFFLINE" in handle.result.error
+    assert any("giving up" in line for line in logs) and not any("Training" in line for line in logs)  # neutral
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     with FakeHub(fail={"create": -1}) as hub:
-        pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=2, retry_delay=0.01, log=logs.append)
+        pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=2, retry_delay=0.01, log=logs.append,
+                           give_up_hint="Try again tomorrow.")
         first = pusher.push(folder)
         assert first.wait(30)
         assert not first.result.ok and first.result.attempts == 3 and "500" in first.result.error
-        assert any("giving up" in line for line in logs) and not pusher.pending()
+        assert any("giving up" in line and line.endswith("Try again tomorrow.") for line in logs)
+        assert not pusher.pending()
         hub.fail.clear()  # the Hub recovers: the worker thread is still alive and the next push lands
         second = pusher.push(folder, tag="v1")
         assert second.wait(30) and second.result.ok
@@ -132,6 +160,53 @@ def test_rotation_spares_checkpoints_whose_upload_is_pending(tmp_path):
     assert step_tag(400) == "step-0000400" and step_tag(400, "runs/a") == "runs-a-step-0000400"
 
 
+def test_push_uploads_training_inputs_json_when_the_folder_has_one(tmp_path, online):
+    with_inputs = _model_folder(tmp_path / "a", inputs=INPUTS)
+    without = _model_folder(tmp_path / "b", seed=1)
+    with FakeHub() as hub:
+        pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=0, log=lambda line: None)
+        first = pusher.push(with_inputs, paths_in_repo=("checkpoints/step_0000001", ""), tag="t1")
+        second = pusher.push(without, paths_in_repo=("other",))
+        assert pusher.wait(30) and first.result.ok and second.result.ok, (first.result, second.result)
+        local = (with_inputs / "training_inputs.json").read_bytes()
+        at_tag = hub.files(REPO, "t1")
+        assert at_tag["training_inputs.json"] == local and at_tag["checkpoints/step_0000001/training_inputs.json"] == local
+        main = hub.files(REPO)
+        assert "other/model.safetensors" in main and "other/training_inputs.json" not in main
+        assert not hub.unknown
+
+
+def test_a_failed_tag_is_retried_without_a_second_commit(tmp_path, online):
+    folder = _model_folder(tmp_path / "m")
+    with FakeHub(fail={"tag": 1}) as hub:
+        pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=2, retry_delay=0.01, log=lambda line: None)
+        handle = pusher.push(folder, tag="v1")
+        assert handle.wait(30) and handle.result.ok and handle.result.attempts == 2, handle.result
+        assert sum(path.endswith("/commit/main") for _, path in hub.requests) == 1
+        assert hub.repo(REPO).tags["v1"] == handle.result.commit == hub.repo(REPO).branches["main"]
+
+
+def test_abandon_cancels_queued_uploads_and_stops_retrying(tmp_path, online):
+    first_dir, second_dir = _model_folder(tmp_path / "a"), _model_folder(tmp_path / "b", seed=1)
+    with FakeHub(hold_commits=True) as hub:
+        pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=5, retry_delay=60, log=lambda line: None)
+        first, second = pusher.push(first_dir), pusher.push(second_dir)
+        deadline = time.monotonic() + 30
+        while not any(path.endswith("/commit/main") for _, path in hub.requests) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        hub.fail["commit"] = 1  # the held commit fails: a retry would wait 60 s
+        assert pusher.abandon() == sorted([first_dir.resolve(), second_dir.resolve()])
+        assert second.done() and not second.result.ok and "abandoned" in second.result.error
+        assert not pusher.is_pending(second_dir) and pusher.is_pending(first_dir)
+        hub.hold.set()
+        started = time.monotonic()
+        assert first.wait(30) and time.monotonic() - started < 20  # no 60 s back-off after abandon()
+        assert not first.result.ok and first.result.attempts == 1 and "abandoned" in first.result.error
+        assert not pusher.pending() and len(pusher.results) == 2
+        with pytest.raises(RuntimeError, match="abandoned"):
+            pusher.push(first_dir)
+
+
 # ------------------------------------------------------------------------------------ model card
 SUMMARY = {
     "co3d": {"native": {"abs_rel": 0.1234, "delta1": 0.9, "n_scenes": 3, "n_images": 12},
@@ -142,15 +217,9 @@ SUMMARY = {
 
 
 def test_model_card_metadata_eval_table_config_and_vggt_licence():
-    run = {"output_dir": "/home/alice/runs/x", "seed": 3,
-           "data": {"sources": [{"name": "co3d", "root": "/home/alice/data", "split": "train", "weight": 1.0},
-                                {"name": "mega", "dataset": "megasynth", "root": "/d", "split": "train"}],
-                    "views": [2, 8], "image_width": 518},
-           "optim": {"lr": 1e-4, "schedule": "constant"}, "train": {"steps": 240000},
-           "hub": {"repo_id": "alice/x"}}
     info = CardInfo(model_config={"global_pe": "prope", "embed_dim": 1024}, repo_id="alice/x",
-                    revision="step-0000400", run_config=run, step=400, total_steps=240000,
-                    eval_summary=SUMMARY, eval_note="Validation at optimizer step 400")
+                    revision="step-0000400", run_config=_typed_run_config(), step=400, total_steps=240000,
+                    eval_summary=SUMMARY, eval_note="Validation at optimizer step 400", training_inputs=INPUTS)
     card = render_model_card(info)
     meta = _front_matter(card)
     assert meta["library_name"] == "depthpe" and meta["pipeline_tag"] == "depth-estimation"
@@ -159,15 +228,167 @@ def test_model_card_metadata_eval_table_config_and_vggt_licence():
     assert "| co3d | native | 3 | 12 | 0.1234 |" in card and "| co3d | scene_aligned |" in card
     assert "| co3d | image_aligned |" in card and "global_constant" not in card
     assert 'from_pretrained("alice/x", revision="step-0000400")' in card
-    assert "optimizer step 400 of 240000" in card and "lr: 0.0001" in card
+    assert "optimizer step 400 of 240000" in card and "lr: 0.0001" in card and "| optimizer steps | 240000 |" in card
+    assert "Trained at image width 84, aspect [0.5, 1] (height / width), views [4, 8]" in card
     assert "/home/alice" not in card and "repo_id" not in card  # no local paths, no hub section
 
-    vggt = render_model_card(CardInfo(model_config={"global_pe": "rope"}, init_weights="facebook/VGGT-1B"))
-    meta = _front_matter(vggt)
+    cfg = _typed_run_config("model.init_from=facebook/VGGT-1B", "model.global_pe=rope")
+    vggt = render_model_card(CardInfo(model_config={"global_pe": "rope"}, run_config=cfg))
+    meta = _front_matter(vggt)  # init_weights comes from the config's model.init_from
     assert meta["license"] == "cc-by-nc-4.0" and meta["base_model"] == "facebook/VGGT-1B"
     assert "non-commercial" in vggt and "No evaluation results yet" in vggt
+    assert "model-index" not in meta and "Trained at" not in vggt
+    local = _typed_run_config("model.init_from=/home/alice/weights/vggt.pt")
+    card = render_model_card(CardInfo(model_config={"global_pe": "prope"}, run_config=local))
+    assert "/home/alice" not in card and "vggt.pt" in card and "base_model" not in _front_matter(card)
     with pytest.raises(ValueError, match="init_weights"):
         CardInfo(model_config={}, init_weights="someone/else")
+    with pytest.raises(TypeError, match="RunConfig"):
+        CardInfo(model_config={}, run_config=_typed_run_config().to_dict())
+
+
+def test_model_card_model_index_and_datasets_metadata():
+    summary = {**SUMMARY, "synth": {
+        "native": {"abs_rel": 0.31234, "delta1": 0.61, "n_scenes": 1, "n_images": 4},
+        "scene_aligned": {"abs_rel": 0.2, "delta1": float("nan"), "n_scenes": 1, "n_images": 4},
+        "image_aligned": {"abs_rel": 0.19, "delta1": 0.7, "n_scenes": 1, "n_images": 4}}}
+    sources = [{"name": n, "root": "/d"} for n in ("co3d", "wildrgbd", "arkitscenes", "synth", "mydata")]
+    sources.append({"name": "mega", "dataset": "megasynth", "root": "/d"})
+    info = CardInfo(model_config={"global_pe": "prope"}, repo_id="alice/depth-x", eval_summary=summary,
+                    run_config=_typed_run_config(sources=sources))
+    card = render_model_card(info)
+    meta = _front_matter(card)
+    assert meta["datasets"] == ["co3d", "hongchi/wildrgbd", "arkitscenes", "mydata", "hwjiang/MegaSynth"]
+    assert "built-in procedural scenes" in card and "synth" in meta["tags"]
+    [model] = meta["model-index"]
+    assert model["name"] == "depth-x"
+    got = {(r["dataset"]["type"], m["config"], m["type"]): m["value"] for r in model["results"] for m in r["metrics"]}
+    expected = {(ds, mode, metric): round(values[metric], 4) for ds, modes in summary.items()
+                for mode, values in modes.items() if mode in CARD_MODES
+                for metric in ("abs_rel", "delta1") if values[metric] == values[metric]}  # NaN left out
+    assert got == expected and len(got) == 11
+    assert all(r["task"]["type"] == "depth-estimation" for r in model["results"])
+    assert {r["dataset"]["name"] for r in model["results"]} == {"CO3Dv2", "depthpe synth (procedural scenes)"}
+    assert all(m["name"].endswith(f"({m['config']})") for r in model["results"] for m in r["metrics"])
+    # huggingface_hub reads the metadata back into the same EvalResults
+    from huggingface_hub import ModelCard
+
+    parsed = ModelCard(card).data
+    assert parsed.model_name == "depth-x" and len(parsed.eval_results) == 11
+    assert card_metadata(info)["model-index"] == meta["model-index"]
+    assert "model-index" not in card_metadata(CardInfo(model_config={}, eval_summary={"co3d": {"native": {}}}))
+
+
+# ------------------------------------------------------------- run pushes and val summary, no training
+def test_val_summary_round_trip(tmp_path):
+    import numpy as np
+
+    assert read_val_summary(tmp_path) is None
+    summary = {"synth": {"native": {"abs_rel": np.float32(0.25), "delta1": 0.5, "n_scenes": 1, "n_images": 2}}}
+    path = write_val_summary(tmp_path, 7, summary, scenes=1, views=2)
+    assert path == tmp_path / VAL_SUMMARY_NAME and [p.name for p in tmp_path.iterdir()] == [VAL_SUMMARY_NAME]
+    assert read_val_summary(tmp_path) == {
+        "step": 7, "summary": {"synth": {"native": {"abs_rel": 0.25, "delta1": 0.5, "n_scenes": 1, "n_images": 2}}},
+        "max_scenes": 1, "views": 2}
+    write_val_summary(tmp_path, 9, summary)  # replaces the previous one
+    doc = read_val_summary(tmp_path)
+    assert doc["step"] == 9 and doc["views"] is None and doc["max_scenes"] is None
+    for broken in ("{oops", '{"step": 3}', "[1, 2]"):
+        path.write_text(broken)
+        with pytest.raises(ValueError, match=VAL_SUMMARY_NAME):
+            read_val_summary(tmp_path)
+
+
+def test_run_pushes_take_the_typed_config_and_move_a_repeated_step_tag(tmp_path, online):
+    cfg = _typed_run_config("model.init_from=facebook/VGGT-1B", "train.steps=4", "train.checkpoint_every=2",
+                            f"hub.repo_id={REPO}", "hub.retries=0")
+    out = tmp_path / "run"
+    ckpts = [out / "checkpoints" / f"step_{s:07d}" for s in (2, 4)]
+    for seed, ckpt in enumerate(ckpts):
+        _model_folder(ckpt / "model", seed=seed, inputs=INPUTS)
+    final = _model_folder(out / "final", seed=9, inputs=INPUTS)
+    logs = []
+    with FakeHub() as hub:
+        pushes = TrainingPushes(cfg, out, log=logs.append, endpoint=hub.url, token=TOKEN)
+        assert (pushes.init_weights, pushes.total_steps, pushes.checkpoint_every) == ("facebook/VGGT-1B", 4, 2)
+        pushes.after_checkpoint(ckpts[0], 2)
+        pushes.record_validation(4, SUMMARY, scenes=3, views=4)
+        pushes.after_checkpoint(ckpts[1], 4)
+        pushes.after_final(final, 4)  # the same step as the last checkpoint: its tag moves to this push
+        assert pushes.finish(30), logs
+        assert not hub.unknown
+    assert not (out / VAL_SUMMARY_NAME).exists()  # the trainer writes it (write_val_summary), not the pusher
+    step2 = hub.files(REPO, "step-0000002")["README.md"].decode()
+    meta = _front_matter(step2)
+    assert meta["base_model"] == "facebook/VGGT-1B" and meta["license"] == "cc-by-nc-4.0"
+    assert "step 2 of 4" in step2 and "No evaluation results yet" in step2 and "model-index" not in meta
+    assert "Trained at image width 84" in step2
+    main = hub.files(REPO)
+    assert hub.files(REPO, "step-0000004") == main and main["model.safetensors"] == (final / "model.safetensors").read_bytes()
+    card = main["README.md"].decode()
+    assert "Final model of the run, after 4 optimizer steps" in card and _front_matter(card)["model-index"]
+    assert "Validation at optimizer step 4 (at most 3 scenes per dataset, 4 views per scene)" in card
+    assert "Intermediate checkpoint at optimizer step 4 of 4" in main["checkpoints/step_0000004/README.md"].decode()
+    assert main["checkpoints/step_0000004/training_inputs.json"] == (ckpts[1] / "model" / "training_inputs.json").read_bytes()
+
+
+def _hand_made_run(tmp_path: Path) -> Path:
+    """A run folder as training leaves it: config.yaml, val_summary.json, final/ with training_inputs.json."""
+    run = tmp_path / "runs" / "x"
+    _model_folder(run / "final", inputs=INPUTS)
+    (run / "final" / "trainer_state.json").write_text(json.dumps({"step": 5}))
+    (run / "config.yaml").write_text(dump_run_config(_typed_run_config("train.steps=5")))
+    write_val_summary(run, 5, SUMMARY, scenes=3, views=4)
+    return run
+
+
+def test_push_command_pushes_a_run_with_its_typed_config_and_val_summary(tmp_path, monkeypatch, capsys):
+    from depthpe.cli import main
+
+    run = _hand_made_run(tmp_path)
+    with FakeHub() as hub:
+        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        rc = main(["push", str(run), "--repo-id", "bob/by-hand", "--retry-delay", "0.01"])
+        printed = capsys.readouterr().out
+        assert rc == 0, printed
+        files = hub.files("bob/by-hand")
+    for name in (*MODEL_FILES, "training_inputs.json"):
+        assert files[name] == (run / "final" / name).read_bytes(), name
+    card = files["README.md"].decode()
+    assert "Validation at optimizer step 5 (at most 3 scenes per dataset, 4 views per scene)" in card
+    assert "| co3d | native | 3 | 12 | 0.1234 |" in card and "Final model of the run, after 5 optimizer steps" in card
+    assert "Trained at image width 84, aspect [0.5, 1]" in card and "| optimizer steps | 5 |" in card
+    meta = _front_matter(card)
+    assert meta["datasets"] == ["co3d", "hwjiang/MegaSynth"] and meta["model-index"][0]["name"] == "by-hand"
+    assert TOKEN not in printed
+
+
+def test_push_command_refuses_a_run_whose_config_does_not_load(tmp_path, capsys):
+    from depthpe.cli import main
+
+    run = _hand_made_run(tmp_path)
+    card = (run / "final" / "README.md").read_bytes()
+    for text, why in (("train:\n  stepz: 3\n", "train.stepz"), ("data: [\n  x: 1", "not valid YAML"),
+                      ("train:\n  steps: -1\n", "train.steps must be >= 1")):
+        (run / "config.yaml").write_text(text)
+        assert main(["push", str(run), "--repo-id", "bob/x"]) == 2
+        out = capsys.readouterr().out
+        assert out.startswith("depthpe push: ") and out.count("\n") == 1, out
+        assert why in out and str(run / "config.yaml") in out and out.count(str(run / "config.yaml")) == 1, out
+        assert (run / "final" / "README.md").read_bytes() == card  # nothing written, nothing pushed
+
+
+def test_push_command_says_in_its_own_words_that_the_upload_failed(tmp_path, monkeypatch, capsys):
+    from depthpe.cli import main
+
+    run = _hand_made_run(tmp_path)
+    with FakeHub(fail={"create": -1}) as hub:
+        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        rc = main(["push", str(run / "final"), "--repo-id", "bob/x", "--retries", "1", "--retry-delay", "0.01"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "giving up" in out and "Training goes on" not in out, out
+    assert f"depthpe push: upload of {run / 'final'} to bob/x failed after 2 attempt(s)" in out
+    assert "run the command again" in out and TOKEN not in out
 
 
 # ----------------------------------------------------------------------- training run -> fake Hub
