@@ -32,7 +32,7 @@ from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
 from depthpe.model_card import CARD_MODES, CardInfo, card_metadata, render_model_card
 from depthpe.run.loading import dump_run_config
 from depthpe.run.schema import RunConfig
-from depthpe.training import _rotate_checkpoints
+from depthpe.run.checkpoints import rotate_checkpoints as _rotate_checkpoints
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "hf_secret_TOKEN_1234567890"
@@ -484,15 +484,16 @@ def test_from_pretrained_loads_pushed_model_by_repo_id_and_tag(pushed_run, monke
 
 
 def test_evaluate_loads_pushed_model_by_repo_id(pushed_run, synth_root, tmp_path, monkeypatch):
-    from depthpe.evaluation import main  # what eval/evaluate.py runs (in-process: a subprocess costs ~15 s here)
+    from depthpe.eval import main  # what `depthpe eval` runs (in-process: a subprocess costs ~15 s here)
 
     hub, _, _, _ = pushed_run
     _point_in_process(monkeypatch, hub, tmp_path / "cache")
     rc = main(["--model", REPO, "--revision", "step-0000002", "--data", str(synth_root), "--out", str(tmp_path / "eval"),
-               "--cpu", "--scenes", "1", "--views", "2", "--image-width", "42", "--num-workers", "0", "--panels", "0"])
+               "--cpu", "--scenes", "1", "--views", "2", "--num-workers", "0", "--panels", "0"])
     assert rc == 0
     doc = json.loads((tmp_path / "eval" / "summary.json").read_text())
     assert doc["meta"]["revision"] == "step-0000002" and doc["summary"]["synth"]["native"]["n_scenes"] == 1
+    assert doc["meta"]["image_width"] == 42  # from the pushed training_inputs.json, not the 518 default
     assert ("GET", f"/{REPO}/resolve/step-0000002/model.safetensors") in hub.requests
 
 
@@ -519,7 +520,7 @@ def test_push_command_pushes_run_final_with_card(pushed_run, monkeypatch, tmp_pa
 
 
 def test_training_survives_a_hub_that_always_fails(synth_root, tmp_path, monkeypatch, capsys):
-    from depthpe.training import train
+    from depthpe.run.trainer import train
 
     with FakeHub(fail={"create": -1}) as hub:
         _point_in_process(monkeypatch, hub, tmp_path / "cache")

@@ -9,7 +9,7 @@ import torch
 
 from .schema import RunConfig
 
-__all__ = ["build_model", "build_optimizer", "init_weights_release", "default_cpu_threads"]
+__all__ = ["build_model", "build_optimizer", "default_cpu_threads"]
 
 
 def build_model(cfg: RunConfig, *, resuming: bool = False):
@@ -29,15 +29,6 @@ def build_optimizer(model, cfg: RunConfig) -> torch.optim.AdamW:
     """AdamW over the trainable parameters: weight decay ``optim.weight_decay`` except for the
     parameters the model exempts (norms, biases, tokens; ``DepthModel.no_weight_decay_names``)."""
     return torch.optim.AdamW(model.param_groups(cfg.optim.weight_decay), lr=cfg.optim.lr, betas=cfg.optim.betas)
-
-
-def init_weights_release(cfg: RunConfig) -> str | None:
-    """The released weights named by ``model.init_from`` when it is a known Hub release
-    (``depthpe.model_card.INIT_WEIGHTS``, e.g. ``facebook/VGGT-1B``), for the model card's licence;
-    None otherwise (for a local copy of VGGT-1B set ``hub.license`` yourself)."""
-    from ..model_card import INIT_WEIGHTS
-
-    return cfg.model.init_from if cfg.model.init_from in INIT_WEIGHTS else None
 
 
 def default_cpu_threads(num_workers: int, num_processes: int) -> int:

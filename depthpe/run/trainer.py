@@ -229,7 +229,10 @@ def push(run: Run, folder: Path, *, final: bool) -> None:
 
 
 def _exit_preempted(run: Run) -> None:
+    """After the pre-emption checkpoint: drop queued uploads (only one in flight finishes), exit 143."""
     run.bar.close()
+    if run.hub is not None:
+        run.hub.abandon()
     log.info(f"SIGTERM received: checkpoint written at step {run.state.step}; continue with --resume latest")
     run.accelerator.end_training()
     raise SystemExit(PREEMPTED_EXIT_CODE)
