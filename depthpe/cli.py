@@ -45,9 +45,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; ``key=value`` overrides may stand anywhere, also after options such as
+    ``--resume latest`` (argparse alone takes positionals in one run only)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra and hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """``depthpe COMMAND ...``; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     return int(args._run(args) or 0)
 
 
@@ -57,7 +68,7 @@ def run_command(name: str, argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"depthpe {name}", description=getattr(module, "DESCRIPTION", module.HELP),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     module.add_arguments(parser)
-    return int(module.run(parser.parse_args(argv)) or 0)
+    return int(module.run(parse(parser, argv)) or 0)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,7 @@ BAD_CONFIGS = [
     (["optim.grad_clip=0"], "optim.grad_clip must be > 0"),
     (["--config", "no_such_config"], "no shipped config of that name"),
     (["data.aspect=0.5"], "data.aspect: must be a [min, max] list"),
+    (["train.steps=0"], "train.steps must be >= 1"),
 ]
 
 
@@ -137,6 +138,11 @@ def test_debug_shows_the_traceback_and_print_config_prints_the_resolved_config(c
     assert main(["train", "--config", "quickstart", "--print-config", "train.steps=5"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["train"]["steps"] == 5 and printed["model"]["global_pe"] == "prope"
+    # overrides may also follow options such as --resume
+    assert main(["train", "--config", "quickstart", "train.steps=5", "--resume", "latest", "optim.lr=2e-4",
+                 "--print-config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["train"]["steps"] == 5 and printed["optim"]["lr"] == 2e-4
 
 
 def test_module_entry_points_take_the_same_arguments():

@@ -278,3 +278,52 @@ def test_final_model_survives_a_failing_final_validation(synth_root, tmp_path, m
                              val={"sources": [{"name": "synth", "root": str(synth_root), "split": "val"}]}))
     assert (final / "model.safetensors").is_file()
     assert "final validation failed: OSError: disk went away" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("broken", ["model/model.safetensors", "state/optimizer.bin", "trainer_state.json"])
+def test_resume_latest_falls_back_past_a_broken_checkpoint(synth_root, tmp_path, capsys, broken):
+    from depthpe.config import ConfigError
+
+    out = tmp_path / "run"
+    train(run_config(synth_root, out, train={"steps": 5, "checkpoint_every": 2, "keep_checkpoints": 0}))
+    reference = load_file(out / "final" / "model.safetensors")
+    path = out / "checkpoints" / "step_0000004" / broken
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])  # truncated
+    with pytest.raises(ConfigError, match=f"step_0000004 is broken: {broken}"):
+        train(run_config(synth_root, out, train={"steps": 5}), resume=str(path.parents[len(broken.split("/")) - 1]))
+    capsys.readouterr()
+    resumed = load_file(train(run_config(synth_root, out, train={"steps": 5}), resume="latest") / "model.safetensors")
+    printed = capsys.readouterr().out
+    assert f"skipping checkpoint {out / 'checkpoints' / 'step_0000004'}: {broken}" in printed
+    assert "resumed from" in printed and "step_0000002 at step 2" in printed
+    assert all(torch.equal(reference[k], resumed[k]) for k in reference)  # still bit-exact from step 2
+
+
+def _write_lock(out, pid, host=None):
+    import socket
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / ".lock").write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid, "since": "earlier"}))
+
+
+def test_a_live_run_locks_its_output_dir_and_a_dead_one_is_taken_over(synth_root, tmp_path, capsys):
+    import os
+    import subprocess
+    import sys
+
+    from depthpe.config import ConfigError
+
+    out = tmp_path / "run"
+    _write_lock(out, os.getppid())  # a live process on this host
+    with pytest.raises(ConfigError, match=f"in use by another training run \\(pid {os.getppid()} on"):
+        train(run_config(synth_root, out))
+    _write_lock(out, os.getpid(), host="elsewhere")  # another host: cannot be checked, refused
+    with pytest.raises(ConfigError, match="on elsewhere"):
+        train(run_config(synth_root, out))
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing else was written
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    _write_lock(out, int(gone.stdout))  # that process has exited
+    capsys.readouterr()
+    train(run_config(synth_root, out, train={"steps": 2, "checkpoint_every": 0}))
+    assert "took over the lock of a run that is gone" in capsys.readouterr().out
+    assert not (out / ".lock").exists()  # released at the end

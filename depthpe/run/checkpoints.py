@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Callable
 
 from ..model.training_inputs import TrainingInputs, write_training_inputs
 
-__all__ = ["CHECKPOINT_PREFIX", "STATE_FILE", "checkpoint_dirs", "find_checkpoint", "rotate_checkpoints",
-           "remove_tree", "remove_incomplete", "save_checkpoint", "export_model", "publish_final"]
+__all__ = ["CHECKPOINT_PREFIX", "STATE_FILE", "checkpoint_dirs", "checkpoint_problem", "find_checkpoint",
+           "rotate_checkpoints", "remove_tree", "remove_incomplete", "save_checkpoint", "export_model", "publish_final"]
 
 CHECKPOINT_PREFIX = "step_"
 STATE_FILE = "trainer_state.json"
@@ -39,15 +40,56 @@ def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]))
 
 
-def find_checkpoint(output_dir: str | Path, resume: str) -> Path | None:
-    """``resume`` = "latest" (newest complete checkpoint of the run, or None) or a checkpoint path
-    (``FileNotFoundError`` unless it is a complete checkpoint)."""
+def _file_problem(path: Path) -> str | None:
+    """Why a checkpoint file cannot be read back (truncated or corrupt), or None. Reads headers only:
+    safetensors files must cover their header's tensors; everything else Accelerate writes
+    (``torch.save``: optimizer.bin, random_states_*.pkl, ...) is a zip archive with a central directory."""
+    from safetensors import SafetensorError, safe_open
+
+    if path.suffix == ".safetensors":
+        try:
+            with safe_open(str(path), "pt"):
+                return None
+        except (SafetensorError, OSError) as err:
+            return f"{path.name}: {str(err).splitlines()[0]}"
+    return None if zipfile.is_zipfile(path) else f"{path.name}: truncated or not a torch.save archive"
+
+
+def checkpoint_problem(folder: Path) -> str | None:
+    """The first broken file of a checkpoint folder ("<file>: <why>"), or None when it looks complete:
+    a parseable trainer_state.json, the exported model and every file of Accelerate's state."""
+    try:
+        doc = json.loads((folder / STATE_FILE).read_text())
+        if not isinstance(doc.get("step"), int) or not isinstance(doc.get("counters"), dict):
+            return f"{STATE_FILE}: no integer 'step' or no 'counters'"
+    except (OSError, ValueError) as err:
+        return f"{STATE_FILE}: {err}"
+    files = [folder / "model" / "model.safetensors", *sorted((folder / "state").glob("*"))]
+    for path in files:
+        problem = _file_problem(path) if path.is_file() else f"{path.name}: missing"
+        if problem:
+            return f"{path.parent.name}/{problem}"
+    return None
+
+
+def find_checkpoint(output_dir: str | Path, resume: str, warn: Callable[[str], None] | None = None) -> Path | None:
+    """``resume`` = "latest" (newest complete, readable checkpoint of the run, or None; broken newer
+    ones are passed over with a ``warn``ing) or a checkpoint path (``FileNotFoundError`` unless it
+    is complete and readable, naming the broken file)."""
     if resume == "latest":
-        dirs = checkpoint_dirs(output_dir)
-        return dirs[-1] if dirs else None
+        for folder in reversed(checkpoint_dirs(output_dir)):
+            problem = checkpoint_problem(folder)
+            if problem is None:
+                return folder
+            if warn is not None:
+                warn(f"skipping checkpoint {folder}: {problem}; falling back to the previous one")
+        return None
     path = Path(resume)
     if not (path / STATE_FILE).is_file():
         raise FileNotFoundError(f"{path} is not a complete depthpe checkpoint (no {STATE_FILE})")
+    problem = checkpoint_problem(path)
+    if problem:
+        raise FileNotFoundError(f"{path} is broken: {problem}")
     return path
 
 

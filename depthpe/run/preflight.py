@@ -2,7 +2,7 @@
 
 ``preflight(cfg, resume)`` runs before the Accelerator, the model or any download exists, creates
 nothing, and raises a one-line ``ConfigError`` for the first problem it finds: an output_dir that is
-a file, a data root without ``index.json``, a local weights file that does not exist, a tracker
+a file or is in use by a live run, a data root without ``index.json``, a local weights file that does not exist, a tracker
 whose package is missing, a resume with no checkpoint or with a checkpoint whose model differs
 from the config. It returns the checkpoint to resume from and the settings that changed since the
 checkpoint (allowed, reported in the log).
@@ -29,17 +29,25 @@ WEIGHT_SOURCE_FIELDS = ("pretrained", "backbone_weights", "gradient_checkpointin
 
 @dataclass
 class Preflight:
-    """Outcome of ``preflight``: the checkpoint to resume from (None = a new run) and the config keys
-    that differ from the checkpoint's run ("key: old -> new")."""
+    """Outcome of ``preflight``: the checkpoint to resume from (None = a new run), the config keys
+    that differ from the checkpoint's run ("key: old -> new") and warnings (broken newer checkpoints
+    that ``--resume latest`` passed over)."""
 
     checkpoint: Path | None = None
     changes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _check_output_dir(cfg: RunConfig) -> None:
+    """output_dir is a folder (or does not exist yet) and no live run holds its lock."""
+    from .lock import lock_problem
+
     out = Path(cfg.output_dir)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output_dir {out} is a file, not a folder (set output_dir=runs/NAME to a folder path)")
+    problem = lock_problem(out)
+    if problem:
+        raise ConfigError(problem)
 
 
 def _check_data(cfg: RunConfig) -> None:
@@ -93,14 +101,17 @@ def _config_changes(checkpoint: Path, cfg: RunConfig) -> list[str]:
     return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
-def _resume_checkpoint(cfg: RunConfig, resume: str) -> Path | None:
+def _resume_checkpoint(cfg: RunConfig, resume: str, warnings: list[str]) -> Path | None:
+    """The checkpoint named by ``resume``; broken newer ones passed over are added to ``warnings``."""
     try:
-        checkpoint = find_checkpoint(cfg.output_dir, "latest" if resume in RESUME_MODES else resume)
+        checkpoint = find_checkpoint(cfg.output_dir, "latest" if resume in RESUME_MODES else resume,
+                                     warn=warnings.append)
     except FileNotFoundError as err:
-        raise ConfigError(f"--resume {resume}: {err} (pass a checkpoints/step_N folder or 'latest')") from None
+        raise ConfigError(f"--resume {resume}: {err} (pass another checkpoints/step_N folder or 'latest')") from None
     if checkpoint is None and resume == "latest":
-        raise ConfigError(f"--resume latest: no complete checkpoint in {cfg.output_dir}/checkpoints (start without "
-                          "--resume, use --resume auto to resume only when a checkpoint exists, or fix output_dir)")
+        broken = f" ({len(warnings)} broken: {warnings[0]})" if warnings else ""
+        raise ConfigError(f"--resume latest: no complete checkpoint in {cfg.output_dir}/checkpoints{broken} (start "
+                          "without --resume, use --resume auto to resume only when a checkpoint exists, or fix output_dir)")
     return checkpoint
 
 
@@ -110,12 +121,13 @@ def preflight(cfg: RunConfig, resume: str | None = None) -> Preflight:
     _check_output_dir(cfg)
     _check_data(cfg)
     _check_files(cfg)
-    checkpoint = _resume_checkpoint(cfg, resume) if resume else None
+    warnings: list[str] = []
+    checkpoint = _resume_checkpoint(cfg, resume, warnings) if resume else None
     if checkpoint is None:
-        return Preflight()
+        return Preflight(warnings=warnings)
     differences = _model_differences(checkpoint, cfg)
     if differences:
         raise ConfigError(f"--resume: the checkpoint {checkpoint} holds another model: {'; '.join(differences)} "
                           "(resume with the model settings it was trained with, or train into a new output_dir; "
                           "settings such as train.steps, val.* and hub.* may change)")
-    return Preflight(checkpoint, _config_changes(checkpoint, cfg))
+    return Preflight(checkpoint, _config_changes(checkpoint, cfg), warnings)

@@ -25,6 +25,7 @@ from ..model.training_inputs import TrainingInputs
 from .building import build_model, build_optimizer, default_cpu_threads
 from .checkpoints import STATE_FILE, publish_final, remove_incomplete, rotate_checkpoints, save_checkpoint
 from .loading import save_run_config
+from .lock import run_lock
 from .preemption import PREEMPTED_EXIT_CODE, StopRequest
 from .preflight import Preflight, preflight
 from .schema import RunConfig
@@ -32,7 +33,7 @@ from .state import TrainState
 from .step import StepResult, run_step
 from .tracking import close_logging, flat_hparams, get_run_logger, log_panels, setup_logging, tracker_init_kwargs
 
-__all__ = ["Run", "train", "start_run", "log_step", "validate", "checkpoint", "push", "finish"]
+__all__ = ["Run", "train", "make_accelerator", "start_run", "log_step", "validate", "checkpoint", "push", "finish"]
 
 log = get_run_logger()
 
@@ -72,22 +73,24 @@ def train(cfg: RunConfig, *, resume: str | None = None) -> Path:
     "auto" (latest if any) or a checkpoint folder. Raises ``ConfigError`` before building anything
     when the config cannot run; exits with status 143 after a checkpoint on SIGTERM."""
     checked = preflight(cfg, resume)
-    run = start_run(cfg, checked)
-    stop = StopRequest()
-    try:
-        while run.state.step < cfg.train.steps:
-            log_step(run, run_step(run.model, run.optimizer, run.batches, cfg, run.state, run.accelerator))
-            if cfg.val.sources and _due(cfg.val.every, run.state.step, cfg.train.steps):
-                validate(run)
-            preempted = stop.requested(run.accelerator)
-            if preempted or _due(cfg.train.checkpoint_every, run.state.step, cfg.train.steps):
-                push(run, checkpoint(run), final=False)
-            if preempted:
-                _exit_preempted(run)
-        return finish(run)
-    finally:
-        stop.restore()
-        close_logging()
+    accelerator = make_accelerator(cfg)
+    with run_lock(cfg.output_dir, accelerator) as took_over:
+        run = start_run(cfg, checked, accelerator, notes=[took_over] if took_over else [])
+        stop = StopRequest()
+        try:
+            while run.state.step < cfg.train.steps:
+                log_step(run, run_step(run.model, run.optimizer, run.batches, cfg, run.state, run.accelerator))
+                if cfg.val.sources and _due(cfg.val.every, run.state.step, cfg.train.steps):
+                    validate(run)
+                preempted = stop.requested(run.accelerator)
+                if preempted or _due(cfg.train.checkpoint_every, run.state.step, cfg.train.steps):
+                    push(run, checkpoint(run), final=False)
+                if preempted:
+                    _exit_preempted(run)
+            return finish(run)
+        finally:
+            stop.restore()
+            close_logging()
 
 
 def _prepare_output(cfg: RunConfig, accelerator) -> None:
@@ -104,7 +107,8 @@ def _prepare_output(cfg: RunConfig, accelerator) -> None:
              f"{t.grad_accum} micro-batch(es) x floor({cfg.data.max_images_per_batch} / S) samples")
 
 
-def _make_accelerator(cfg: RunConfig):
+def make_accelerator(cfg: RunConfig):
+    """The run's Accelerator (trackers, precision, CPU threads), with every RNG seeded from ``cfg.seed``."""
     from accelerate import Accelerator
     from accelerate.utils import ProjectConfiguration, set_seed
 
@@ -134,14 +138,16 @@ def _restore(accelerator, checked: Preflight, state: TrainState) -> None:
                  f"the global batch changes from {saved_world} to {state.world_size} x grad_accum x B per step")
 
 
-def start_run(cfg: RunConfig, checked: Preflight) -> Run:
-    """Build everything a run needs, in an order that makes runs reproducible from ``cfg.seed``."""
+def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] = ()) -> Run:
+    """Build everything a run needs, in an order that makes runs reproducible from ``cfg.seed``;
+    ``notes``: warnings to log once logging is set up."""
     from tqdm.auto import tqdm
 
     from ..data.dataset import build_train_loader
 
-    accelerator = _make_accelerator(cfg)
     _prepare_output(cfg, accelerator)
+    for warning in [*notes, *checked.warnings]:
+        log.warning(warning)
     accelerator.wait_for_everyone()
     accelerator.init_trackers("train", config=flat_hparams(cfg.to_dict()),
                               init_kwargs=tracker_init_kwargs(Path(cfg.output_dir)))
