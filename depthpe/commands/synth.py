@@ -28,9 +28,10 @@ The output is deterministic for --seed: scene i of a split depends only on (seed
 and val scenes never coincide, and a rerun skips scene files that are already complete (resume an
 interrupted run by running the same command again).
 
-The default size {DEFAULT_HEIGHT}x{DEFAULT_WIDTH} is 1.25 x the 112 px quickstart training
-resolution, so augmentation crops at 0.8-1.0 scale still cover a training image; pass
---height/--width (multiples of 14 are convenient) for larger training resolutions."""
+The default size {DEFAULT_HEIGHT}x{DEFAULT_WIDTH} is 1.67 x the 84 px quickstart training width,
+so even the smallest augmentation crop (scale 0.8: 112 px) is larger than a training image and is
+only ever downsampled; pass --height/--width (multiples of 14 are convenient) for larger training
+resolutions."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
