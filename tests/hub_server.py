@@ -26,8 +26,10 @@ Anything else answers 404 and is recorded in ``unknown`` so a test can show what
 Failures are injected per request kind (``"create"``, ``"preupload"``, ``"commit"``, ``"tag"``,
 ``"branch"``): ``FakeHub(fail={"commit": 2})`` answers the first two commits with HTTP 500,
 ``fail={"create": -1}`` fails every repo creation. ``FakeHub(hold_commits=True)`` keeps commit
-requests waiting until ``hub.hold.set()``. Avoid failing ``preupload`` in fast tests: the
-client retries it itself with back-off (1 s, 2 s, 4 s, ...).
+requests waiting until ``hub.hold.set()``. ``FakeHub(stall=True)`` accepts every request and
+answers none until ``hub.unstall.set()`` (then it answers normally): a Hub that hangs. ``stop()`` (the
+end of the ``with`` block) sets both events first, so no handler thread outlives the test. Avoid
+failing ``preupload`` in fast tests: the client retries it itself with back-off (1 s, 2 s, 4 s, ...).
 """
 
 from __future__ import annotations
@@ -65,13 +67,19 @@ class FakeRepo:
 class FakeHub:
     """The server; use as a context manager (``with FakeHub() as hub: ... hub.url ...``)."""
 
-    def __init__(self, fail: dict[str, int] | None = None, fail_status: int = 500, hold_commits: bool = False):
+    def __init__(self, fail: dict[str, int] | None = None, fail_status: int = 500, hold_commits: bool = False,
+                 stall: bool = False):
         self.fail = dict(fail or {})
         # While ``hold`` is clear, commit requests wait (at most 60 s): lets a test look at the client
         # side while an upload is in flight. Created set unless ``hold_commits``.
         self.hold = threading.Event()
         if not hold_commits:
             self.hold.set()
+        # While ``unstall`` is clear, every request waits without an answer (until stop() at the latest).
+        self.unstall = threading.Event()
+        if not stall:
+            self.unstall.set()
+        self.stalled = 0  # requests that had to wait on ``unstall``
         self.fail_status = fail_status
         self.repos: dict[str, FakeRepo] = {}
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
@@ -97,6 +105,8 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        self.hold.set()  # release waiting handlers so that they end with the test
+        self.unstall.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -150,6 +160,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # keep test output clean
         pass
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except ConnectionError:  # the client gave up waiting (a stalled request that timed out)
+            pass
+
     # ------------------------------------------------------------------ plumbing
     def _body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
@@ -182,6 +198,8 @@ class _Handler(BaseHTTPRequestHandler):
             hub.requests.append((method, path))
             if self.headers.get("Authorization"):
                 hub.authorizations.add(self.headers["Authorization"])
+            hub.stalled += not hub.unstall.is_set()
+        hub.unstall.wait(300)  # stop() sets it; 300 s only bounds a test that forgot to stop
         parts = path.strip("/").split("/")
         try:
             if method == "POST" and path == "/api/repos/create":
