@@ -10,6 +10,13 @@ without raising; authentication errors (HTTP 401/403) and offline mode are not r
 is queued or running, the folder it protects is reported by ``is_pending`` so that checkpoint
 rotation leaves it alone.
 
+Nothing waits forever. Every request of a job gets ``request_timeout`` (seconds to connect, to send
+a chunk or to receive the next one; huggingface_hub itself sets none on its API calls): a Hub that
+accepts the connection and never answers fails the attempt like any error (retried with back-off).
+Every job gets ``job_deadline`` (seconds from its start, all attempts together): past it the job is
+given up and logged, and its folder stops being pending so that rotation can delete it, even while
+its thread is still stuck in a request (that request's late result is ignored).
+
 Repository layout written by training (``TrainingPushes``)::
 
     <branch>:checkpoints/step_0000400/{config.json, model.safetensors, README.md, training_inputs.json}
@@ -42,7 +49,8 @@ import json
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -54,6 +62,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MODEL_FILES",
+    "DEFAULT_REQUEST_TIMEOUT",
+    "DEFAULT_JOB_DEADLINE",
     "PushResult",
     "PushHandle",
     "HubPusher",
@@ -69,6 +79,8 @@ __all__ = [
 REQUIRED_FILES = ("config.json", "model.safetensors")
 MODEL_FILES = (*REQUIRED_FILES, CARD_NAME, TRAINING_INPUTS_NAME)  # uploaded when present; the first two must be
 MAX_RETRY_DELAY = 300.0
+DEFAULT_REQUEST_TIMEOUT = 60.0  # s a Hub request may wait to connect, send a chunk or get the next one
+DEFAULT_JOB_DEADLINE = 1800.0  # s an upload job may take from its start (all attempts) before it is given up
 VAL_SUMMARY_NAME = "val_summary.json"  # training's latest validation summary, in the run folder
 
 
@@ -114,33 +126,105 @@ def read_val_summary(run_dir: str | Path) -> dict | None:
             "views": doc.get("views")}
 
 
+# ---------------------------------------------------------------------------------- request timeouts
+_REQUEST_TIMEOUT: ContextVar[float | None] = ContextVar("depthpe_hub_request_timeout", default=None)
+_HOOK_LOCK = threading.Lock()
+
+
+def _bound_request(request) -> None:
+    """httpx2 request hook: a request made by a pusher job (``_REQUEST_TIMEOUT`` set in its thread)
+    waits at most that many seconds to connect, to send each chunk and for each chunk of the answer;
+    requests made elsewhere keep huggingface_hub's own timeouts."""
+    seconds = _REQUEST_TIMEOUT.get()
+    if seconds is None:
+        return
+    phases = request.extensions.get("timeout") or dict.fromkeys(("connect", "read", "write", "pool"))
+    bounded = {phase: seconds if limit is None else min(limit, seconds) for phase, limit in phases.items()}
+    request.extensions = {**request.extensions, "timeout": bounded}
+
+
+def _install_request_timeouts() -> None:
+    """Once per process: make huggingface_hub's shared HTTP client run ``_bound_request`` before
+    every request.
+
+    huggingface_hub 2.x builds that client (``get_session``) with ``timeout=None`` and its API calls
+    (``create_repo``, ``create_commit``, ``create_tag``, ...) take no timeout, so they wait forever on
+    a Hub that never answers; only downloads pass ``HF_HUB_ETAG_TIMEOUT`` / ``HF_HUB_DOWNLOAD_TIMEOUT``.
+    The bound goes in through its ``set_client_factory``, wrapping the factory already installed (a
+    user's proxy or certificate settings stay)."""
+    from huggingface_hub import set_client_factory
+    from huggingface_hub.utils import _http
+
+    with _HOOK_LOCK:
+        previous = getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory)
+        if getattr(previous, "bounds_pusher_requests", False):
+            return
+
+        def factory():
+            """The installed factory's client, with ``_bound_request`` as its last request hook."""
+            client = previous()
+            hooks = client.event_hooks
+            client.event_hooks = {**hooks, "request": [*hooks.get("request", []), _bound_request]}
+            return client
+
+        factory.bounds_pusher_requests = True
+        set_client_factory(factory)
+
+
+def _timed_out(err: BaseException | None) -> bool:
+    """True if ``err``, or an error it was raised from, is a request timeout."""
+    import httpx2
+
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, (httpx2.TimeoutException, TimeoutError)):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _positive_or_none(**values: float | None) -> None:
+    """Raise ``ValueError`` unless each value is None (no bound) or > 0."""
+    for name, value in values.items():
+        if value is not None and not value > 0:
+            raise ValueError(f"{name} must be > 0 seconds (or None for no bound), got {value}")
+
+
 # ---------------------------------------------------------------------------------- the pusher
 @dataclass
 class PushResult:
-    """Outcome of one push job. ``commit``: commit id on success; ``error``: last error (scrubbed)."""
+    """Outcome of one push job. ``commit``: commit id on success; ``error``: last error (scrubbed);
+    ``reason``: "timeout" when the last attempt failed because the Hub did not answer within the
+    request timeout, "deadline" when the job was given up at its deadline, else None."""
 
     description: str
     ok: bool = False
     commit: str | None = None
     attempts: int = 0
     error: str | None = None
+    reason: str | None = None
 
 
 class PushHandle:
-    """Returned by ``HubPusher.push``: ``done()``, ``wait(timeout) -> bool`` and ``result``."""
+    """Returned by ``HubPusher.push``: ``done()``, ``wait(timeout) -> bool`` and ``result``.
+
+    The job is over when it succeeded, was given up (retries spent, its deadline passed) or was
+    abandoned; ``result`` is final from then on, even if a request stuck past the deadline comes
+    back later."""
 
     def __init__(self, description: str):
         self.result = PushResult(description)
         self.future: concurrent.futures.Future | None = None
+        self._over = threading.Event()
 
     def done(self) -> bool:
-        """True once the job is over (success, given up or abandoned)."""
-        return self.future is not None and self.future.done()
+        """True once the job is over."""
+        return self._over.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the job is over; False if ``timeout`` s passed first."""
-        concurrent.futures.wait([self.future], timeout)
-        return self.future.done()
+        return self._over.wait(timeout)
 
 
 def _default_log(message: str) -> None:
@@ -151,8 +235,16 @@ class _NoRetry(Exception):
     """An error that another attempt cannot fix (authentication, permissions, offline mode)."""
 
 
+class _Stopped(Exception):
+    """The job was stopped (``abandon``, its deadline) between two of its requests."""
+
+
 @dataclass
 class _Job:
+    """One queued upload. ``progress`` is the worker's record (``handle.result`` until the job is
+    given up at its deadline, when the handle gets a frozen copy); ``stop`` is set by ``abandon`` and
+    by the deadline; ``clock`` is the deadline's timer, started when the job's turn comes."""
+
     folder: Path
     paths_in_repo: tuple[str, ...]
     tag: str | None
@@ -160,6 +252,21 @@ class _Job:
     protect: Path
     handle: PushHandle
     tagged: bool = False
+    stop: threading.Event = field(default_factory=threading.Event)
+    clock: threading.Timer | None = None
+    expired: bool = False
+    released: bool = False
+    progress: PushResult = field(init=False)
+
+    def __post_init__(self):
+        """The worker writes into the handle's result until ``_expire`` freezes a copy for the handle."""
+        self.progress = self.handle.result
+
+
+def _check_stop(job: _Job) -> None:
+    """Raise ``_Stopped`` if the job was stopped: called before each of its requests but the first."""
+    if job.stop.is_set():
+        raise _Stopped()
 
 
 class HubPusher:
@@ -169,34 +276,48 @@ class HubPusher:
     to commit to (None = the default branch; created from main when missing); token: None = the usual
     Hugging Face sources; endpoint: Hub URL (None = ``HF_ENDPOINT`` / huggingface.co);
     retries: attempts after the first one; retry_delay: first back-off in seconds (doubles, capped at
-    ``MAX_RETRY_DELAY``); log: callable taking one line (default: stderr); give_up_hint: sentence
+    ``MAX_RETRY_DELAY``); request_timeout: seconds any one request of a job may wait to connect, to
+    send a chunk or for the next chunk of the answer before it fails (None = no bound);
+    retry_timeouts: False = a timed-out request is not retried (the job fails at once);
+    job_deadline: seconds a job may take, counted from when it starts running, before it is given
+    up (None = no bound); log: callable taking one line (default: stderr); give_up_hint: sentence
     appended to the line logged when a job is given up (what the caller goes on doing, how to retry);
     api: an ``HfApi``-like object (tests), else ``HfApi(endpoint=endpoint, token=token)``.
 
-    Jobs run on the api's ``run_as_future`` executor. Python waits for that executor's thread at
-    exit, so call ``abandon()`` before exiting with uploads pending: queued jobs are cancelled and the
-    running one makes no further attempt (only its request in flight is waited for).
+    Jobs run on the api's ``run_as_future`` executor (one thread, in order). A job past its deadline
+    is given up at once, even while its thread is stuck in a request (a thread cannot be killed): its
+    folder stops being pending, its result stays failed and the thread makes no further request for
+    it. While that thread stays stuck, the jobs queued behind it count their deadline from that moment.
+    Python waits for the executor's thread at exit, so call ``abandon()`` before exiting with uploads
+    pending: queued jobs are cancelled and the running one makes no further attempt (only its request
+    in flight, bounded by ``request_timeout``, is waited for).
     """
 
     def __init__(self, repo_id: str, *, private: bool = False, revision: str | None = None,
                  token: str | None = None, endpoint: str | None = None, retries: int = 5,
-                 retry_delay: float = 10.0, log: Callable[[str], None] | None = None,
-                 give_up_hint: str | None = None, api=None):
+                 retry_delay: float = 10.0, request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+                 retry_timeouts: bool = True, job_deadline: float | None = DEFAULT_JOB_DEADLINE,
+                 log: Callable[[str], None] | None = None, give_up_hint: str | None = None, api=None):
         if not repo_id or not isinstance(repo_id, str) or repo_id.count("/") > 1 or repo_id.strip("/") != repo_id:
             raise ValueError(f"repo_id must look like 'user/name' (or 'name'), got {repo_id!r}")
         if retries < 0 or retry_delay < 0:
             raise ValueError(f"retries and retry_delay must be >= 0, got {retries}, {retry_delay}")
+        _positive_or_none(request_timeout=request_timeout, job_deadline=job_deadline)
         if api is None:
             from huggingface_hub import HfApi
 
             api = HfApi(endpoint=endpoint, token=token)
+        if request_timeout is not None:
+            _install_request_timeouts()
         self.api, self.repo_id, self.private, self.revision = api, repo_id, private, revision
         self.retries, self.retry_delay = int(retries), float(retry_delay)
+        self.request_timeout, self.retry_timeouts, self.job_deadline = request_timeout, retry_timeouts, job_deadline
         self.log, self.give_up_hint = log or _default_log, give_up_hint
         self._token = token
         self._lock = threading.Lock()
         self._pending: dict[Path, int] = {}
-        self._futures: list[concurrent.futures.Future] = []
+        self._jobs: list[_Job] = []  # not over yet, in queue order
+        self._running: _Job | None = None  # the job whose thread is in _run
         self._stop = threading.Event()
         self._repo_ready = False
         self.results: list[PushResult] = []
@@ -224,9 +345,10 @@ class HubPusher:
                    Path(protect if protect is not None else folder).resolve(), handle)
         with self._lock:
             self._pending[job.protect] = self._pending.get(job.protect, 0) + 1
-            self._futures = [f for f in self._futures if not f.done()]
+            self._jobs.append(job)
             handle.future = self.api.run_as_future(self._run, job)
-            self._futures.append(handle.future)
+            if self._running is not None and self._running.expired:  # its turn comes now, see _expire
+                self._start_clock(job)
         handle.future.add_done_callback(lambda f: f.cancelled() and self._release(job, "abandoned before it started"))
         return handle
 
@@ -242,10 +364,10 @@ class HubPusher:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every queued job is over; False if ``timeout`` seconds passed first."""
+        end = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            futures = list(self._futures)
-        _, not_done = concurrent.futures.wait(futures, timeout)
-        return not not_done
+            handles = [job.handle for job in self._jobs]
+        return all(h.wait(None if end is None else max(0.0, end - time.monotonic())) for h in handles)
 
     def abandon(self) -> list[Path]:
         """Give up on what is left: cancel queued jobs, stop the running one's retries (its request in
@@ -253,70 +375,148 @@ class HubPusher:
         self._stop.set()
         left = self.pending()
         with self._lock:
-            futures = list(self._futures)
-        for future in futures:
-            future.cancel()
+            jobs = list(self._jobs)
+        for job in jobs:
+            job.stop.set()
+            job.handle.future.cancel()
         return left
 
     # ------------------------------------------------------------------ worker side
     def _run(self, job: _Job) -> None:
-        """One job with retries, on the executor thread; never raises."""
+        """One job with retries, on the executor thread; never raises. Its requests are bounded by
+        ``request_timeout``; its deadline counts from now (unless its clock already runs)."""
+        bound = _REQUEST_TIMEOUT.set(self.request_timeout)
+        with self._lock:
+            self._running = job
+            self._start_clock(job)
         try:
             self._attempts(job)
         except BaseException as err:  # a bug here must not look like a hanging upload
-            job.handle.result.error = self._scrub(err)
-            self.log(f"hub: push of {job.handle.result.description} crashed: {job.handle.result.error}")
+            job.progress.error = self._scrub(err)
+            self.log(f"hub: push of {job.progress.description} crashed: {job.progress.error}")
         finally:
+            _REQUEST_TIMEOUT.reset(bound)
+            with self._lock:
+                self._running = None
             self._release(job)
 
-    def _release(self, job: _Job, error: str | None = None) -> None:
-        """Bookkeeping when a job is over: unprotect its folder, record its result."""
+    def _start_clock(self, job: _Job) -> None:
+        """Start the job's deadline timer (``_expire``) unless it runs already; call with the lock held."""
+        if self.job_deadline is None or job.clock is not None or job.released:
+            return
+        job.clock = threading.Timer(self.job_deadline, self._expire, (job,))
+        job.clock.daemon = True
+        job.clock.start()
+
+    def _expire(self, job: _Job) -> None:
+        """Deadline timer: give the job up now, whatever its thread is doing. Its handle gets a frozen,
+        failed result and its folder is released, so a request that comes back later changes nothing.
+        If its thread is stuck, the jobs queued behind it start their clocks now."""
         with self._lock:
+            if job.released:
+                return
+            job.expired = True
+            job.stop.set()
+            queued = [j for j in self._jobs if j is not job] if self._running is job else []
+            last = job.progress
+            why = (f"not done within its deadline of {self.job_deadline:g} s"
+                   if last.attempts else f"not started within its deadline of {self.job_deadline:g} s "
+                                         "(the upload before it is stuck)")
+            job.handle.result = replace(last, ok=False, reason="deadline",
+                                        error=why + (f"; last error: {last.error}" if last.error else ""))
+        self._log_give_up(job.handle.result)
+        self._release(job)
+        job.handle.future.cancel()  # a queued job never starts
+        with self._lock:
+            for other in queued:
+                self._start_clock(other)
+
+    def _release(self, job: _Job, error: str | None = None) -> None:
+        """Bookkeeping when a job is over (once): unprotect its folder, record its result, wake waiters."""
+        with self._lock:
+            if job.released:
+                return
+            job.released = True
+            if job.clock is not None:
+                job.clock.cancel()
             n = self._pending.get(job.protect, 0) - 1
             if n > 0:
                 self._pending[job.protect] = n
             else:
                 self._pending.pop(job.protect, None)
+            self._jobs.remove(job)
             if error:
                 job.handle.result.error = error
             self.results.append(job.handle.result)
+        job.handle._over.set()
 
     def _attempts(self, job: _Job) -> None:
-        result = job.handle.result
-        started = time.monotonic()
+        """Attempts with back-off until one succeeds, the retries are spent, an error cannot be retried
+        or the job is stopped (``abandon``; its deadline: then ``_expire`` has given it up already)."""
+        result, started = job.progress, time.monotonic()
         for attempt in range(self.retries + 1):
-            if self._stop.is_set():
-                result.error = f"abandoned ({result.error})" if result.error else "abandoned"
-                return
+            if job.stop.is_set():
+                break
             result.attempts = attempt + 1
             try:
                 self._push_once(job)
-                result.ok, result.error = True, None
-                self.log(f"hub: pushed {result.description} in {time.monotonic() - started:.1f} s "
-                         f"(commit {result.commit[:10] if result.commit else '?'})")
-                return
+            except _Stopped:
+                break
             except _NoRetry as err:
-                result.error = str(err)
+                result.error, result.reason = str(err), None
                 break
             except Exception as err:
-                result.error = self._scrub(err)
-                if attempt < self.retries:
-                    delay = min(self.retry_delay * 2 ** attempt, MAX_RETRY_DELAY)
-                    self.log(f"hub: push of {result.description} failed (attempt {attempt + 1}/"
-                             f"{self.retries + 1}): {result.error}; retrying in {delay:.1f} s")
-                    if self._stop.wait(delay):
-                        result.error = f"abandoned ({result.error})"
-                        return
+                self._record_failure(result, err)
+                if attempt == self.retries or (result.reason == "timeout" and not self.retry_timeouts):
+                    break
+                delay = min(self.retry_delay * 2 ** attempt, MAX_RETRY_DELAY)
+                self.log(f"hub: push of {result.description} failed (attempt {attempt + 1}/"
+                         f"{self.retries + 1}): {result.error}; retrying in {delay:.1f} s")
+                job.stop.wait(delay)
+            else:
+                if job.expired:
+                    break
+                result.ok, result.error, result.reason = True, None, None
+                commit = result.commit[:10] if result.commit else "?"
+                self.log(f"hub: pushed {result.description} in {time.monotonic() - started:.1f} s (commit {commit})")
+                return
+        if job.expired:
+            self._log_late(job)
+        elif job.stop.is_set():
+            result.error = f"abandoned ({result.error})" if result.error else "abandoned"
+        else:
+            self._log_give_up(result)
+
+    def _record_failure(self, result: PushResult, err: Exception) -> None:
+        """Store a failed attempt's error; a timed-out request gets ``reason`` "timeout" and says so."""
+        result.error, result.reason = self._scrub(err), None
+        if _timed_out(err):
+            limit = f"within {self.request_timeout:g} s" if self.request_timeout else "in time"
+            result.error, result.reason = f"the Hub did not answer {limit} ({result.error})", "timeout"
+
+    def _log_late(self, job: _Job) -> None:
+        """After the deadline gave the job up: say if its stuck request had committed after all."""
+        commit = job.progress.commit
+        if commit:
+            untagged = f" without its tag {job.tag}" if job.tag and not job.tagged else ""
+            self.log(f"hub: the stuck upload {job.progress.description} came back after its deadline: commit "
+                     f"{commit[:10]} reached the Hub{untagged}; the job stays given up")
+
+    def _log_give_up(self, result: PushResult) -> None:
+        """The one line logged when a job is given up (its error, then the caller's hint)."""
         hint = f" {self.give_up_hint}" if self.give_up_hint else ""
-        self.log(f"hub: giving up on {result.description} after {result.attempts} attempt(s): {result.error}.{hint}")
+        tries = f" after {result.attempts} attempt(s)" if result.attempts else ""
+        self.log(f"hub: giving up on {result.description}{tries}: {result.error}.{hint}")
 
     def _push_once(self, job: _Job) -> None:
-        """Commit (once: a retry after a failed tag does not commit again), then tag."""
-        result = job.handle.result
+        """Commit (once: a retry after a failed tag does not commit again), then tag. Raises
+        ``_Stopped`` between two requests when the job was stopped."""
+        result = job.progress
         try:
             if result.commit is None:
                 result.commit = self._commit(job)
             if job.tag and not job.tagged:
+                _check_stop(job)
                 self._set_tag(job.tag, result.commit)
                 job.tagged = True
         except Exception as err:
@@ -326,16 +526,19 @@ class HubPusher:
             raise
 
     def _commit(self, job: _Job) -> str | None:
+        """Create the repository (and branch) once, then one commit of the job's files; its oid."""
         from huggingface_hub import CommitOperationAdd
 
         if not self._repo_ready:
             self.api.create_repo(self.repo_id, private=self.private, exist_ok=True, repo_type="model")
             if self.revision and self.revision != "main":
+                _check_stop(job)
                 self.api.create_branch(self.repo_id, branch=self.revision, exist_ok=True)
             self._repo_ready = True
         names = [n for n in MODEL_FILES if (job.folder / n).is_file()]
         ops = [CommitOperationAdd(path_in_repo=f"{prefix}/{n}" if prefix else n, path_or_fileobj=str(job.folder / n))
                for prefix in job.paths_in_repo for n in names]
+        _check_stop(job)
         info = self.api.create_commit(self.repo_id, ops, commit_message=job.message, revision=self.revision)
         return getattr(info, "oid", None)
 
@@ -387,7 +590,9 @@ class TrainingPushes:
     ``cfg.train.steps``, the checkpoint numbering from ``cfg.train.checkpoint_every`` and the licence
     of released initial weights from ``cfg.model.init_from`` (``init_weights_release``).
     output_dir: the run folder (named in the hint logged when an upload is given up);
-    log: one-line logger (default: stderr); pusher_kwargs: passed to ``HubPusher`` (token, endpoint, api).
+    log: one-line logger (default: stderr); pusher_kwargs: passed to ``HubPusher`` (token, endpoint, api;
+    request_timeout and job_deadline default to ``cfg.hub``'s, else ``DEFAULT_REQUEST_TIMEOUT`` and
+    ``DEFAULT_JOB_DEADLINE``). An upload given up at its deadline no longer protects its checkpoint.
     Validation summaries shown on the cards come from ``record_validation`` (kept in memory only:
     the trainer writes ``val_summary.json`` itself with ``write_val_summary``).
     """
@@ -402,6 +607,9 @@ class TrainingPushes:
         self.log = log or _default_log
         pusher_kwargs.setdefault(
             "give_up_hint", f"Training goes on; push the folder later with `depthpe push` (run folder {self.output_dir}).")
+        # hub.request_timeout / hub.job_deadline: read this way until the schema has them
+        pusher_kwargs.setdefault("request_timeout", getattr(hub, "request_timeout", DEFAULT_REQUEST_TIMEOUT))
+        pusher_kwargs.setdefault("job_deadline", getattr(hub, "job_deadline", DEFAULT_JOB_DEADLINE))
         self.pusher = HubPusher(hub.repo_id, private=hub.private, revision=hub.revision, retries=hub.retries,
                                 retry_delay=hub.retry_delay, log=self.log, **pusher_kwargs)
         self._check_credentials("token" in pusher_kwargs)
