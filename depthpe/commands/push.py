@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from ..hub import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT
+
 HELP = "push an exported model or a run's final model to the Hugging Face Hub"
 DESCRIPTION = """\
 Upload an exported depthpe model (config.json, model.safetensors, training_inputs.json when present
@@ -20,7 +22,10 @@ validation (runs/NAME/val_summary.json). The card is also written into the local
 (README.md), so both copies agree.
 
 The token comes from HF_TOKEN or `hf auth login`; it is never printed. HF_ENDPOINT selects another
-Hub. A failed upload is retried with back-off; the exit status is 1 if it finally fails."""
+Hub. A failed upload is retried with back-off; the exit status is 1 if it finally fails. Nothing
+waits forever: a Hub that does not answer a request within --timeout seconds stops the command
+(exit 1, not retried), and an upload still unfinished after --deadline seconds is given up (exit 1;
+a request still in flight then may delay the exit by up to --timeout seconds)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +43,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retries", type=int, default=3, metavar="N", help="retries after a failure (default 3)")
     parser.add_argument("--retry-delay", type=float, default=5.0, metavar="S",
                         help="first retry delay in seconds, doubled each time (default 5)")
+    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",
+                        help="seconds a request may wait for the Hub's answer; a timed-out request is not "
+                             f"retried (default {DEFAULT_REQUEST_TIMEOUT:g})")
+    parser.add_argument("--deadline", type=_seconds, default=DEFAULT_JOB_DEADLINE, metavar="S",
+                        help=f"seconds the whole upload may take, retries included (default {DEFAULT_JOB_DEADLINE:g})")
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
 
 
 def _load_eval(path: str) -> tuple[dict, str]:
@@ -93,6 +114,20 @@ def _card(args: argparse.Namespace, folder: Path, run_dir: Path | None):
     return info, step
 
 
+def _failure(args: argparse.Namespace, folder: Path, result, endpoint: str | None) -> str:
+    """The command's own line for a failed upload (``result``: the job's ``PushResult``)."""
+    retry = "The local folder is unchanged but for its README.md; run the command again to retry"
+    if result.reason == "timeout":
+        return (f"depthpe push: {endpoint or 'the Hub'} did not answer within {args.timeout:g} s (--timeout), so "
+                f"the upload of {folder} to {args.repo_id} stopped after {result.attempts} attempt(s). Check the "
+                f"network and HF_ENDPOINT, or allow more time with --timeout. {retry}.")
+    if result.reason == "deadline":
+        return (f"depthpe push: the upload of {folder} to {args.repo_id} was given up, {result.error} (--deadline). "
+                f"{retry}, with a larger --deadline on a slow connection.")
+    return (f"depthpe push: upload of {folder} to {args.repo_id} failed after {result.attempts} attempt(s): "
+            f"{result.error}. {retry}.")
+
+
 def run(args: argparse.Namespace) -> int:
     """Write the card, push the folder; 0 on success, 1 when the upload finally fails, 2 on bad input."""
     from ..hub import HubPusher, resolve_model_folder
@@ -103,17 +138,16 @@ def run(args: argparse.Namespace) -> int:
         info, step = _card(args, folder, run_dir)
         write_model_card(folder, info)
         pusher = HubPusher(args.repo_id, private=args.private, revision=args.revision, retries=args.retries,
-                           retry_delay=args.retry_delay, log=print)
+                           retry_delay=args.retry_delay, request_timeout=args.timeout, retry_timeouts=False,
+                           job_deadline=args.deadline, log=print)
     except (FileNotFoundError, ValueError) as err:
         print(f"depthpe push: {err}")
         return 2
     handle = pusher.push(folder, paths_in_repo=("",), tag=args.tag,
                          message=f"depthpe push: {folder.name}" + (f" (step {step})" if step is not None else ""))
     handle.wait()
-    result = handle.result
-    if not result.ok:
-        print(f"depthpe push: upload of {folder} to {args.repo_id} failed after {result.attempts} attempt(s): "
-              f"{result.error}. The local folder is unchanged but for its README.md; run the command again to retry.")
+    if not handle.result.ok:
+        print(_failure(args, folder, handle.result, getattr(pusher.api, "endpoint", None)))
         return 1
     where = f" (branch {args.revision})" if args.revision else ""
     rev = args.tag or args.revision
