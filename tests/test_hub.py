@@ -4,10 +4,12 @@ Subprocesses (training, eval/evaluate.py) get HF_ENDPOINT in their environment; 
 pointed at the server by patching ``huggingface_hub.constants`` (read at import time).
 """
 
+import concurrent.futures
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -205,6 +207,117 @@ def test_abandon_cancels_queued_uploads_and_stops_retrying(tmp_path, online):
         assert not pusher.pending() and len(pusher.results) == 2
         with pytest.raises(RuntimeError, match="abandoned"):
             pusher.push(first_dir)
+
+
+# ------------------------------------------------------------------------------ a Hub that hangs
+def _bounded(fn, limit: float):
+    """(fn(), seconds it took), run in a helper thread so that a hang fails the test after ``limit`` s
+    instead of hanging the test run."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # argparse's SystemExit included
+            box["error"] = err
+
+    started = time.monotonic()
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        pytest.fail(f"still running after {limit} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"], time.monotonic() - started
+
+
+def _wait_until(condition, limit: float) -> bool:
+    """Poll ``condition()`` every 20 ms for at most ``limit`` s."""
+    end = time.monotonic() + limit
+    while not condition() and time.monotonic() < end:
+        time.sleep(0.02)
+    return condition()
+
+
+def test_push_command_returns_when_the_hub_never_answers(tmp_path, monkeypatch, capsys):
+    from depthpe.cli import main
+
+    run = _hand_made_run(tmp_path)
+    with FakeHub(stall=True) as hub:
+        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        rc, seconds = _bounded(lambda: main(["push", str(run), "--repo-id", "bob/x", "--timeout", "1"]), 30)
+        assert hub.stalled == 1 and not hub.repos  # the first request hung; nothing was retried
+    out = capsys.readouterr().out
+    assert rc == 1 and seconds < 10, (seconds, out)
+    assert (f"depthpe push: {hub.url} did not answer within 1 s (--timeout), so the upload of {run / 'final'} "
+            "to bob/x stopped after 1 attempt(s). Check the network and HF_ENDPOINT") in out, out
+    assert "run the command again" in out and "Training goes on" not in out and TOKEN not in out
+
+
+def test_an_upload_stuck_past_its_deadline_stops_protecting_its_checkpoint(tmp_path, online):
+    cfg = _typed_run_config(f"hub.repo_id={REPO}", "hub.retries=0", "train.checkpoint_every=1")
+    out = tmp_path / "run"
+    ckpts = [out / "checkpoints" / f"step_{s:07d}" for s in (1, 2, 3)]
+    for seed, ckpt in enumerate(ckpts):
+        _model_folder(ckpt / "model", seed=seed)
+        (ckpt / "trainer_state.json").write_text("{}")  # a complete checkpoint: rotation may delete it
+    logs = []
+    with FakeHub(stall=True) as hub:
+        # request_timeout 60 s: the request stays stuck, only the 1 s deadline can end the jobs
+        pushes = TrainingPushes(cfg, out, log=logs.append, endpoint=hub.url, token=TOKEN, request_timeout=60,
+                                job_deadline=1)
+        first, second = pushes.after_checkpoint(ckpts[0], 1), pushes.after_checkpoint(ckpts[1], 2)
+        _rotate_checkpoints(out, 1, protected=pushes.is_pending)
+        assert all(c.is_dir() for c in ckpts)  # both uploads pending: kept
+        started = time.monotonic()
+        assert _wait_until(lambda: not pushes.pusher.pending(), 10), logs
+        assert 0.9 < time.monotonic() - started < 6  # the second job's clock starts when the first gives up
+        _rotate_checkpoints(out, 1, protected=pushes.is_pending)
+        assert [c.is_dir() for c in ckpts] == [False, False, True]
+        assert first.done() and second.done() and not first.result.ok and not second.result.ok
+        assert first.result.reason == second.result.reason == "deadline"
+        assert first.result.error == "not done within its deadline of 1 s"
+        assert second.result.error == "not started within its deadline of 1 s (the upload before it is stuck)"
+        assert sum("giving up" in line and "Training goes on" in line for line in logs) == 2, logs
+        hub.unstall.set()  # the stuck request comes back: it must change nothing
+        assert concurrent.futures.wait([first.future], 10).done
+        assert not first.result.ok and first.result.reason == "deadline" and len(pushes.pusher.results) == 2
+        assert not any("/commit/" in path for _, path in hub.requests)  # no further request for a given-up job
+        third = pushes.after_checkpoint(ckpts[2], 3)  # the pusher still works
+        assert third.wait(30) and third.result.ok, third.result
+    assert not any(TOKEN in line for line in logs)
+
+
+def test_a_request_that_comes_back_after_the_deadline_cannot_revive_its_job(tmp_path, online):
+    folder = _model_folder(tmp_path / "m")
+    logs = []
+    with FakeHub(hold_commits=True) as hub:
+        pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=3, retry_delay=0.01, request_timeout=60,
+                           job_deadline=1, log=logs.append)
+        handle = pusher.push(folder, tag="v1")
+        assert handle.wait(10) and not pusher.is_pending(folder) and handle.result.reason == "deadline"
+        hub.hold.set()  # the held commit lands now, after the deadline
+        assert concurrent.futures.wait([handle.future], 10).done
+        assert hub.repo(REPO).branches["main"] in hub.repo(REPO).commits and not hub.repo(REPO).tags
+        assert not handle.result.ok and handle.result.commit is None and handle.result.attempts == 1
+        assert pusher.results == [handle.result]
+        late = [line for line in logs if "came back after its deadline" in line]
+        assert len(late) == 1 and "reached the Hub without its tag v1; the job stays given up" in late[0], logs
+        assert not any(line.startswith("hub: pushed") for line in logs)
+
+
+def test_a_normal_push_runs_under_a_short_request_timeout_and_deadline(tmp_path, online):
+    folder = _model_folder(tmp_path / "m", inputs=INPUTS)
+    with FakeHub() as hub:
+        pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=0, request_timeout=2, job_deadline=20,
+                           log=lambda line: None)
+        handle = pusher.push(folder, tag="v1")
+        assert handle.wait(20) and handle.result.ok and handle.result.reason is None, handle.result
+        assert hub.files(REPO, "v1")["model.safetensors"] == (folder / "model.safetensors").read_bytes()
+        assert not hub.stalled and not pusher.pending() and pusher.wait(1)
+    with pytest.raises(ValueError, match="job_deadline must be > 0"):
+        HubPusher(REPO, endpoint=hub.url, token=TOKEN, job_deadline=0)
 
 
 # ------------------------------------------------------------------------------------ model card
