@@ -591,8 +591,7 @@ class TrainingPushes:
     of released initial weights from ``cfg.model.init_from`` (``init_weights_release``).
     output_dir: the run folder (named in the hint logged when an upload is given up);
     log: one-line logger (default: stderr); pusher_kwargs: passed to ``HubPusher`` (token, endpoint, api;
-    request_timeout and job_deadline default to ``cfg.hub``'s, else ``DEFAULT_REQUEST_TIMEOUT`` and
-    ``DEFAULT_JOB_DEADLINE``). An upload given up at its deadline no longer protects its checkpoint.
+    request_timeout and job_deadline default to ``cfg.hub``'s). An upload given up at its deadline no longer protects its checkpoint.
     Validation summaries shown on the cards come from ``record_validation`` (kept in memory only:
     the trainer writes ``val_summary.json`` itself with ``write_val_summary``).
     """
@@ -607,9 +606,8 @@ class TrainingPushes:
         self.log = log or _default_log
         pusher_kwargs.setdefault(
             "give_up_hint", f"Training goes on; push the folder later with `depthpe push` (run folder {self.output_dir}).")
-        # hub.request_timeout / hub.job_deadline: read this way until the schema has them
-        pusher_kwargs.setdefault("request_timeout", getattr(hub, "request_timeout", DEFAULT_REQUEST_TIMEOUT))
-        pusher_kwargs.setdefault("job_deadline", getattr(hub, "job_deadline", DEFAULT_JOB_DEADLINE))
+        pusher_kwargs.setdefault("request_timeout", hub.request_timeout)
+        pusher_kwargs.setdefault("job_deadline", hub.job_deadline)
         self.pusher = HubPusher(hub.repo_id, private=hub.private, revision=hub.revision, retries=hub.retries,
                                 retry_delay=hub.retry_delay, log=self.log, **pusher_kwargs)
         self._check_credentials("token" in pusher_kwargs)

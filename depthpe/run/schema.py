@@ -162,12 +162,16 @@ class HubConfig:
     license: str = "apache-2.0"
     retries: int = 5
     retry_delay: float = 10.0
+    request_timeout: float = 60.0
+    job_deadline: float = 1800.0
     wait_timeout: float = 1800.0
 
     def __post_init__(self):
         _require(self.push_every >= 1, f"hub.push_every must be >= 1 (every Nth checkpoint), got {self.push_every}")
         _require(self.retries >= 0 and self.retry_delay >= 0 and self.wait_timeout >= 0,
                  "hub.retries, hub.retry_delay and hub.wait_timeout must be >= 0")
+        _require(self.request_timeout > 0 and self.job_deadline > 0,
+                 "hub.request_timeout and hub.job_deadline must be > 0 (seconds)")
 
 
 def _model_section_fields() -> list:
