@@ -27,6 +27,7 @@ from depthpe.train import main
 from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
 
 STEPS = 5  # checkpoints after steps 2 and 4
+CAMERA_SEED = 7  # a seed whose first 3 steps draw every scene of CAMERA_BAD
 
 
 def _config(root, out, **train_overrides):
@@ -150,28 +151,39 @@ def _break(split_dir: Path, good: Path, kind: str) -> Path:
                 f["K"][1, 0, 0] = np.nan  # one frame: the whole file is checked when it is opened
             elif kind == "inf_camera":
                 f["w2c"][2, 1, 3] = np.inf
+            elif kind == "zero_focal":
+                f["K"][1, 0, 0] = 0.0
+            elif kind == "bad_rotation":
+                f["w2c"][2, :, :3] = f["w2c"][2, :, :3] * 1.3  # scaled: not orthonormal
+            elif kind == "far_principal_point":
+                f["K"][3, 0, 2] = 10.0 * f["depth"].shape[2]  # 10 image widths to the right
     return path
+
+
+def _add_broken(split_dir: Path, kinds, split: str) -> None:
+    """Write one broken copy of the split's first scene per kind and list them all in its index."""
+    from depthpe.data.scene_file import read_index, write_index
+
+    entries = read_index(split_dir)
+    good = split_dir / entries[0]["path"]
+    for kind in kinds:
+        _break(split_dir, good, kind)
+        entries.append({**entries[0], "path": f"{kind}.h5", "scene_id": kind})
+    write_index(split_dir, entries, dataset="synth", split=split)
 
 
 @pytest.fixture(scope="module")
 def bad_root(tmp_path_factory):
     """synth/train with 3 good scenes and one scene of each kind in BAD, all listed in index.json."""
-    from depthpe.data.scene_file import read_index, write_index
     from depthpe.data.synth import write_synth_dataset
 
     root = tmp_path_factory.mktemp("bad")
     write_synth_dataset(root, train_scenes=3, val_scenes=1, views=4, height=56, width=56, seed=0, progress=False)
-    split_dir = root / "synth" / "train"
-    entries = read_index(split_dir)
-    good = split_dir / entries[0]["path"]
-    for kind in BAD:
-        _break(split_dir, good, kind)
-        entries.append({**entries[0], "path": f"{kind}.h5", "scene_id": kind})
-    write_index(split_dir, entries, dataset="synth", split="train")
+    _add_broken(root / "synth" / "train", BAD, "train")
     return root
 
 
-def _replay_skips(cfg) -> tuple[int, set[str]]:
+def _replay_skips(cfg, bad=BAD) -> tuple[int, set[str]]:
     """Skipped draws and distinct bad files of a 1-process run, replayed from the deterministic
     sampler and redraw rule: each draw of a sample that lands on a bad scene is skipped."""
     from depthpe.data.dataset import MultiViewDataset
@@ -185,7 +197,7 @@ def _replay_skips(cfg) -> tuple[int, set[str]]:
             for attempt in range(cfg.data.max_attempts):
                 source, scene = ds.scene_of_attempt(key, attempt)
                 scene_id = ds.entries[source][scene].scene_id
-                if scene_id not in BAD:
+                if scene_id not in bad:
                     break
                 skipped += 1
                 hit.add(scene_id)
@@ -215,6 +227,56 @@ def test_bad_files_and_nonfinite_data_are_skipped_counted_and_logged(bad_root, t
     assert "non-finite camera" in reasons[str(bad_root / "synth" / "train" / "inf_camera.h5")]
     assert "file not found" in reasons[str(bad_root / "synth" / "train" / "missing.h5")]
     assert f"{expected_skips} draws skipped from {len(BAD)} unusable scene file(s)" in printed
+
+
+CAMERA_BAD = ("zero_focal", "bad_rotation", "far_principal_point")
+
+
+@pytest.fixture(scope="module")
+def camera_root(tmp_path_factory):
+    """synth/train (3 good scenes) and synth/val (1 good scene), each with one scene per invalid
+    camera kind in CAMERA_BAD (finite values the model's input check or the geometry would choke on)."""
+    from depthpe.data.synth import write_synth_dataset
+
+    root = tmp_path_factory.mktemp("cameras")
+    write_synth_dataset(root, train_scenes=3, val_scenes=1, views=4, height=56, width=56, seed=0, progress=False)
+    for split in ("train", "val"):
+        _add_broken(root / "synth" / split, CAMERA_BAD, split)
+    return root
+
+
+def test_invalid_cameras_make_a_file_unusable_in_training_and_evaluation(camera_root, tmp_path, capsys):
+    from depthpe.evaluation import discover_sources, evaluate
+    from depthpe.model import DepthModel
+
+    cfg = run_config(camera_root, tmp_path / "run", seed=CAMERA_SEED,
+                     train={"steps": 3, "checkpoint_every": 0, "torch_threads": 1})
+    expected_skips, expected_files = _replay_skips(cfg, CAMERA_BAD)
+    assert expected_files == set(CAMERA_BAD)  # the seed's draws hit every kind at least once
+    with pytest.warns(UserWarning, match="skipping unusable scene file"):
+        final = train(cfg)
+    state = json.loads((final / "trainer_state.json").read_text())
+    counters = state["counters"]
+    assert counters["skipped_files"] == expected_skips and counters["bad_files"] == len(CAMERA_BAD)
+    assert {Path(p).stem for p in state["bad_files"]} == set(CAMERA_BAD)
+    assert counters["nonfinite_steps"] == 0 and counters["redraws"] == 0
+    assert all(torch.isfinite(w).all() for w in _weights(final).values())
+    printed = "".join(capsys.readouterr())
+    for kind in CAMERA_BAD:
+        assert sum(f"{kind}.h5" in line and "skipping unusable scene file (" in line
+                   for line in printed.splitlines()) == 1, kind
+    reasons = {Path(p).stem: r for p, r in state["bad_files"].items()}
+    assert "non-positive focal length in 1 frame(s), first frame 1 (fx=0," in reasons["zero_focal"]
+    assert "non-orthonormal rotation in 1 frame(s), first frame 2" in reasons["bad_rotation"]
+    assert "principal point far outside the image in 1 frame(s), first frame 3" in reasons["far_principal_point"]
+
+    with pytest.warns(UserWarning, match="skipping unusable scene file"):
+        result = evaluate(DepthModel.from_pretrained(final), discover_sources(camera_root, "val"), views=3,
+                          image_width=42)
+    failures = {f["scene"]: f["error"] for f in result.failures}
+    assert sorted(failures) == sorted(f"synth/{kind}" for kind in CAMERA_BAD)
+    assert all(e.startswith("unusable scene file: ") for e in failures.values())
+    assert result.summary["synth"]["native"]["n_scenes"] == 1
 
 
 def test_nonfinite_gradients_skip_the_step(synth_root, tmp_path, monkeypatch):  # noqa: F811

@@ -21,9 +21,11 @@ bad_files      list[(str, str)]         (path, reason) of each of those draws
 ============== ======================== ==========================================================
 
 An *unusable scene file* is one that is listed in index.json but is missing, cannot be opened or
-read (corrupt, truncated), breaks the format (``SceneFileError``), or holds NaN/inf values where
-the format forbids them: any camera (K or w2c) of the scene (checked when the file is opened) or
-the depth of a frame the sample reads (``SceneReader(strict=True)``). Such a draw is skipped, warned about
+read (corrupt, truncated, a truncated or corrupt image of a frame the sample reads), claims a
+shape beyond the format's limits, breaks the format (``SceneFileError``), holds an invalid camera
+anywhere in the scene (NaN/inf, non-positive focal length, non-orthonormal rotation, principal
+point far outside the image: checked when the file is opened, ``validation.camera_problems``) or
+NaN/inf depth in a frame the sample reads (``SceneReader(strict=True)``). Such a draw is skipped, warned about
 (``SceneSkippedWarning``, once per file and process) and replaced by another scene, so no NaN or
 inf from a file ever reaches a batch; the file is remembered as bad by the process and every later
 draw of it is skipped without reading it again.
@@ -440,7 +442,7 @@ class SceneEvalDataset(_SceneSource, Dataset):
             try:
                 sample = self._read(entry.path, self._load, index, attempt)
             except SceneFileError as err:
-                return {**base, "frames": [], "error": f"unreadable scene file: {err}"}
+                return {**base, "frames": [], "error": f"unusable scene file: {err}"}
             except SampleRejected as err:
                 problems.append(str(err))
                 continue

@@ -37,6 +37,9 @@ import cv2
 import h5py
 import numpy as np
 
+from .image_bytes import decode_image_bytes
+from .validation import camera_problems, index_entry_problem, shape_problem
+
 __all__ = [
     "FORMAT",
     "VERSION",
@@ -110,11 +113,10 @@ def encode_image(image: np.ndarray, fmt: str = "jpeg", quality: int = 95) -> np.
 
 
 def decode_image(data: np.ndarray) -> np.ndarray:
-    """Decode JPEG/PNG bytes (1-D uint8) to an RGB uint8 image (H, W, 3); None-safe errors upstream."""
-    bgr = cv2.imdecode(np.asarray(data, dtype=np.uint8), cv2.IMREAD_COLOR)
-    if bgr is None:
-        raise ValueError("image bytes could not be decoded")
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    """Decode JPEG/PNG bytes (1-D uint8) to an RGB uint8 image (H, W, 3). Strict: raises
+    ``ValueError`` (``image_bytes.ImageBytesError``) for truncated or corrupt bytes, which OpenCV
+    alone would decode with a grey lower part, and for images larger than ``MAX_FRAME_SIDE``."""
+    return cv2.cvtColor(decode_image_bytes(data, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
 
 
 def _validate_arrays(images, depth, K, w2c, valid, frame_names) -> tuple[int, int, int]:
@@ -255,7 +257,10 @@ def write_index(
 def read_index(split_dir: str | os.PathLike) -> list[dict]:
     """Read ``split_dir/index.json`` -> list of scene entries (``path`` relative to ``split_dir``).
 
-    Raises ``SceneFileError`` naming the file if it is missing or malformed.
+    Every entry is validated (``validation.index_entry_problem``): required fields with the right
+    types and ranges, a path inside the split folder (not absolute, no ``..``), no file or scene id
+    listed twice. Raises ``SceneFileError`` naming the file (and the entry) if the index is missing,
+    malformed or breaks one of these rules.
     """
     index_path = Path(split_dir) / INDEX_NAME
     if not index_path.is_file():
@@ -264,14 +269,18 @@ def read_index(split_dir: str | os.PathLike) -> list[dict]:
             "convert a dataset with `depthpe convert`; the folder must hold index.json and *.h5 files."
         )
     try:
-        doc = json.loads(index_path.read_text())
-        scenes = doc["scenes"]
-        for e in scenes:
-            for key in ("path", "scene_id", "num_frames", "height", "width"):
-                if key not in e:
-                    raise KeyError(key)
+        scenes = json.loads(index_path.read_text())["scenes"]
+        if not isinstance(scenes, list):
+            raise TypeError(f"'scenes' must be a list, got {type(scenes).__name__}")
     except (ValueError, KeyError, TypeError) as err:
         raise SceneFileError(f"{index_path}: malformed index ({err!r})") from err
+    seen_paths: dict[str, int] = {}
+    seen_ids: dict[str, int] = {}
+    for number, e in enumerate(scenes):
+        problem = index_entry_problem(e, seen_paths, seen_ids, number)
+        if problem:
+            name = f" ({e.get('path')!r})" if isinstance(e, dict) else ""
+            raise SceneFileError(f"{index_path}: scene entry {number}{name}: {problem}")
     return scenes
 
 
@@ -295,10 +304,14 @@ class SceneReader:
     Opening happens on first access, in the current process; after a fork the file is re-opened.
     Attributes are read on first access too. Every failure raises ``SceneFileError`` naming the file.
 
+    Opening checks the claimed shape against ``validation.MAX_FRAMES`` / ``MAX_FRAME_SIDE`` before
+    anything is read, and images are decoded strictly (a truncated or corrupt JPEG/PNG raises).
+
     ``strict=False`` (inspection, ``depthpe check``) repairs what it can: NaN/inf depth values read
     as invalid (0). ``strict=True`` (training and evaluation data) refuses values the format forbids
-    (depth and cameras are never NaN or inf in a file, docs/scene-format.md): opening the file also checks every
-    camera (K, w2c) for NaN/inf, and ``read_depth`` raises for a frame whose stored depth holds NaN/inf.
+    (docs/scene-format.md): opening the file also checks every camera (``validation.camera_problems``:
+    NaN/inf, non-positive focal length, non-orthonormal rotation, principal point far outside the
+    image), and ``read_depth`` raises for a frame whose stored depth holds NaN/inf.
     """
 
     def __init__(self, path: str | os.PathLike, *, strict: bool = False):
@@ -351,6 +364,9 @@ class SceneReader:
         if depth.ndim != 3:
             raise self._error(f"depth has shape {depth.shape}, expected (N, H, W)")
         n, h, w = depth.shape
+        too_big = shape_problem(n, h, w)
+        if too_big:
+            raise self._error(f"depth {too_big}; refusing to read it (corrupt or hostile file?)")
         checks = {
             "images": (n,),
             "K": (n, 3, 3),
@@ -364,20 +380,23 @@ class SceneReader:
             if f[key].shape != shape:
                 raise self._error(f"{key} has shape {f[key].shape}, expected {shape}")
         if self.strict:
-            self._check_cameras_finite(f)
+            self._check_cameras(f, h, w)
         attrs.update(num_frames=n, height=h, width=w)
         return attrs
 
-    def _check_cameras_finite(self, f: h5py.File) -> None:
+    def _check_cameras(self, f: h5py.File, height: int, width: int) -> None:
+        """Strict readers: raise if any camera of the file is invalid (``validation.camera_problems``:
+        non-finite, non-positive focal length, non-orthonormal rotation, principal point far outside
+        the image)."""
         try:
             K, w2c = f["K"][:], f["w2c"][:]
         except Exception as err:  # noqa: BLE001 - h5py raises many types on corrupt data
             raise self._error(f"cannot read cameras: {err}") from err
-        bad = np.nonzero(~(np.isfinite(K).all(axis=(1, 2)) & np.isfinite(w2c).all(axis=(1, 2))))[0]
-        if len(bad):
+        problems = camera_problems(K, w2c, height, width)
+        if problems:
             raise self._error(
-                f"non-finite camera values (K or w2c) in {len(bad)} frame(s), first frame {int(bad[0])}; "
-                "the file breaks the scene format: re-convert the scene (`depthpe check` lists such files)"
+                f"{'; '.join(problems)}; the file breaks the scene format: re-convert the scene "
+                "(`depthpe check` lists such files)"
             )
 
     def close(self) -> None:
@@ -442,15 +461,20 @@ class SceneReader:
         except Exception as err:  # noqa: BLE001
             raise self._error(f"cannot read cameras: {err}") from err
 
-    def read_depth(self, i: int) -> np.ndarray:
-        """Depth of frame i: (H, W) float32 z-depth, 0 = invalid (negative values become 0; NaN/inf
-        become 0, or raise ``SceneFileError`` when the reader is strict)."""
+    def read_raw_depth(self, i: int) -> np.ndarray:
+        """Depth of frame i as stored, as (H, W) float32 (NaN, inf and negative values included)."""
         f = self._open()
         i = self._check_index(i)
         try:
-            d = f["depth"][i].astype(np.float32)
+            return f["depth"][i].astype(np.float32)
         except Exception as err:  # noqa: BLE001
             raise self._error(f"cannot read depth of frame {i}: {err}") from err
+
+    def read_depth(self, i: int) -> np.ndarray:
+        """Depth of frame i: (H, W) float32 z-depth, 0 = invalid (negative values become 0; NaN/inf
+        become 0, or raise ``SceneFileError`` when the reader is strict)."""
+        i = self._check_index(i)
+        d = self.read_raw_depth(i)
         nonfinite = ~np.isfinite(d)
         if self.strict and nonfinite.any():
             raise self._error(
@@ -459,6 +483,17 @@ class SceneReader:
             )
         d[nonfinite | (d < 0)] = 0
         return d
+
+    def read_valid(self, i: int) -> np.ndarray | None:
+        """The stored ``valid`` mask of frame i as (H, W) bool, or None when the file has none."""
+        f = self._open()
+        i = self._check_index(i)
+        if "valid" not in f:
+            return None
+        try:
+            return f["valid"][i].astype(bool)
+        except Exception as err:  # noqa: BLE001
+            raise self._error(f"cannot read valid mask of frame {i}: {err}") from err
 
     def read_image(self, i: int) -> np.ndarray:
         """Image of frame i: (H, W, 3) uint8 RGB."""
@@ -481,11 +516,9 @@ class SceneReader:
         i = self._check_index(i)
         depth = self.read_depth(i)
         valid = depth > 0
-        if "valid" in f:
-            try:
-                valid &= f["valid"][i].astype(bool)
-            except Exception as err:  # noqa: BLE001
-                raise self._error(f"cannot read valid mask of frame {i}: {err}") from err
+        stored = self.read_valid(i)
+        if stored is not None:
+            valid &= stored
         try:
             K = f["K"][i].astype(np.float64)
             w2c = f["w2c"][i].astype(np.float64)

@@ -1,0 +1,147 @@
+"""Limits and value rules of the scene format, shared by the reader, ``depthpe check`` and the converters.
+
+Sizes claimed by a file or an index are checked against these limits *before* anything of that
+size is allocated, so a small file that claims a huge shape is refused instead of exhausting memory:
+
+=============================  =========  ===============================================================
+constant                       value      meaning
+=============================  =========  ===============================================================
+``MAX_FRAME_SIDE``             8192       largest image height or width of a stored frame (pixels)
+``MAX_FRAMES``                 100000     most frames in one scene file
+``ROTATION_ATOL``              1e-3       tolerance of ``|R R^T - I|`` (max element) and ``|det R - 1|``
+``PRINCIPAL_POINT_MAX_OFFSET`` 2.0        the principal point may lie at most this many image sizes from
+                                          the image centre: ``|cx - (W - 1) / 2| <= 2 W``, same for cy, H
+=============================  =========  ===============================================================
+
+A camera is valid when K and w2c are finite, both focal lengths are positive, K's last row is
+``[0, 0, 1]``, the rotation block of w2c is orthonormal with det +1 (within ``ROTATION_ATOL``) and
+the principal point obeys the rule above (a generous bound: real cameras, crops included, keep it
+inside or near the image; a principal point several image sizes away is a unit or layout error).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import PurePosixPath
+
+import numpy as np
+
+__all__ = [
+    "MAX_FRAME_SIDE",
+    "MAX_FRAMES",
+    "ROTATION_ATOL",
+    "PRINCIPAL_POINT_MAX_OFFSET",
+    "shape_problem",
+    "camera_problems",
+    "index_entry_problem",
+]
+
+MAX_FRAME_SIDE = 8192
+MAX_FRAMES = 100_000
+ROTATION_ATOL = 1e-3
+PRINCIPAL_POINT_MAX_OFFSET = 2.0
+
+
+def shape_problem(num_frames: int, height: int, width: int) -> str | None:
+    """Why a claimed scene shape (N, H, W) is outside the limits, or None when it is within them."""
+    if not 1 <= num_frames <= MAX_FRAMES:
+        return f"claims {num_frames} frames (allowed: 1 to MAX_FRAMES = {MAX_FRAMES})"
+    if not (1 <= height <= MAX_FRAME_SIDE and 1 <= width <= MAX_FRAME_SIDE):
+        return (f"claims frames of {height}x{width} pixels (HxW; allowed: 1 to MAX_FRAME_SIDE = "
+                f"{MAX_FRAME_SIDE} per side)")
+    return None
+
+
+def _frames_text(bad: np.ndarray) -> str:
+    return f"{len(bad)} frame(s), first frame {int(bad[0])}"
+
+
+def camera_problems(K: np.ndarray, w2c: np.ndarray, height: int, width: int,
+                    rotation_atol: float = ROTATION_ATOL) -> list[str]:
+    """Problems of the cameras of a scene (empty list: all valid), one line per kind of defect.
+
+    K: (N, 3, 3) pixel intrinsics; w2c: (N, 3, 4) OpenCV world-to-camera; height, width: the
+    stored image size. Non-finite values are reported alone (the other rules need finite numbers).
+    """
+    K, w2c = np.asarray(K, np.float64), np.asarray(w2c, np.float64)
+    finite = np.isfinite(K).all(axis=(1, 2)) & np.isfinite(w2c).all(axis=(1, 2))
+    if not finite.all():
+        return [f"non-finite camera values (K or w2c) in {_frames_text(np.nonzero(~finite)[0])}"]
+    problems = []
+    fx, fy = K[:, 0, 0], K[:, 1, 1]
+    bad = np.nonzero((fx <= 0) | (fy <= 0))[0]
+    if len(bad):
+        i = bad[0]
+        problems.append(f"non-positive focal length in {_frames_text(bad)} (fx={fx[i]:.4g}, fy={fy[i]:.4g})")
+    bad = np.nonzero(np.abs(K[:, 2] - [0.0, 0.0, 1.0]).max(axis=1) > 1e-6)[0]
+    if len(bad):
+        problems.append(f"K's last row is not [0, 0, 1] in {_frames_text(bad)} ({K[bad[0], 2].tolist()})")
+    R = w2c[:, :, :3]
+    ortho = np.abs(R @ R.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2))
+    det = np.linalg.det(R)
+    bad = np.nonzero((ortho > rotation_atol) | (np.abs(det - 1) > rotation_atol))[0]
+    if len(bad):
+        i = bad[0]
+        problems.append(f"non-orthonormal rotation in {_frames_text(bad)} (|RR^T-I|={ortho[i]:.2g}, "
+                        f"det={det[i]:.4g}; allowed deviation {rotation_atol:g})")
+    cx, cy = K[:, 0, 2], K[:, 1, 2]
+    off_x = np.abs(cx - (width - 1) / 2) > PRINCIPAL_POINT_MAX_OFFSET * width
+    off_y = np.abs(cy - (height - 1) / 2) > PRINCIPAL_POINT_MAX_OFFSET * height
+    bad = np.nonzero(off_x | off_y)[0]
+    if len(bad):
+        i = bad[0]
+        problems.append(
+            f"principal point far outside the image in {_frames_text(bad)} (cx={cx[i]:.4g}, cy={cy[i]:.4g} "
+            f"for a {height}x{width} image; allowed: within {PRINCIPAL_POINT_MAX_OFFSET:g} image sizes "
+            "of the centre)"
+        )
+    return problems
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _entry_type_problem(e: dict) -> str | None:
+    """Why the fields of one index entry have wrong types or values, or None."""
+    for key in ("path", "scene_id"):
+        if not isinstance(e[key], str) or not e[key]:
+            return f"{key} must be a non-empty string, got {e[key]!r}"
+    limits = {"num_frames": (0, MAX_FRAMES), "height": (1, MAX_FRAME_SIDE), "width": (1, MAX_FRAME_SIDE)}
+    for key, (lo, hi) in limits.items():
+        if not _is_int(e[key]) or not lo <= e[key] <= hi:
+            return f"{key} must be an integer from {lo} to {hi}, got {e[key]!r}"
+    if "metric" in e and not isinstance(e["metric"], bool):
+        return f"metric must be true or false, got {e['metric']!r}"
+    if "depth_units" in e and not isinstance(e["depth_units"], str):
+        return f"depth_units must be a string, got {e['depth_units']!r}"
+    return None
+
+
+def index_entry_problem(e, seen_paths: dict[str, int], seen_ids: dict[str, int], number: int) -> str | None:
+    """Why scene entry ``number`` (0-based) of an index is unusable, or None; records its normalized
+    path and scene id in ``seen_paths`` / ``seen_ids`` (name -> entry number) to find duplicates.
+
+    Rules: an object with ``path``, ``scene_id``, ``num_frames``, ``height``, ``width`` of the right
+    types; ``path`` relative to the split folder and inside it (not absolute, no ``..``); no path
+    and no scene id listed twice.
+    """
+    if not isinstance(e, dict):
+        return f"must be an object, got {type(e).__name__}"
+    missing = [k for k in ("path", "scene_id", "num_frames", "height", "width") if k not in e]
+    if missing:
+        return f"missing field(s) {missing}"
+    problem = _entry_type_problem(e)
+    if problem:
+        return problem
+    path = PurePosixPath(e["path"].replace("\\", "/"))
+    if path.is_absolute() or os.path.isabs(e["path"]) or ".." in path.parts or str(path) == ".":
+        return ("path must name a file inside the split folder (relative, no '..'); a scene of another "
+                "split or folder must be copied or linked into this one")
+    key = str(path)
+    if key in seen_paths:
+        return f"lists the same file as scene entry {seen_paths[key]} (each scene must be listed once)"
+    if e["scene_id"] in seen_ids:
+        return f"repeats the scene_id of scene entry {seen_ids[e['scene_id']]} (scene ids must be unique)"
+    seen_paths[key], seen_ids[e["scene_id"]] = number, number
+    return None
