@@ -8,11 +8,15 @@ import math
 
 HELP = "validate scene files (schema, values, cameras) and their multi-view consistency"
 DESCRIPTION = """\
-Validate every scene listed in ROOT/**/index.json: the file schema, finite values, orthonormal
-rotations, positive focal lengths and the fraction of valid depth. For overlapping view pairs the
-valid depth of one view is reprojected into the other and the median relative depth disagreement
-is reported per scene (a few percent is normal for LiDAR/MVS depth, well under 1% for synthetic
-data). Prints a table and exits with status 1 if any scene fails, 0 otherwise.
+Validate every scene listed in ROOT/**/index.json: the index itself (paths inside the split
+folder, no scene listed twice, field types), the file schema and its agreement with the index
+(frames, height, width), sizes within the format's limits, finite and non-negative depth, valid
+cameras (positive focal lengths, orthonormal rotations, principal point near the image), every
+frame's image (truncated or undecodable images fail the scene) and the fraction of valid depth.
+A scene that cannot be checked fails alone; the others are still checked. For overlapping
+view pairs the valid depth of one view is reprojected into the other and the median relative
+depth disagreement is reported per scene (a few percent is normal for LiDAR/MVS depth, well
+under 1% for synthetic data). Prints a table and exits with status 1 if any scene fails, 0 otherwise.
 
 Run it after `depthpe synth` or `depthpe convert`, before training."""
 

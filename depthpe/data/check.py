@@ -22,6 +22,7 @@ import torch
 
 from ..geometry import project_points, unproject_depth
 from .scene_file import SceneFileError, SceneReader, read_index
+from .validation import ROTATION_ATOL, camera_problems
 
 __all__ = ["SceneReport", "pair_disagreement", "check_scene", "find_split_dirs", "check_root"]
 
@@ -147,18 +148,24 @@ def check_scene(
     min_overlap: float = 0.1,
     max_pairs: int = 24,
     max_points: int = 4096,
-    rotation_atol: float = 1e-3,
+    rotation_atol: float = ROTATION_ATOL,
     allow_no_overlap: bool = False,
+    expected: dict | None = None,
 ) -> SceneReport:
     """Check one scene file; never raises for a bad file (the problem is recorded in the report).
 
-    Fails (``problems``) on: unreadable or malformed file, non-finite K/w2c/depth, rotations that are
-    not orthonormal with det +1 (``rotation_atol``), non-positive focal lengths, mean fraction of
-    valid depth below ``min_valid_fraction``, median reprojection disagreement above
-    ``max_rel_error``, undecodable images, and no overlapping view pair at all (overlap >=
+    Fails (``problems``) on: unreadable or malformed file, a shape beyond the format's limits
+    (``validation.MAX_FRAMES`` / ``MAX_FRAME_SIDE``, checked before anything is read), invalid
+    cameras (``validation.camera_problems``: non-finite, non-positive focal length, rotation not
+    orthonormal with det +1 within ``rotation_atol``, principal point far outside the image),
+    non-finite or negative stored depth, any frame whose image is truncated or cannot be decoded
+    (every frame is decoded), mean fraction of valid depth below ``min_valid_fraction``, median
+    reprojection disagreement above ``max_rel_error``, no overlapping view pair at all (overlap >=
     ``min_overlap``): with wrong cameras or depth units the reprojected points leave the image, so
-    "no overlap" is how most conversion errors look. ``allow_no_overlap`` turns that into a warning
-    for datasets whose views are truly disjoint.
+    "no overlap" is how most conversion errors look (``allow_no_overlap`` turns that into a
+    warning for datasets whose views are truly disjoint), and, given the scene's index entry
+    ``expected``, a frame count or size that differs from it.
+    Memory: one frame at a time, plus the depth of the frames of the examined view pairs.
     """
     report = SceneReport(path=str(path))
     reader = SceneReader(path)
@@ -167,21 +174,21 @@ def check_scene(
         report.dataset, report.split = str(attrs["dataset"]), str(attrs["split"])
         report.scene_id = str(attrs["scene_id"])
         report.num_frames, report.height, report.width = attrs["num_frames"], attrs["height"], attrs["width"]
+        _compare_with_index(report, expected)
         K, w2c = reader.read_cameras()
-        if not _check_cameras(K, w2c, rotation_atol, report.problems):
+        report.problems += camera_problems(K, w2c, report.height, report.width, rotation_atol)
+        if not (np.isfinite(K).all() and np.isfinite(w2c).all()):
             return report
-        depths, valids = _read_depths(reader, report)
-        for i in sorted({0, report.num_frames - 1}):
-            reader.read_image(i)  # decodes; raises SceneFileError if broken
-        report.valid_fraction = float(np.mean([v.mean() for v in valids]))
+        pairs = _select_pairs(K, w2c, max_pairs, seed=report.num_frames)
+        depths, valids = _scan_depths(reader, report, {k for pair in pairs for k in pair})
+        _decode_images(reader, report)
         if report.valid_fraction < min_valid_fraction:
             report.problems.append(
                 f"only {100 * report.valid_fraction:.2f}% valid depth (minimum {100 * min_valid_fraction:.2f}%)"
             )
         if report.problems:
             return report
-        errors, ratios = _pair_errors(depths, valids, K, w2c, seed=report.num_frames, max_pairs=max_pairs,
-                                      max_points=max_points, min_overlap=min_overlap)
+        errors, ratios = _pair_errors(pairs, depths, valids, K, w2c, max_points=max_points, min_overlap=min_overlap)
         report.pairs_used = len(errors)
         _judge_consistency(report, errors, ratios, max_rel_error, allow_no_overlap)
     except SceneFileError as err:
@@ -193,54 +200,69 @@ def check_scene(
     return report
 
 
-def _check_cameras(K: np.ndarray, w2c: np.ndarray, rotation_atol: float, problems: list[str]) -> bool:
-    """Append camera problems (non-orthonormal rotations, non-positive focal lengths) to ``problems``;
-    returns False, after appending one problem, if K or w2c hold non-finite values (nothing else is
-    checked then)."""
-    if not (np.isfinite(K).all() and np.isfinite(w2c).all()):
-        problems.append("non-finite values in K or w2c")
-        return False
-    R = w2c[:, :3, :3]
-    ortho = np.abs(R @ R.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2))
-    det = np.linalg.det(R)
-    bad_rot = np.nonzero((ortho > rotation_atol) | (np.abs(det - 1) > rotation_atol))[0]
-    if len(bad_rot):
-        problems.append(
-            f"{len(bad_rot)} frame(s) with non-orthonormal rotation (first: frame {bad_rot[0]}, "
-            f"|RR^T-I|={ortho[bad_rot[0]]:.2g}, det={det[bad_rot[0]]:.4g})"
-        )
-    bad_f = np.nonzero((K[:, 0, 0] <= 0) | (K[:, 1, 1] <= 0))[0]
-    if len(bad_f):
-        problems.append(f"{len(bad_f)} frame(s) with non-positive focal length")
-    return True
+def _compare_with_index(report: SceneReport, expected: dict | None) -> None:
+    """Append a problem for each of num_frames, height, width where the index entry ``expected``
+    disagrees with the file."""
+    for key in ("num_frames", "height", "width") if expected else ():
+        if key in expected and expected[key] != getattr(report, key):
+            report.problems.append(
+                f"index.json says {key}={expected[key]!r} but the file has {getattr(report, key)}; "
+                "rewrite the index (reconvert, or write_index with the entries of write_scene)"
+            )
 
 
-def _read_depths(reader: SceneReader, report: SceneReport) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Every frame's depth and validity mask (depth > 0 and the stored ``valid`` mask, if any); a
-    problem is appended to ``report`` if the stored depth holds non-finite values."""
-    depths, valids = [], []
-    raw_nonfinite = 0
-    f = reader._open()
+def _scan_depths(reader: SceneReader, report: SceneReport, keep: set[int]) -> tuple[dict, dict]:
+    """Read every frame's depth once, one at a time: set ``report.valid_fraction`` (mean over frames
+    of the fraction of depth > 0 within the stored ``valid`` mask) and append problems for
+    non-finite or negative stored values. Returns ``(depths, valids)``: {frame: (H, W)} for the
+    frames in ``keep`` only."""
+    depths, valids, fractions = {}, {}, []
+    nonfinite = negative = negative_frames = 0
     for i in range(report.num_frames):
-        raw = f["depth"][i]
-        raw_nonfinite += int((~np.isfinite(raw)).sum())
-        d = reader.read_depth(i)
+        raw = reader.read_raw_depth(i)
+        finite = np.isfinite(raw)
+        nonfinite += int((~finite).sum())
+        neg = int((raw < 0).sum())
+        negative, negative_frames = negative + neg, negative_frames + (neg > 0)
+        d = np.where(finite & (raw > 0), raw, np.float32(0))
         v = d > 0
-        if reader.has_valid():
-            v &= f["valid"][i].astype(bool)
-        depths.append(d)
-        valids.append(v)
-    if raw_nonfinite:
-        report.problems.append(f"{raw_nonfinite} non-finite depth values (must be stored as 0)")
+        stored = reader.read_valid(i)
+        if stored is not None:
+            v &= stored
+        fractions.append(v.mean())
+        if i in keep:
+            depths[i], valids[i] = d, v
+    report.valid_fraction = float(np.mean(fractions))
+    if nonfinite:
+        report.problems.append(f"{nonfinite} non-finite depth values (must be stored as 0)")
+    if negative:
+        report.problems.append(
+            f"{negative} negative depth values in {negative_frames} frame(s) (invalid depth must be stored as 0; "
+            "readers treat negative depth as invalid)"
+        )
     return depths, valids
 
 
-def _pair_errors(depths, valids, K, w2c, *, seed: int, max_pairs: int, max_points: int,
+def _decode_images(reader: SceneReader, report: SceneReport) -> None:
+    """Decode the image of every frame; append one problem naming the count and the first failure."""
+    failed = []
+    for i in range(report.num_frames):
+        try:
+            reader.read_image(i)
+        except SceneFileError as err:
+            failed.append(str(err).replace(f"{reader.path}: ", ""))
+    if failed:
+        report.problems.append(
+            f"{len(failed)} frame(s) with a truncated or undecodable image (first: {failed[0]})"
+        )
+
+
+def _pair_errors(pairs, depths, valids, K, w2c, *, max_points: int,
                  min_overlap: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Relative disagreements and d_j / z_proj ratios of the selected view pairs whose overlap is at
-    least ``min_overlap`` (one array per such pair)."""
+    """Relative disagreements and d_j / z_proj ratios of the view ``pairs`` whose overlap is at
+    least ``min_overlap`` (one array per such pair); ``depths`` / ``valids`` map frame -> (H, W)."""
     errors, ratios = [], []
-    for i, j in _select_pairs(K, w2c, max_pairs, seed=seed):
+    for i, j in pairs:
         rel, ratio, overlap = pair_disagreement(
             depths[i], K[i], w2c[i], depths[j], K[j], w2c[j],
             max_points=max_points, valid_i=valids[i], valid_j=valids[j],
@@ -285,8 +307,10 @@ def check_root(root: str | Path, *, limit: int | None = None, progress: bool = T
     """Check every scene listed by every index under ``root``.
 
     Returns ``(reports, index_problems)``: one ``SceneReport`` per listed scene (at most ``limit``
-    per split) and a list of index-level problems (a file listed but missing shows up as a failed
-    scene; an ``.h5`` file present but not listed is reported as an index problem).
+    per split) and a list of index-level problems (an index that ``read_index`` refuses, e.g. a path
+    outside its split folder or a scene listed twice, and an ``.h5`` file present but not listed; a
+    file listed but missing shows up as a failed scene). Each scene is compared with its index
+    entry. A failure while checking one scene (even ``MemoryError``) fails that scene only.
     """
     from tqdm.auto import tqdm
 
@@ -295,7 +319,7 @@ def check_root(root: str | Path, *, limit: int | None = None, progress: bool = T
         raise FileNotFoundError(f"{root} does not exist")
     split_dirs = find_split_dirs(root)
     index_problems: list[str] = []
-    jobs: list[Path] = []
+    jobs: list[tuple[Path, dict]] = []
     for split_dir in split_dirs:
         try:
             entries = read_index(split_dir)
@@ -308,11 +332,22 @@ def check_root(root: str | Path, *, limit: int | None = None, progress: bool = T
             index_problems.append(
                 f"{split_dir}: {len(unlisted)} .h5 file(s) not listed in index.json (e.g. {unlisted[0]})"
             )
-        jobs.extend(split_dir / e["path"] for e in entries[:limit])
+        jobs.extend((split_dir / e["path"], e) for e in entries[:limit])
     if not split_dirs:
         index_problems.append(f"{root}: no index.json found (expected ROOT/<dataset>/<split>/index.json)")
     reports = [
-        check_scene(p, **kwargs)
-        for p in tqdm(jobs, desc="checking scenes", unit="scene", disable=not progress)
+        _check_contained(path, entry, kwargs)
+        for path, entry in tqdm(jobs, desc="checking scenes", unit="scene", disable=not progress)
     ]
     return reports, index_problems
+
+
+def _check_contained(path: Path, entry: dict, kwargs: dict) -> SceneReport:
+    """``check_scene(path, expected=entry, **kwargs)``; any exception it raises (a bug, or memory
+    running out on a huge but legal scene) becomes a failed report of that scene."""
+    try:
+        return check_scene(path, expected=entry, **kwargs)
+    except Exception as err:  # noqa: BLE001 - one scene must never stop the check of the others
+        report = SceneReport(path=str(path), scene_id=str(entry.get("scene_id", "")))
+        report.problems.append(f"check failed: {type(err).__name__}: {err}")
+        return report

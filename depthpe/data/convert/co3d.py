@@ -38,6 +38,7 @@ from .common import (
     SceneRef,
     SceneSource,
     match_size,
+    read_image_file,
     read_rgb,
     read_uint16,
     scale_intrinsics,
@@ -154,9 +155,7 @@ def _load_frame(root: Path, fa: dict) -> RawFrame:
     scale = dinfo.get("scale_adjustment")
     depth = depth_from_png(read_uint16(root / dinfo["path"]), 1.0 if scale is None else scale)
     if dinfo.get("mask_path"):
-        mask = cv2.imread(str(root / dinfo["mask_path"]), cv2.IMREAD_GRAYSCALE)
-        if mask is None:
-            raise FrameDropped("unreadable depth mask")
+        mask = read_image_file(root / dinfo["mask_path"], cv2.IMREAD_GRAYSCALE, "depth mask")
         if mask.shape != depth.shape:
             mask = match_size(mask, *depth.shape)
         depth[mask < (128 if mask.max(initial=0) > 1 else 1)] = 0

@@ -35,7 +35,9 @@ from typing import Any, Callable, Iterable
 import cv2
 import numpy as np
 
+from ..image_bytes import ImageBytesError, decode_image_bytes
 from ..scene_file import atomic_write_bytes, read_attrs, write_index, write_scene
+from ..validation import camera_problems
 
 __all__ = [
     "CONVERTER_VERSION",
@@ -51,6 +53,7 @@ __all__ = [
     "resize_frame",
     "match_size",
     "find_dirs_with",
+    "read_image_file",
     "read_rgb",
     "read_uint16",
     "rotation_ok",
@@ -178,20 +181,41 @@ class SceneSource:
 # --------------------------------------------------------------------------------------------
 
 
+def read_image_file(path: str | os.PathLike, flags: int, what: str = "image") -> np.ndarray:
+    """Read and strictly decode an image file with ``cv2.imdecode(flags)`` (OpenCV channel order).
+
+    Raises ``FrameDropped`` with reason ``"unreadable <what>"`` (missing file, not a JPEG/PNG, not
+    decodable), ``"truncated or corrupt <what>"`` (a JPEG without its end marker, a PNG cut off or
+    with a bad CRC: OpenCV alone would decode these with a grey lower part) or ``"<what> too
+    large"`` (larger than ``MAX_FRAME_SIDE``, refused before decoding).
+    """
+    try:
+        data = np.fromfile(str(path), dtype=np.uint8)
+    except OSError as err:
+        raise FrameDropped(f"unreadable {what}") from err
+    try:
+        return decode_image_bytes(data, flags)
+    except ImageBytesError as err:
+        reason = {"truncated": f"truncated or corrupt {what}", "corrupt": f"truncated or corrupt {what}",
+                  "size": f"{what} too large"}.get(err.kind, f"unreadable {what}")
+        raise FrameDropped(reason) from err
+    except ValueError as err:
+        raise FrameDropped(f"unreadable {what}") from err
+
+
 def read_rgb(path: str | os.PathLike) -> np.ndarray:
     """Read an 8-bit colour image file as (H, W, 3) uint8 RGB; an alpha channel is discarded.
-    Raises ``FrameDropped("unreadable image")`` if the file is missing or not an image."""
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if bgr is None:
-        raise FrameDropped("unreadable image")
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    Raises ``FrameDropped`` (``read_image_file``) if the file is missing, not an image, truncated
+    or corrupt."""
+    return cv2.cvtColor(read_image_file(path, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
 
 
 def read_uint16(path: str | os.PathLike) -> np.ndarray:
     """Read a single-channel 16-bit PNG unchanged -> (H, W) uint16 (the default imread flag would
-    silently convert to 8 bit). Raises ``FrameDropped("unreadable depth")`` on failure."""
-    arr = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-    if arr is None or arr.dtype != np.uint16 or arr.ndim != 2:
+    silently convert to 8 bit). Raises ``FrameDropped`` ("unreadable depth", "truncated or corrupt
+    depth") on failure."""
+    arr = read_image_file(path, cv2.IMREAD_UNCHANGED, "depth")
+    if arr.dtype != np.uint16 or arr.ndim != 2:
         raise FrameDropped("unreadable depth")
     return arr
 
@@ -385,6 +409,8 @@ def _prepare_frame(raw: RawFrame, target: tuple[int, int] | None, options: Conve
         raise FrameDropped("invalid pose")
     depth = np.where(np.isfinite(depth) & (depth > 0), depth, 0).astype(np.float32)
     H, W = depth.shape
+    if camera_problems(K[None], w2c[None], H, W):  # principal point far off, K's last row
+        raise FrameDropped("invalid intrinsics")
     if target is None:
         target = fit_size(H, W, options.max_side)
     elif abs(target[1] / W - target[0] / H) > 0.02 * max(target[1] / W, target[0] / H):

@@ -36,6 +36,7 @@ from .common import (
     SceneRef,
     SceneSource,
     find_dirs_with,
+    read_image_file,
     scale_intrinsics,
 )
 
@@ -81,9 +82,10 @@ def read_exr_depth(path: Path) -> np.ndarray:
 
 
 def read_rgba(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """An RGBA (or RGB) PNG -> (image (H, W, 3) uint8 RGB, alpha (H, W) uint8; 255 if absent)."""
-    raw = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-    if raw is None or raw.ndim != 3 or raw.shape[2] not in (3, 4):
+    """An RGBA (or RGB) PNG -> (image (H, W, 3) uint8 RGB, alpha (H, W) uint8; 255 if absent).
+    Raises ``FrameDropped`` for a missing, truncated or corrupt file (``common.read_image_file``)."""
+    raw = read_image_file(path, cv2.IMREAD_UNCHANGED)
+    if raw.ndim != 3 or raw.shape[2] not in (3, 4):
         raise FrameDropped("unreadable image")
     if raw.dtype == np.uint16:
         raw = np.round(raw / 257.0).astype(np.uint8)
