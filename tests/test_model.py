@@ -359,6 +359,33 @@ def test_from_pretrained_is_strict(model, tmp_path):
         DepthModel.from_pretrained(tmp_path)  # a directory without a checkpoint
 
 
+def test_from_pretrained_refuses_a_config_that_does_not_match_the_weights_before_building(model, tmp_path,
+                                                                                         monkeypatch):
+    """A config.json claiming embed_dim 16384 next to small weights: refused from the file's header and a
+    model built on the meta device, before any real model (about 100 GB here) is allocated."""
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "embed_dim": 16384}))
+    real_init = DepthModel.__init__
+
+    def init_only_on_meta(self, config, **kwargs):
+        assert torch.get_default_device().type == "meta", "a real model was built before the weights were checked"
+        real_init(self, config, **kwargs)
+
+    monkeypatch.setattr(DepthModel, "__init__", init_only_on_meta)
+    with pytest.raises(CheckpointMismatchError) as err:
+        DepthModel.from_pretrained(tmp_path)
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 'config.json'} does not describe the weights in "
+                              f"{tmp_path / 'model.safetensors'} (checked before building the model): ")
+    assert "aggregator.camera_token: checkpoint (1, 2, 1, 128) vs model (1, 2, 1, 16384)" in message
+    assert message.endswith("Was config.json edited, or the checkpoint saved by a different depthpe version?")
+    (tmp_path / "model.safetensors").write_bytes(b"\x10" * 64)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointMismatchError, match="model.safetensors: not a readable safetensors file"):
+        DepthModel.from_pretrained(tmp_path)
+
+
 # --------------------------------------------------------------------------- predict
 
 

@@ -48,6 +48,39 @@ class CheckpointMismatchError(RuntimeError):
     """A checkpoint's state dict does not match the model built from its config."""
 
 
+def _mismatch_message(missing: list[str], unexpected: list[str], shapes: list[str]) -> str:
+    """The missing keys, unexpected keys and shape mismatches, each shortened to 20 items."""
+    def show(items):
+        return f"{items[:20]}{f' ... ({len(items)} in all)' if len(items) > 20 else ''}"
+
+    return f"missing keys {show(missing)}; unexpected keys {show(unexpected)}; shape mismatches {show(shapes)}"
+
+
+def _check_config_matches_weights(model_cls, config: DepthModelConfig, config_path: str, weights_path: str,
+                                  strict: bool) -> None:
+    """Compare the tensor shapes of the ``model_cls`` model ``config`` describes with those stored in the
+    safetensors file, before any memory is allocated for either: the model is built on the meta
+    device and only the file's header is read. Raises ``CheckpointMismatchError`` for any shape
+    mismatch and, with ``strict``, for missing or unexpected keys; so a ``config.json`` that claims
+    e.g. ``embed_dim: 16384`` next to small weights is refused instead of allocating gigabytes."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(weights_path, framework="pt") as f:
+            stored = {name: torch.empty(f.get_slice(name).get_shape(), device="meta") for name in f.keys()}
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types
+        raise CheckpointMismatchError(f"{weights_path}: not a readable safetensors file ({err})") from err
+    with torch.device("meta"):
+        expected = model_cls(config, load_backbone_weights=False).state_dict()
+    missing, unexpected, shapes = state_dict_mismatches(expected, stored)
+    if shapes or (strict and (missing or unexpected)):
+        raise CheckpointMismatchError(
+            f"{config_path} does not describe the weights in {weights_path} (checked before building the "
+            f"model): {_mismatch_message(missing, unexpected, shapes)}. Was config.json edited, or the "
+            "checkpoint saved by a different depthpe version?"
+        )
+
+
 def check_inputs(images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor, patch_size: int) -> None:
     """Validate model inputs; raise ``ValueError`` saying what is wrong and how to fix it.
 
@@ -249,14 +282,10 @@ class DepthModel(
         unexpected keys and shape mismatches (nothing is loaded then)."""
         missing, unexpected, shapes = state_dict_mismatches(self.state_dict(), state_dict)
         if shapes or (strict and (missing or unexpected)):
-            def show(items):
-                return f"{items[:20]}{f' ... ({len(items)} in all)' if len(items) > 20 else ''}"
-
             raise CheckpointMismatchError(
-                "checkpoint does not match the model built from its config: "
-                f"missing keys {show(missing)}; unexpected keys {show(unexpected)}; "
-                f"shape mismatches {show(shapes)}. Was it saved by a different depthpe version "
-                "or with a different config?"
+                f"checkpoint does not match the model built from its config: "
+                f"{_mismatch_message(missing, unexpected, shapes)}. Was it saved by a different depthpe "
+                "version or with a different config?"
             )
         self.load_state_dict(state_dict, strict=strict)
 
@@ -279,7 +308,9 @@ class DepthModel(
         Reads ``config.json`` (unknown fields raise) and ``model.safetensors``; the backbone is
         built WITHOUT downloading weights (the checkpoint holds them), whatever ``pretrained``
         says. Loading is strict by default (missing/unexpected keys raise
-        ``CheckpointMismatchError``). ``config_overrides`` change config fields before building
+        ``CheckpointMismatchError``). Before the model is built, the shapes the config implies are
+        compared with the weight file's header (no tensor is allocated), so a config that does not
+        match the weights is refused with ``CheckpointMismatchError`` before any large allocation. ``config_overrides`` change config fields before building
         (e.g. ``gradient_checkpointing=True``). Returns the model in eval mode on ``map_location``.
         """
         files = _resolve_checkpoint_files(
@@ -292,6 +323,7 @@ class DepthModel(
             config = config.replace(**config_overrides)
         from safetensors.torch import load_file
 
+        _check_config_matches_weights(cls, config, files[CONFIG_NAME], files[WEIGHTS_NAME], strict)
         model = cls(config, load_backbone_weights=False)
         model.load_weights(load_file(files[WEIGHTS_NAME], device="cpu"), strict=strict)
         return model.to(map_location).eval()
