@@ -66,12 +66,13 @@ def _jpeg_size(data: bytes) -> tuple[int, int]:
 
 
 def _check_jpeg(data: bytes) -> tuple[int, int]:
+    """(height, width) of a JPEG with a frame header, image data and an end-of-image marker after it."""
     size = _jpeg_size(data)
-    last_scan = data.rfind(b"\xff\xda")
-    if last_scan < 0:
+    if data.find(b"\xff\xda") < 0:
         raise ImageBytesError("truncated", "truncated JPEG: no image data (start-of-scan marker)")
-    if data.find(b"\xff\xd9", last_scan + 2) < 0:
-        raise ImageBytesError("truncated", "truncated JPEG: no end-of-image marker (FF D9) after the image data")
+    if not data.endswith(b"\xff\xd9"):  # bytes after the end marker, or cut off: search (slower)
+        if data.find(b"\xff\xd9", data.rfind(b"\xff\xda") + 2) < 0:
+            raise ImageBytesError("truncated", "truncated JPEG: no end-of-image marker (FF D9) after the image data")
     return size
 
 
