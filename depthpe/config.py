@@ -80,6 +80,7 @@ _TYPE_MESSAGES = (
     (r"Value '(.*)' of type '\w+' could not be converted to Integer", r"\1 is not an integer (write a whole number)"),
     (r"Value '(.*)' of type '\w+' could not be converted to Float", r"\1 is not a number"),
     (r"Value '(.*)' of type '\w+' could not be converted to Boolean", r"\1 is not true or false"),
+    (r"Value '(.*)' is not a valid bool.*", r"\1 is not true or false"),
     (r"Invalid value assigned: \w+ is not a TupleConfig.*", "must be a [min, max] list"),
     (r"Invalid type assigned: dict is not a subclass of \w+.*", "no such list element"),
 )

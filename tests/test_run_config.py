@@ -96,6 +96,8 @@ BAD_CONFIGS = [
     (["--config", "no_such_config"], "no shipped config of that name"),
     (["data.aspect=0.5"], "data.aspect: must be a [min, max] list"),
     (["train.steps=0"], "train.steps must be >= 1"),
+    (["train.cpu=maybe"], "train.cpu: maybe is not true or false"),
+    (["data.patch_size=16", "data.image_width=112"], "data.patch_size=16 differs from model.patch_size=14"),
 ]
 
 
@@ -130,6 +132,17 @@ def test_bad_config_gives_one_error_line_and_status_2(args, fragment, bad_config
     lines = [line for line in captured.err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], captured.err
     assert not bad_config_setup["@new_run"].exists()  # no run folder was created
+
+
+def test_wandb_without_credentials_is_refused_before_anything_is_built(bad_config_setup, nothing_is_built,
+                                                                    monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    assert main(["train", "--config", bad_config_setup["@config"], "train.report_to=[wandb]"]) == 2
+    assert "W&B has no credentials here" in capsys.readouterr().err
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert main(["train", "--config", bad_config_setup["@config"], "train.report_to=[wandb]", "--print-config"]) == 0
 
 
 def test_debug_shows_the_traceback_and_print_config_prints_the_resolved_config(capsys):

@@ -181,7 +181,7 @@ def _record_optimizer_steps(monkeypatch):
     def recording_step(self, *args, **kwargs):
         grads = [p.grad for g in self.param_groups for p in g["params"] if p.grad is not None]
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item()
-        records.append({"lr": [g["lr"] for g in self.param_groups],
+        records.append({"lr": [g["lr"] for g in self.param_groups], "betas": [g["betas"] for g in self.param_groups],
                         "weight_decay": [g["weight_decay"] for g in self.param_groups], "grad_norm": norm})
         return real_step(self, *args, **kwargs)
 
@@ -327,3 +327,13 @@ def test_a_live_run_locks_its_output_dir_and_a_dead_one_is_taken_over(synth_root
     train(run_config(synth_root, out, train={"steps": 2, "checkpoint_every": 0}))
     assert "took over the lock of a run that is gone" in capsys.readouterr().out
     assert not (out / ".lock").exists()  # released at the end
+
+
+def test_resumed_optimizer_groups_carry_changed_weight_decay_and_betas(synth_root, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    train(run_config(synth_root, out, optim={"weight_decay": 0.05}, train={"steps": 2, "checkpoint_every": 1}))
+    records = _record_optimizer_steps(monkeypatch)
+    train(run_config(synth_root, out, optim={"weight_decay": 0.2, "betas": [0.8, 0.95]}, train={"steps": 3}),
+          resume=str(out / "checkpoints" / "step_0000001"))
+    assert [r["weight_decay"] for r in records] == [[0.2, 0.0], [0.2, 0.0]]
+    assert all(r["betas"] == [(0.8, 0.95)] * 2 for r in records)

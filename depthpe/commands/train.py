@@ -21,7 +21,7 @@ Config sections:
   data               training sources (name, root, split, weight, view_selection, window), views and
                      aspect ranges, image_width, max_images_per_batch, augmentation
   optim              AdamW lr, min_lr, weight_decay, betas, warmup_steps, schedule, grad_clip
-  loss               l1_weight, gradient_weight, gradient_scales, conf_weight
+  loss               l1_weight, gradient_weight, gradient_scales, conf_weight, conf_alpha
   train              steps, grad_accum, mixed_precision, num_workers, logging, checkpoints, report_to
   val                validation sources, every, views, max_scenes, panels
   hub                repo_id and settings of background pushes to the Hugging Face Hub

@@ -254,16 +254,16 @@ class DepthModel(
         ]
 
     def param_groups(self, weight_decay: float) -> list[dict]:
-        """AdamW parameter groups: [{"params": decayed, "weight_decay": weight_decay},
-        {"params": no_weight_decay_names(), "weight_decay": 0.0}] (empty groups omitted)."""
+        """AdamW parameter groups: [{"name": "decay", "params": decayed, "weight_decay": weight_decay},
+        {"name": "no_decay", "params": no_weight_decay_names(), "weight_decay": 0.0}] (empty groups omitted)."""
         exempt = set(self.no_weight_decay_names())
         decay, no_decay = [], []
         for n, p in self.named_parameters():
             if p.requires_grad:
                 (no_decay if n in exempt else decay).append(p)
         groups = [
-            {"params": decay, "weight_decay": float(weight_decay)},
-            {"params": no_decay, "weight_decay": 0.0},
+            {"name": "decay", "params": decay, "weight_decay": float(weight_decay)},
+            {"name": "no_decay", "params": no_decay, "weight_decay": 0.0},
         ]
         return [g for g in groups if g["params"]]
 

@@ -9,7 +9,7 @@ import torch
 
 from .schema import RunConfig
 
-__all__ = ["build_model", "build_optimizer", "default_cpu_threads"]
+__all__ = ["build_model", "build_optimizer", "apply_optim_settings", "default_cpu_threads"]
 
 
 def build_model(cfg: RunConfig, *, resuming: bool = False):
@@ -29,6 +29,15 @@ def build_optimizer(model, cfg: RunConfig) -> torch.optim.AdamW:
     """AdamW over the trainable parameters: weight decay ``optim.weight_decay`` except for the
     parameters the model exempts (norms, biases, tokens; ``DepthModel.no_weight_decay_names``)."""
     return torch.optim.AdamW(model.param_groups(cfg.optim.weight_decay), lr=cfg.optim.lr, betas=cfg.optim.betas)
+
+
+def apply_optim_settings(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> None:
+    """Write ``optim.weight_decay`` (decayed group only) and ``optim.betas`` into the param groups:
+    after a resume the restored groups hold the checkpoint's values, and a changed setting must apply.
+    (The learning rate is set at every step from the schedule.)"""
+    for group in optimizer.param_groups:
+        group["weight_decay"] = cfg.optim.weight_decay if group.get("name") == "decay" else 0.0
+        group["betas"] = tuple(cfg.optim.betas)
 
 
 def default_cpu_threads(num_workers: int, num_processes: int) -> int:

@@ -75,6 +75,25 @@ def _check_files(cfg: RunConfig) -> None:
         if name != "tensorboard" and importlib.util.find_spec(name) is None:
             raise ConfigError(f"train.report_to: the {name} package is not installed "
                               f"(pip install \"depthpe[{name}]\", or remove {name} from train.report_to)")
+    if "wandb" in cfg.train.report_to and not _wandb_can_log():
+        raise ConfigError("train.report_to: W&B has no credentials here (run `wandb login`, set WANDB_API_KEY, "
+                          "or set WANDB_MODE=offline to log locally)")
+
+
+def _wandb_can_log() -> bool:
+    """Whether W&B can start without asking for a login: offline/disabled mode, an API key in the
+    environment, or a netrc entry for the W&B host (what `wandb login` writes)."""
+    import netrc
+    import os
+    from urllib.parse import urlparse
+
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") or os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        return netrc.netrc().authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
 
 
 def _model_differences(checkpoint: Path, cfg: RunConfig) -> list[str]:

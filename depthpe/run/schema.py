@@ -237,6 +237,11 @@ class RunConfig:
 
         return build_run_config([mapping], overrides)
 
+    def __post_init__(self):
+        _require(self.data.patch_size == self.model.patch_size or self.model.patch_size == MISSING,
+                 f"data.patch_size={self.data.patch_size} differs from model.patch_size={self.model.patch_size} "
+                 "(set both to the backbone's patch size, 14 for DINOv2)")
+
     def model_config(self) -> DepthModelConfig:
         """The ``DepthModelConfig`` of the ``model`` section."""
         return self.model.model_config()

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from ..model.training_inputs import TrainingInputs
-from .building import build_model, build_optimizer, default_cpu_threads
+from .building import apply_optim_settings, build_model, build_optimizer, default_cpu_threads
 from .checkpoints import STATE_FILE, publish_final, remove_incomplete, rotate_checkpoints, save_checkpoint
 from .loading import save_run_config
 from .lock import run_lock
@@ -124,9 +124,11 @@ def make_accelerator(cfg: RunConfig):
     return accelerator
 
 
-def _restore(accelerator, checked: Preflight, state: TrainState) -> None:
-    """Load the checkpoint's Accelerate state and ``TrainState``; log what changed since."""
+def _restore(accelerator, checked: Preflight, state: TrainState, optimizer, cfg: RunConfig) -> None:
+    """Load the checkpoint's Accelerate state and ``TrainState``, apply the config's optimizer
+    settings over the restored ones; log what changed since."""
     accelerator.load_state(str(checked.checkpoint / "state"))
+    apply_optim_settings(optimizer, cfg)
     doc = json.loads((checked.checkpoint / STATE_FILE).read_text())
     state.load_json(doc)
     log.info(f"resumed from {checked.checkpoint} at step {state.step}")
@@ -156,7 +158,7 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     model, optimizer = accelerator.prepare(model, build_optimizer(model, cfg))
     state = TrainState(cfg.train.smoothing, world_size=accelerator.num_processes)
     if checked.checkpoint is not None:
-        _restore(accelerator, checked, state)
+        _restore(accelerator, checked, state, optimizer, cfg)
     loader = build_train_loader(cfg.data, seed=cfg.seed, rank=accelerator.process_index,
                                 world_size=accelerator.num_processes, start_step=state.step, num_steps=cfg.train.steps,
                                 num_workers=cfg.train.num_workers, grad_accum=cfg.train.grad_accum)
