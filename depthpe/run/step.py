@@ -55,6 +55,15 @@ class StepResult:
     new_bad_files: list = field(default_factory=list)
 
 
+def _zero_loss(trainable, depth: torch.Tensor) -> torch.Tensor:
+    """A zero loss reaching every trainable parameter and the model output, back-propagated instead of
+    a non-finite one so that this process joins the gradient all-reduce (DDP) or reduce-scatters (FSDP)
+    of the others. A sharded (DTensor, FSDP2) parameter enters through its local shard: arithmetic on
+    the DTensor itself starts collectives on this process only, which the others never join (a hang)."""
+    local = [p.to_local() if hasattr(p, "to_local") else p for p in trainable]
+    return sum((p * 0).sum() for p in local) + 0 * depth.sum().nan_to_num()
+
+
 def _micro_batch(model, batch: dict, cfg: RunConfig, accelerator, trainable) -> tuple[dict, bool]:
     """Forward and backward of one micro-batch; returns (detached loss terms, loss was finite).
     A non-finite loss back-propagates a zero instead, so every process joins the gradient all-reduce."""
@@ -69,7 +78,7 @@ def _micro_batch(model, batch: dict, cfg: RunConfig, accelerator, trainable) -> 
     loss = terms["total"] / cfg.train.grad_accum
     finite = bool(torch.isfinite(loss))
     if not finite:
-        loss = sum((p * 0).sum() for p in trainable) + 0 * out["depth"].sum().nan_to_num()
+        loss = _zero_loss(trainable, out["depth"])
     accelerator.backward(loss)
     return {k: v.detach().double() / cfg.train.grad_accum for k, v in terms.items()}, finite
 
