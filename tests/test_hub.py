@@ -647,3 +647,16 @@ def test_training_survives_a_hub_that_always_fails(synth_root, tmp_path, monkeyp
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["step_0000001"]
     assert text.count("giving up") == 2 and "2 of 2 push(es) failed" in text, text
     assert REPO not in hub.repos and TOKEN not in text
+
+
+def test_a_refused_token_is_not_retried_and_says_why(tmp_path, online):
+    folder = _model_folder(tmp_path / "model")
+    logs = []
+    with FakeHub(fail={"create": -1}, fail_status=401) as hub:
+        pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=3, retry_delay=0.1, log=logs.append)
+        handle = pusher.push(folder)
+        assert handle.wait(30)
+    result = handle.result
+    assert not result.ok and result.attempts == 1 and len(hub.failed) == 1  # no retry: another try cannot help
+    assert "refused the token (HTTP 401)" in result.error and "write access" in result.error
+    assert not any(TOKEN in line for line in logs)

@@ -140,3 +140,12 @@ def test_reader_reopens_in_child_process(tmp_path):
     p.start()
     p.join(20)
     assert q.get(timeout=5) == expected
+
+
+@pytest.mark.parametrize("node", ["K", "w2c", "depth", "images"])
+def test_a_scene_file_missing_a_required_dataset_is_refused_by_name(tmp_path, node):
+    write(tmp_path)
+    with h5py.File(tmp_path / "s0.h5", "a") as f:
+        del f[node]
+    with pytest.raises(SceneFileError, match=rf"missing datasets \['{node}'\]"):
+        SceneReader(tmp_path / "s0.h5").read_frame(0)
