@@ -351,9 +351,11 @@ def test_model_card_metadata_eval_table_config_and_vggt_licence():
     assert meta["license"] == "cc-by-nc-4.0" and meta["base_model"] == "facebook/VGGT-1B"
     assert "non-commercial" in vggt and "No evaluation results yet" in vggt
     assert "model-index" not in meta and "Trained at" not in vggt
-    local = _typed_run_config("model.init_from=/home/alice/weights/vggt.pt")
+    local = _typed_run_config("model.init_from=/home/alice/weights/vggt.pt",
+                              "model.backbone_weights=/home/alice/weights/dinov2_vits14.safetensors")
     card = render_model_card(CardInfo(model_config={"global_pe": "prope"}, run_config=local))
     assert "/home/alice" not in card and "vggt.pt" in card and "base_model" not in _front_matter(card)
+    assert "dinov2_vits14.safetensors" in card  # the file name stays, its folder does not
     with pytest.raises(ValueError, match="init_weights"):
         CardInfo(model_config={}, init_weights="someone/else")
     with pytest.raises(TypeError, match="RunConfig"):

@@ -86,6 +86,7 @@ BAD_CONFIGS = [
     (["data.views=[8,2]"], "data.views = [8, 2] has min > max"),
     (["model.global_pe=prop"], "unknown encoding 'prop' (did you mean 'prope'?"),
     (["data.sources.0.root=@missing"], "index.json not found"),
+    (["val.sources=[{name: synth, root: @missing, split: val}]"], "val.sources.0 (synth): "),
     (["output_dir=@file"], "is a file, not a folder"),
     (["--resume", "latest"], "--resume latest: no complete checkpoint"),
     (["--resume", "@ckpt", "model.global_pe=urope"], "holds another model: model.global_pe"),
