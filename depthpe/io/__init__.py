@@ -1,0 +1,1 @@
+"""Reading and writing user data outside scene files: cameras (``depthpe.io.cameras``)."""
