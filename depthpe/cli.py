@@ -15,6 +15,7 @@ import sys
 COMMANDS = {
     "train": "depthpe.commands.train",
     "eval": "depthpe.commands.eval",
+    "predict": "depthpe.commands.predict",
     "synth": "depthpe.commands.synth",
     "check": "depthpe.commands.check",
     "convert": "depthpe.commands.convert",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["depth_range", "colorize_depth", "error_map", "depth_panel", "views_grid", "save_png"]
+__all__ = ["depth_range", "colorize_depth", "error_map", "depth_panel", "views_grid", "save_png", "with_colorbar"]
 
 _PERCENTILES = (2.0, 98.0)
 
@@ -142,6 +142,31 @@ def views_grid(
     ]
     grid = np.concatenate(rows, axis=0)
     return np.ascontiguousarray(grid.transpose(2, 0, 1)) if channels_first else grid
+
+
+def with_colorbar(rgb, vmin: float, vmax: float, cmap: str = "turbo", label: str = "", ticks: int = 5) -> np.ndarray:
+    """Append a vertical colour bar to a colour-mapped (H, W, 3) uint8 image: a strip of ``cmap``
+    from vmin (top) to vmax (bottom) with ``ticks`` labelled values and an optional unit ``label``.
+    Returns (H, W + bar width, 3) uint8 (white background)."""
+    import cv2
+
+    img = _to_rgb_uint8(rgb)
+    h = img.shape[0]
+    strip_w, text_w = max(8, h // 24), 70
+    t = np.linspace(0.0, 1.0, h)[:, None].repeat(strip_w, axis=1)
+    strip = _apply_cmap(t, np.ones_like(t, bool), cmap)
+    panel = np.full((h, strip_w + text_w, 3), 255, np.uint8)
+    panel[:, :strip_w] = strip
+    font_scale = max(0.3, min(0.5, h / 600))
+    for k in range(ticks):
+        y = int(round(k * (h - 1) / max(ticks - 1, 1)))
+        value = vmin + (vmax - vmin) * k / max(ticks - 1, 1)
+        text = f"{value:.3g}" + (f" {label}" if label and k == ticks - 1 else "")
+        baseline = min(max(y + 4, 10), h - 2)
+        cv2.putText(panel, text, (strip_w + 3, baseline), cv2.FONT_HERSHEY_SIMPLEX, font_scale, (0, 0, 0), 1,
+                    cv2.LINE_AA)
+    gap = np.full((h, 4, 3), 255, np.uint8)
+    return np.concatenate([img, gap, panel], axis=1)
 
 
 def save_png(path, array) -> Path:

@@ -1,0 +1,125 @@
+"""Files written by ``depthpe predict`` (docs/predict.md), and readers for the depth PNGs.
+
+Per image ``<stem>`` (the image name without extension, '/' replaced by '__'):
+
+* ``<stem>_depth.png``: 16-bit depth, ``depth = png_value * scale`` with ``scale`` in
+  ``<stem>_depth.json`` (``{"scale", "unit", "invalid": 0}``); scale = max depth / 65535, so the
+  quantisation error is at most scale / 2;
+* ``<stem>_depth.npy``: (H, W) float32 depth, exactly as predicted;
+* ``<stem>_conf.npy``: (H, W) float32 confidence;
+* ``<stem>_depth_color.png``: colour-mapped depth with a colour bar.
+
+Plus ``points.ply`` (one coloured point cloud of all images, world coordinates of the cameras,
+float32 x, y, z and uint8 red, green, blue; written when depth is in the cameras' unit, or for a
+single image) and ``prediction.json`` (input size, unit, views per
+prediction, and per image its K, w2c, the views it was predicted with and its files).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..data.scene_file import atomic_write_bytes
+
+__all__ = ["file_stem", "write_depth_png", "read_depth_png", "write_ply", "read_ply", "write_prediction"]
+
+PNG_MAX = 65535
+
+
+def file_stem(name: str) -> str:
+    """Output stem of an image name: extension dropped, '/' replaced by '__'."""
+    return Path(name).with_suffix("").as_posix().replace("/", "__")
+
+
+def write_depth_png(path: str | Path, depth: np.ndarray, unit: str) -> float:
+    """Write (H, W) depth (0 = invalid) as a 16-bit PNG and its sidecar ``<path stem>.json``; returns
+    the scale (depth = png_value * scale; scale = max depth / 65535, 1 for an all-zero map)."""
+    from ..viz import save_png
+
+    path = Path(path)
+    d = np.asarray(depth, np.float64)
+    top = float(d.max()) if d.size else 0.0
+    scale = top / PNG_MAX if top > 0 else 1.0
+    save_png(path, np.clip(np.round(d / scale), 0, PNG_MAX).astype(np.uint16))
+    side = {"scale": scale, "unit": unit, "invalid": 0, "formula": "depth = png_value * scale"}
+    atomic_write_bytes(path.with_suffix(".json"), (json.dumps(side, indent=1) + "\n").encode())
+    return scale
+
+
+def read_depth_png(path: str | Path) -> np.ndarray:
+    """(H, W) float64 depth of a PNG written by ``write_depth_png`` (its sidecar gives the scale)."""
+    import cv2
+
+    path = Path(path)
+    raw = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if raw is None or raw.dtype != np.uint16:
+        raise ValueError(f"{path}: not a 16-bit PNG")
+    scale = json.loads(path.with_suffix(".json").read_text())["scale"]
+    return raw.astype(np.float64) * scale
+
+
+def write_ply(path: str | Path, points: np.ndarray, colors: np.ndarray) -> Path:
+    """Binary PLY of (N, 3) points (stored float32) and (N, 3) uint8 RGB colours, via plyfile."""
+    from plyfile import PlyData, PlyElement
+
+    vertex = np.empty(len(points), dtype=[("x", "f4"), ("y", "f4"), ("z", "f4"),
+                                          ("red", "u1"), ("green", "u1"), ("blue", "u1")])
+    for k, axis in enumerate("xyz"):
+        vertex[axis] = points[:, k]
+    for k, channel in enumerate(("red", "green", "blue")):
+        vertex[channel] = colors[:, k]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    PlyData([PlyElement.describe(vertex, "vertex")]).write(str(tmp))
+    tmp.replace(path)
+    return path
+
+
+def read_ply(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """(points (N, 3) float64, colors (N, 3) uint8) of a PLY written by ``write_ply``."""
+    from plyfile import PlyData
+
+    v = PlyData.read(str(path))["vertex"].data
+    return (np.stack([v[a] for a in "xyz"], axis=1).astype(np.float64),
+            np.stack([v[c] for c in ("red", "green", "blue")], axis=1).astype(np.uint8))
+
+
+def _write_frame(out: Path, frame, unit: str) -> dict:
+    """The four files of one ImagePrediction; returns its entry of prediction.json."""
+    from ..viz import colorize_depth, depth_range, save_png, with_colorbar
+
+    stem = file_stem(frame.name)
+    scale = write_depth_png(out / f"{stem}_depth.png", frame.depth, unit)
+    np.save(out / f"{stem}_depth.npy", frame.depth)
+    np.save(out / f"{stem}_conf.npy", frame.conf)
+    vmin, vmax = depth_range(frame.depth)
+    colored = colorize_depth(frame.depth, None, vmin, vmax)
+    save_png(out / f"{stem}_depth_color.png", with_colorbar(colored, vmin, vmax, label=unit if unit != "cameras" else ""))
+    return {"name": frame.name, "files": [f"{stem}_{k}" for k in ("depth.png", "depth.json", "depth.npy", "conf.npy",
+                                                                   "depth_color.png")],
+            "png_scale": scale, "K": frame.K.tolist(), "w2c": frame.w2c.tolist(), "views": frame.views}
+
+
+def write_prediction(result, out_dir: str | Path, conf_threshold: float | None = None) -> dict:
+    """Write every file of a ``PredictionResult`` into ``out_dir`` (module docstring); returns the
+    summary written to prediction.json (plus "points": the number of points in points.ply)."""
+    from ..prediction import fuse_points
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    frames = [_write_frame(out, fr, result.unit) for fr in result.frames]
+    points = np.zeros((0, 3))
+    if result.unit == "cameras" or len(result.frames) == 1:
+        points, colors, _ = fuse_points(result, conf_threshold)
+        write_ply(out / "points.ply", points, colors)
+    else:
+        result.notes.append("no points.ply: without a common camera frame and unit the views cannot be fused")
+    summary = {"size": list(result.size), "unit": result.unit, "mode": result.mode,
+               "views_per_prediction": result.views_per_prediction, "conf_threshold": conf_threshold,
+               "points": int(len(points)), "notes": result.notes, "frames": frames}
+    atomic_write_bytes(out / "prediction.json", (json.dumps(summary, indent=1) + "\n").encode())
+    return summary
