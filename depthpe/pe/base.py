@@ -15,6 +15,8 @@ override ``attend``.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from typing import Callable
 
 import torch
@@ -75,7 +77,7 @@ def available_encodings() -> list[str]:
 
 
 def prepare_encoding(
-    method: str,
+    method: str | Mapping[str, str],
     *,
     image_size: tuple[int, int],
     grid: tuple[int, int],
@@ -88,20 +90,29 @@ def prepare_encoding(
 ) -> Encoding:
     """Prepare the encoding ``method`` for one forward pass.
 
+    method: a registered name (``available_encodings()``) or a pair ``{"qk": NAME, "vo": NAME}`` of
+    DPPE transforms (``depthpe.pe.pairs``, ``depthpe.model.encoding_spec``).
     image_size: (H, W) pixels; grid: (h, w) patches per view; num_special: special tokens per view
     (RoPE position 0, their own view's camera); patch_offset: patch (x, y) sits at RoPE position
     (x + patch_offset, y + patch_offset). K: (B, S, 3, 3) pixel intrinsics and w2c: (B, S, 3|4, 4)
     OpenCV world-to-camera, required by the camera encodings. num_views: S, inferred from K/w2c when
     given. ``options`` are method specific (``pe_options`` in the model config).
     """
-    if method not in _REGISTRY:
+    if isinstance(method, Mapping):
+        from .pairs import make_pair_encoding
+
+        factory = functools.partial(make_pair_encoding, dict(method))
+    elif method in _REGISTRY:
+        factory = _REGISTRY[method]
+    else:
         raise ValueError(
-            f"unknown positional encoding {method!r}; available: {', '.join(available_encodings())}"
+            f"unknown positional encoding {method!r}; available: {', '.join(available_encodings())} "
+            "or a pair {qk: NAME, vo: NAME}"
         )
     if num_views is None:
         cams = K if K is not None else w2c
         num_views = int(cams.shape[1]) if cams is not None else 1
-    return _REGISTRY[method](
+    return factory(
         image_size=tuple(image_size),
         grid=tuple(grid),
         num_special=int(num_special),

@@ -1,4 +1,4 @@
-"""Shared machinery of the camera encodings (PRoPE, DPPE-dual, DPPE-tAdd, GTA).
+"""Shared machinery of the camera encodings (PRoPE, DPPE-dual, DPPE-tAdd, GTA, every {qk, vo} pair).
 
 All of them follow the "transform - SDPA - transform" pattern (docs/encodings.md):
 the head dim d is split into a camera block ``[0, d/2)`` and a RoPE block ``[d/2, d)``, and each of
@@ -14,6 +14,9 @@ Layouts (those of the official PRoPE / DPPE code):
   Inside each quarter of width w = d/4 the pairing is split-half (c, c + w/2), frequencies
   ``base ** (-m / (w/2))``, m = 0..w/2-1, base 100. The *forward* map (q, k, v) is a rotation by
   **-theta**: (a, b) -> (a cos + b sin, b cos - a sin); o gets the inverse (+theta).
+* other layouts of the pairs (``depthpe.model.encoding_spec.transform_layout``): ``p`` / ``Rt`` put
+  4-chunks on the whole head, ``2d`` puts the RoPE on the whole head ([x: d/2 | y: d/2]),
+  ``vggt2d`` is VGGT's RoPE (``VggtRope``).
 * positions: special tokens (0, 0); patch (x, y) at (x + patch_offset, y + patch_offset). The official
   code uses ``patch_offset = 0``; the depthpe model uses 1 (VGGT).
 
@@ -27,12 +30,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Callable
 
 import torch
 
 from ..geometry import invert_intrinsics, invert_w2c, normalize_intrinsics, to_4x4
+from ..model.encoding_spec import head_dim_multiple, transform_layout
 from .base import Encoding
+from .rope import apply_rope_2d
 
 __all__ = [
     "lift_intrinsics",
@@ -41,10 +45,10 @@ __all__ = [
     "TiledMatrix",
     "RotTransSplit",
     "PropeRope",
+    "VggtRope",
     "CameraBlockEncoding",
     "work_dtype",
     "check_head_dim",
-    "make_camera_encoding",
 ]
 
 
@@ -239,6 +243,21 @@ class PropeRope:
         out.copy_(y)
 
 
+class VggtRope:
+    """VGGT's 2D RoPE as a block op (``rope.apply_rope_2d``): ``[y: w/2 | x: w/2]``, rotate-half,
+    forward +theta. Positions (y, x) per view token, special tokens at 0, shared by all views.
+    ``apply(x, out, inverse)``: x, out (B, H, S, T, w); ``inverse=True`` rotates by -theta."""
+
+    def __init__(self, grid, num_special: int, patch_offset: int, base: float = 100.0):
+        px, py = _patch_positions(grid, num_special, patch_offset)
+        self.pos = torch.stack([py, px], dim=-1)  # (T, 2) float64
+        self.base = float(base)
+
+    def apply(self, x: torch.Tensor, out: torch.Tensor, inverse: bool = False) -> None:
+        pos = self.pos.to(device=x.device, dtype=x.dtype)
+        out.copy_(apply_rope_2d(x, -pos if inverse else pos, self.base))
+
+
 class _Transform(torch.autograd.Function):
     """y = A x for a per-token linear(+constant) map A; backward applies the adjoint A^T.
 
@@ -257,27 +276,34 @@ class _Transform(torch.autograd.Function):
 
 
 def check_head_dim(d: int, method: str, multiple: int = 8) -> None:
+    """Raise ``ValueError`` unless d is a multiple of ``multiple`` (8: camera block of d/2 channels
+    in 4-chunks and RoPE quarters of even width; 4: whole-head camera 4-chunks or 2D RoPE)."""
     if d % multiple:
         raise ValueError(
-            f"{method} needs a head dim divisible by {multiple} (camera block of d/2 channels in "
-            f"4-chunks, RoPE quarters of even width), got head dim {d}"
+            f"{method} needs a head dim divisible by {multiple} (camera 4-chunks, 2D RoPE blocks of "
+            f"even width), got head dim {d}"
         )
 
 
 class CameraBlockEncoding(Encoding):
-    """Generic camera encoding: per-view maps on ``[0, d/2)``, PRoPE RoPE on ``[d/2, d)``.
+    """Generic per-tensor encoding: each of q, k, v, o gets its transform's segments.
 
-    q_op, k_op, v_op, o_op: objects with ``apply(x (B,H,S,T,d/2)) -> same``. q, k, v get the forward
-    RoPE, o the inverse. Tensors passed to ``transform_*`` are (B, heads, S*T, d), view-major.
+    ``transforms``: {"q", "k", "v", "o"} -> transform name (``encoding_spec.transform_layout`` gives
+    its segments); ``ops``: the same keys -> camera op with ``apply(x, out, adjoint)`` on the
+    ``cam`` segment (None where there is none); ``rotary``: {"rope": PropeRope, "vggt": VggtRope} with
+    ``apply(x, out, inverse)``. q, k, v get the forward rotation, o the inverse. A tensor whose
+    transform has no segments passes through unchanged. Tensors passed to ``transform_*`` are
+    (B, heads, S*T, d), view-major. ``batch`` None: no camera, any batch size.
     """
 
-    def __init__(self, *, method, num_views, tokens_per_view, batch, q_op, k_op, v_op, o_op, rope):
+    def __init__(self, *, method, num_views, tokens_per_view, batch, transforms, ops, rotary):
         self.method = method
         self.S = int(num_views)
         self.T = int(tokens_per_view)
-        self.B = int(batch)
-        self.ops = {"q": q_op, "k": k_op, "v": v_op, "o": o_op}
-        self.rope = rope
+        self.B = None if batch is None else int(batch)
+        self.transforms = dict(transforms)
+        self.ops = dict(ops)
+        self.rotary = dict(rotary)
 
     # -- shape checks -------------------------------------------------------------------------
     def _check(self, x: torch.Tensor) -> None:
@@ -289,22 +315,27 @@ class CameraBlockEncoding(Encoding):
                 f"{self.method}: prepared for {self.S} views x {self.T} tokens = {self.S * self.T} "
                 f"tokens, got {N}"
             )
-        if B != self.B:
+        if self.B is not None and B != self.B:
             raise ValueError(f"{self.method}: prepared for batch {self.B}, got batch {B}")
-        check_head_dim(d, self.method)
+        for name in set(self.transforms.values()):
+            check_head_dim(d, f"{self.method} ({name})", head_dim_multiple(name))
 
     def _apply(self, x: torch.Tensor, which: str, adjoint: bool = False) -> torch.Tensor:
         """The map of ``which`` (or its adjoint) on x (B, H, N, d) in the work dtype, no autograd."""
         B, H, N, d = x.shape
-        dc = d // 2
         xv = x.unflatten(2, (self.S, self.T))
         out = torch.empty(B, H, self.S, self.T, d, dtype=x.dtype, device=x.device)
-        self.ops[which].apply(xv[..., :dc], out[..., :dc], adjoint=adjoint)
-        self.rope.apply(xv[..., dc:], out[..., dc:], inverse=(which == "o") != adjoint)
+        for lo, hi, kind in transform_layout(self.transforms[which], d):
+            if kind == "cam":
+                self.ops[which].apply(xv[..., lo:hi], out[..., lo:hi], adjoint=adjoint)
+            else:
+                self.rotary[kind].apply(xv[..., lo:hi], out[..., lo:hi], inverse=(which == "o") != adjoint)
         return out.view(B, H, N, d)
 
     def _transform(self, x: torch.Tensor, which: str) -> torch.Tensor:
         self._check(x)
+        if not transform_layout(self.transforms[which], x.shape[-1]):
+            return x
         with torch.autocast(device_type=x.device.type, enabled=False):
             out = _Transform.apply(x.to(work_dtype(x.dtype)), self, which)
         return out.to(x.dtype)
@@ -325,41 +356,3 @@ class CameraBlockEncoding(Encoding):
         """Debug/test helper: the (B, heads, N, N) logits SDPA sees. Materializes the matrix."""
         qt, kt = self.transform_q(q), self.transform_k(k)
         return qt @ kt.transpose(-1, -2) / math.sqrt(q.shape[-1])
-
-
-def make_camera_encoding(
-    method: str,
-    build_ops: Callable[[torch.Tensor | None, torch.Tensor], tuple],
-    *,
-    grid,
-    num_special: int,
-    patch_offset: int,
-    K,
-    w2c,
-    num_views: int,
-    need_K: bool = True,
-    rope_base: float = 100.0,
-    max_translation: float | None = 10.0,
-    cls=None,
-    **cls_kwargs,
-) -> "CameraBlockEncoding":
-    """Validate cameras, build the (q, k, v, o) ops with ``build_ops(K64, w2c64)`` in float64
-    (autocast off) and wrap them in ``cls`` (default ``CameraBlockEncoding``)."""
-    K64, E = validate_cameras(
-        K, w2c, num_views, method=method, need_K=need_K, max_translation=max_translation
-    )
-    with torch.autocast(device_type=E.device.type, enabled=False):
-        q_op, k_op, v_op, o_op = build_ops(K64, E)
-    h, w = grid
-    return (cls or CameraBlockEncoding)(
-        method=method,
-        num_views=num_views,
-        tokens_per_view=num_special + h * w,
-        batch=E.shape[0],
-        q_op=q_op,
-        k_op=k_op,
-        v_op=v_op,
-        o_op=o_op,
-        rope=PropeRope(grid, num_special, patch_offset, rope_base),
-        **cls_kwargs,
-    )

@@ -17,49 +17,41 @@ With one softmax per head (the official code, default ``softmax="shared"``) the 
 with ``g_i = K_bar_i t_i``. The translation stream is invariant to global rotations only (to global
 translations after canonicalizing the world to a reference camera).
 
-``softmax="blockwise"`` is the paper's appendix A form: a rotation softmax and a translation softmax
-that never share attention weights. depthpe's channel split (head dim d, d % 16 == 0):
+The preset's ``softmax="blockwise"`` option splits PRoPE's logits into two softmaxes
+(``tadd_blockwise_channels``, head dim d % 16 == 0):
 
 * rotation logits: q/k camera 4-chunks in ``[0, d/4)`` plus all RoPE channels ``[d/2, d)``;
 * translation logits: q/k camera 4-chunks in ``[d/4, d/2)`` plus all RoPE channels ``[d/2, d)``;
 * rotation weights mix the value rotation slots r, the pass-through channels and the RoPE value
   channels; translation weights mix the translation slots s.
 
-Each of the two SDPA calls uses the default scale of its own width, 1/sqrt(3d/4). q/k transforms are
-PRoPE's in both modes, so whole 4-chunks and whole RoPE pairs stay in one softmax (invariance kept).
+Both sets of logits see P = K [R|t], so its rotation weights still change with a translation. The
+paper's appendix A form is the pair ``{qk: KRtAdd2d, vo: KRtAdd2d}`` with ``softmax="blockwise"``
+(``tadd_appendix_channels``): q and k are cut into the same 6-chunks, the rotation logits use only
+the r slots (through K_i R_i, never t) and the translation logits only the s slots (through K_i t_i,
+never R), each plus the RoPE block. Each SDPA call uses the default scale of its own width.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
-from ..geometry import invert_intrinsics, normalize_intrinsics
 from .base import register_encoding
-from .camera import (
-    CameraBlockEncoding,
-    RotTransSplit,
-    TiledMatrix,
-    make_camera_encoding,
-    projection_matrices,
-)
+from .camera import CameraBlockEncoding
+from .pairs import make_pair_encoding
 
-__all__ = ["make_dppe_dual", "make_dppe_tadd", "TAddBlockwise", "tadd_blockwise_channels"]
+__all__ = ["make_dppe_dual", "make_dppe_tadd", "TAddBlockwise", "tadd_blockwise_channels",
+           "tadd_appendix_channels"]
 
 
 @register_encoding("dppe_dual")
-def make_dppe_dual(*, image_size, grid, num_special, patch_offset, K, w2c, num_views,
-                   rope_base: float = 100.0, max_translation: float | None = 10.0):
+def make_dppe_dual(*, rope_base: float = 100.0, max_translation: float | None = 10.0, **geometry):
     """Prepare DPPE-dual. K: (B,S,3,3) pixel intrinsics; w2c: (B,S,3|4,4) OpenCV world-to-camera."""
-
-    def build(K64, E):
-        P, P_inv = projection_matrices(K64, E, image_size)
-        return TiledMatrix(P_inv), TiledMatrix(P.mT), TiledMatrix(P.mT), TiledMatrix(P_inv.mT)
-
-    return make_camera_encoding(
-        "dppe_dual", build, grid=grid, num_special=num_special, patch_offset=patch_offset, K=K,
-        w2c=w2c, num_views=num_views, rope_base=rope_base, max_translation=max_translation,
-    )
+    return make_pair_encoding("dppe_dual", method="dppe_dual", rope_base=rope_base,
+                              max_translation=max_translation, **geometry)
 
 
 def tadd_blockwise_channels(d: int) -> dict[str, torch.Tensor]:
@@ -85,12 +77,51 @@ def tadd_blockwise_channels(d: int) -> dict[str, torch.Tensor]:
     }
 
 
+def tadd_appendix_channels(d: int) -> dict[str, torch.Tensor]:
+    """Channel index lists of the appendix-A DPPE-tAdd split {qk: KRtAdd2d, vo: KRtAdd2d}, head dim d.
+
+    With n = (d/2) // 6 camera 6-chunks ``[r | s]``: ``qk_rot`` = ``v_rot`` = the r slots, the
+    (d/2) % 6 pass-through channels and the RoPE block [d/2, d); ``qk_trans`` = the s slots plus the
+    RoPE block; ``v_trans`` = the s slots. Same keys as ``tadd_blockwise_channels``.
+    """
+    if d % 8:
+        raise ValueError(f"blockwise DPPE-tAdd needs a head dim divisible by 8, got {d}")
+    dc = d // 2
+    n6 = dc // 6
+    rope = list(range(dc, d))
+    r_slots = [6 * m + i for m in range(n6) for i in range(3)]
+    s_slots = [6 * m + 3 + i for m in range(n6) for i in range(3)]
+    rest = list(range(6 * n6, dc))
+    as_t = lambda xs: torch.tensor(xs, dtype=torch.long)  # noqa: E731
+    return {"qk_rot": as_t(r_slots + rest + rope), "qk_trans": as_t(s_slots + rope),
+            "v_rot": as_t(r_slots + rest + rope), "v_trans": as_t(s_slots)}
+
+
 class TAddBlockwise(CameraBlockEncoding):
-    """DPPE-tAdd with separate rotation / translation softmaxes (two SDPA calls; see module doc)."""
+    """DPPE-tAdd with separate rotation / translation softmaxes (two SDPA calls; see module doc).
+
+    The split is ``tadd_appendix_channels`` for qk ``KRtAdd2d`` (the paper's appendix A) and
+    ``tadd_blockwise_channels`` for qk ``p2d`` (the ``dppe_tadd`` preset's ``softmax`` option).
+    Each SDPA call uses the default scale of its own width, 1/sqrt(len(qk channels)).
+    """
+
+    def channels(self, d: int, device) -> dict[str, torch.Tensor]:
+        """This encoding's channel index lists for head dim d, on ``device``."""
+        split = tadd_appendix_channels if self.transforms["q"] == "KRtAdd2d" else tadd_blockwise_channels
+        return {key: idx.to(device) for key, idx in split(d).items()}
+
+    def block_weights(self, q: torch.Tensor, k: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Test helper: {"rot", "trans"} attention weights (B, heads, N, N). Materializes them."""
+        ch = self.channels(q.shape[-1], q.device)
+        qt, kt = self.transform_q(q), self.transform_k(k)
+        weights = {}
+        for block in ("rot", "trans"):
+            idx = ch[f"qk_{block}"]
+            weights[block] = (qt[..., idx] @ kt[..., idx].mT / math.sqrt(len(idx))).softmax(dim=-1)
+        return weights
 
     def attend(self, q, k, v, *, dropout_p: float = 0.0):
-        d = q.shape[-1]
-        ch = {key: idx.to(q.device) for key, idx in tadd_blockwise_channels(d).items()}
+        ch = self.channels(q.shape[-1], q.device)
         qt, kt, vt = self.transform_q(q), self.transform_k(k), self.transform_v(v)
         o_rot = F.scaled_dot_product_attention(
             qt[..., ch["qk_rot"]], kt[..., ch["qk_rot"]], vt[..., ch["v_rot"]], dropout_p=dropout_p
@@ -105,29 +136,11 @@ class TAddBlockwise(CameraBlockEncoding):
 
 
 @register_encoding("dppe_tadd")
-def make_dppe_tadd(*, image_size, grid, num_special, patch_offset, K, w2c, num_views,
-                   softmax: str = "shared", rope_base: float = 100.0,
-                   max_translation: float | None = 10.0):
-    """Prepare DPPE-tAdd. softmax: "shared" (official code, default) or "blockwise" (paper App. A)."""
+def make_dppe_tadd(*, softmax: str = "shared", rope_base: float = 100.0,
+                   max_translation: float | None = 10.0, **geometry):
+    """Prepare DPPE-tAdd = (p2d, KRtAdd2d). softmax: "shared" (official code, default) or
+    "blockwise" (split of PRoPE's logits, ``tadd_blockwise_channels``)."""
     if softmax not in ("shared", "blockwise"):
         raise ValueError(f"dppe_tadd softmax must be 'shared' or 'blockwise', got {softmax!r}")
-
-    def build(K64, E):
-        P, P_inv = projection_matrices(K64, E, image_size)
-        Kbar = normalize_intrinsics(K64, image_size)
-        R, t = E[..., :3, :3], E[..., :3, 3]
-        KR = Kbar @ R
-        KR_inv = R.mT @ invert_intrinsics(Kbar)
-        gamma = (Kbar @ t.unsqueeze(-1)).squeeze(-1)  # K_bar t = P[:3, 3]
-        return (
-            TiledMatrix(P.mT),
-            TiledMatrix(P_inv),
-            RotTransSplit(KR_inv, -gamma),
-            RotTransSplit(KR, gamma),
-        )
-
-    return make_camera_encoding(
-        "dppe_tadd", build, grid=grid, num_special=num_special, patch_offset=patch_offset, K=K,
-        w2c=w2c, num_views=num_views, rope_base=rope_base, max_translation=max_translation,
-        cls=TAddBlockwise if softmax == "blockwise" else None,
-    )
+    return make_pair_encoding("dppe_tadd", method="dppe_tadd", softmax=softmax, rope_base=rope_base,
+                              max_translation=max_translation, **geometry)

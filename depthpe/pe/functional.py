@@ -6,8 +6,11 @@ For a model with many layers, prepare once per forward pass with ``prepare_encod
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
+from ..model.encoding_spec import encoding_pair
 from .base import available_encodings, prepare_encoding
 
 __all__ = ["multiview_attention"]
@@ -18,7 +21,7 @@ def multiview_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    method: str,
+    method: str | Mapping[str, str],
     K: torch.Tensor | None = None,
     w2c: torch.Tensor | None = None,
     image_size: tuple[int, int],
@@ -35,7 +38,8 @@ def multiview_attention(
     with x fastest at positions (x + patch_offset, y + patch_offset).
     K: (B, S, 3, 3) pixel intrinsics; w2c: (B, S, 3, 4) or (B, S, 4, 4) OpenCV world-to-camera
     (both may be None for "none"/"rope"); image_size: (H, W) pixels; grid: (h, w) patches.
-    method: one of ``available_encodings()``; ``options`` are method specific (e.g. urope
+    method: one of ``available_encodings()`` or a pair ``{"qk": NAME, "vo": NAME}`` of DPPE
+    transforms (``depthpe.model.encoding_spec``); ``options`` are method specific (e.g. urope
     ``anchors=``, dppe_tadd ``softmax="blockwise"``). Returns (B, heads, S*T, head_dim).
     """
     if q.ndim != 4 or k.shape != q.shape or v.shape[:-1] != q.shape[:-1]:
@@ -43,7 +47,9 @@ def multiview_attention(
             "q, k, v must be (B, heads, S*T, head_dim) with equal shapes, got "
             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
-    if method not in available_encodings():
+    if isinstance(method, Mapping):
+        encoding_pair(method)  # raises ValueError naming the valid pairs
+    elif method not in available_encodings():
         raise ValueError(f"unknown method {method!r}; available: {', '.join(available_encodings())}")
     h, w = grid
     T = num_special + h * w
