@@ -72,7 +72,8 @@ def test_colmap_binary_via_pycolmap(tmp_path, cams):
 
 def test_colmap_models_and_distortion(tmp_path):
     (tmp_path / "cameras.txt").write_text(
-        "1 SIMPLE_RADIAL 32 24 30 16 12 0\n2 OPENCV 32 24 30 31 16 12 0.1 0 0 0\n3 OPENCV_FISHEYE 32 24 1 1 1 1 0 0 0 0\n")
+        "1 SIMPLE_RADIAL 32 24 30 16 12 0\n2 OPENCV 32 24 30 31 16 12 0.1 0 0 0\n"
+        "3 OPENCV_FISHEYE 32 24 1 1 1 1 0 0 0 0\n")
     images = "1 1 0 0 0 0 0 0 1 a.png\n\n2 1 0 0 0 0 0 1 2 b.png\n\n"
     (tmp_path / "images.txt").write_text(images)
     with pytest.warns(UserWarning, match="distortion"):
@@ -87,7 +88,8 @@ def test_colmap_models_and_distortion(tmp_path):
 
 def test_json_round_trip_and_4x4(tmp_path, cams):
     assert_same(read_cameras(write_json_cameras(tmp_path / "c.json", cams)), cams)
-    frames = [{"file": "x.jpg", "K": cams["v1.png"].K.tolist(), "w2c": np.r_[cams["v1.png"].w2c, [[0, 0, 0, 1]]].tolist()}]
+    w2c4 = np.r_[cams["v1.png"].w2c, [[0, 0, 0, 1]]]
+    frames = [{"file": "x.jpg", "K": cams["v1.png"].K.tolist(), "w2c": w2c4.tolist()}]
     (tmp_path / "d.json").write_text(json.dumps({"frames": frames}))
     got = read_cameras(tmp_path / "d.json")["x.jpg"]
     assert (got.width, got.height) == (0, 0)

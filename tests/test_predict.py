@@ -34,19 +34,14 @@ def scene():
 def inputs(tmp_path_factory, scene):
     """images/ (PNG), a COLMAP text model in colmap/sparse/0 and cams.json for the scene."""
     root = tmp_path_factory.mktemp("inputs")
+    (root / "images").mkdir()
     cams = {}
     for i in range(VIEWS):
-        cv2.imwrite(str(root / "images" / f"v{i}.png") if (root / "images").is_dir() else _mkdir_write(root, i, scene),
-                    cv2.cvtColor(scene["images"][i], cv2.COLOR_RGB2BGR))
+        cv2.imwrite(str(root / "images" / f"v{i}.png"), cv2.cvtColor(scene["images"][i], cv2.COLOR_RGB2BGR))
         cams[f"v{i}.png"] = FrameCamera(f"v{i}.png", scene["K"][i], scene["w2c"][i], W, H)
     write_colmap_text(root / "colmap" / "sparse" / "0", cams)
     write_json_cameras(root / "cams.json", cams)
     return root
-
-
-def _mkdir_write(root, i, scene):
-    (root / "images").mkdir()
-    return str(root / "images" / f"v{i}.png")
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +89,7 @@ def test_cli_colmap_and_json(model_dir, inputs, tmp_path, capsys):
     np.testing.assert_array_equal(colors[: OUT_HW[0] * OUT_HW[1]], result.frames[0].image.reshape(-1, 3))
 
 
-def ground_truth_forward(scene, frames, unit):
+def ground_truth_forward(scene, frames):
     """A stand-in for DepthModel.forward returning the scene's true depth in the normalized unit of
     each prediction: views are recognised by their input image; the reference is view 0 and the
     scale is the mean distance of the other camera centres to it (docs/conventions.md)."""
@@ -107,11 +102,11 @@ def ground_truth_forward(scene, frames, unit):
         idx = [lookup[im.tobytes()] for im in x]
         centers = np.stack([-scene["w2c"][i][:, :3].T @ scene["w2c"][i][:, 3] for i in idx])
         s = np.linalg.norm(centers[1:] - centers[0], axis=1).mean()
-        np.testing.assert_allclose(w2c_n[0, :, :3, 3].norm(dim=-1)[1:].mean().item() if len(idx) > 1 else 0,
-                                   0 if len(idx) == 1 else np.linalg.norm(
-                                       centers[1:] - centers[0], axis=1).mean() / s, rtol=1e-5)
+        if len(idx) > 1:  # predict normalized the cameras with this reference and scale
+            assert w2c_n[0, 1:, :3, 3].norm(dim=-1).mean().item() == pytest.approx(1.0, rel=1e-5)
         _, depth = render_views(scene["scene"], K[0].double().numpy(), scene["w2c"][idx], *images.shape[-2:])
-        return {"depth": torch.from_numpy(depth / s).float()[None], "conf": torch.full((1, len(idx), *depth.shape[1:]), 2.0)}
+        depth = torch.from_numpy(depth / s).float()[None]
+        return {"depth": depth, "conf": torch.full_like(depth, 2.0)}
 
     return forward
 
@@ -127,7 +122,7 @@ def test_ground_truth_depth_lands_on_the_surfaces(model_dir, inputs, scene, max_
     model = DepthModel.from_pretrained(model_dir)
     model.training_inputs = TrainingInputs(42, (0.5, 1.0), (2, 3))
     first = depthpe.predict(model, inputs / "images", cams, max_views=max_views)
-    model.forward = ground_truth_forward(scene, first.frames, unit)
+    model.forward = ground_truth_forward(scene, first.frames)
     result = depthpe.predict(model, inputs / "images", cams, max_views=max_views)
     assert result.mode == ("all" if max_views == 4 else "nearest") and result.views_per_prediction == max_views
     points, _, index = fuse_points(result)
@@ -163,7 +158,8 @@ def test_cli_errors_are_one_line(inputs, tmp_path, capsys):
         assert main([*base, "--images", str(inputs / "images"), *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and match in err and "\n" not in err
-    (tmp_path / "one.json").write_text(json.dumps({"frames": [json.loads((inputs / "cams.json").read_text())["frames"][0]]}))
+    first = json.loads((inputs / "cams.json").read_text())["frames"][0]
+    (tmp_path / "one.json").write_text(json.dumps({"frames": [first]}))
     assert main([*base, "--images", str(inputs / "images"), "--cameras", str(tmp_path / "one.json")]) == 2
     assert "no camera for image 'v1.png'" in capsys.readouterr().err
     assert main([*base, "--images", str(tmp_path / "*.jpg"), "--cameras", str(inputs / "cams.json")]) == 2
@@ -176,8 +172,8 @@ def test_camera_at_another_resolution_is_rescaled(inputs, scene):
     model.training_inputs = TrainingInputs(42, (0.5, 1.0), (2, 4))
     from depthpe.geometry import resize_intrinsics
 
-    big = {f"v{i}.png": FrameCamera(f"v{i}.png", resize_intrinsics(torch.from_numpy(scene["K"][i]), 2, 2).numpy(),
-                                    scene["w2c"][i], 2 * W, 2 * H) for i in range(VIEWS)}
+    K2 = resize_intrinsics(torch.from_numpy(scene["K"]), 2, 2).numpy()
+    big = {f"v{i}.png": FrameCamera(f"v{i}.png", K2[i], scene["w2c"][i], 2 * W, 2 * H) for i in range(VIEWS)}
     same = {f"v{i}.png": FrameCamera(f"v{i}.png", scene["K"][i], scene["w2c"][i], W, H) for i in range(VIEWS)}
     a = depthpe.predict(model, inputs / "images", big)
     b = depthpe.predict(model, inputs / "images", same)
@@ -190,3 +186,26 @@ def test_plan_views():
     assert plan_views(4, 4, w2c) == ("all", [[0, 1, 2, 3]])
     mode, plans = plan_views(4, 2, w2c)
     assert mode == "nearest" and plans == [[0, 1], [1, 3], [2, 3], [3, 1]]
+
+
+def test_bf16_and_scene_file_cameras(model_dir, inputs, scene, tmp_path):
+    """bf16 autocast runs and stays close to fp32; a scene file serves as the camera source."""
+    from depthpe.data.scene_file import write_scene
+
+    write_scene(tmp_path / "s.h5", images=scene["images"], depth=scene["depth"], K=scene["K"], w2c=scene["w2c"],
+                dataset="t", scene_id="s", split="val", metric=False, depth_units="scene", source="test",
+                frame_names=[f"v{i}.png" for i in range(VIEWS)])
+    fp32 = depthpe.predict(model_dir, inputs / "images", tmp_path / "s.h5", max_views=4)
+    bf16 = depthpe.predict(model_dir, inputs / "images", tmp_path / "s.h5", max_views=4, dtype="bf16")
+    rel = np.abs(bf16.frames[1].depth - fp32.frames[1].depth) / fp32.frames[1].depth
+    assert bf16.frames[1].depth.dtype == np.float32 and np.median(rel) < 0.05
+    np.testing.assert_allclose(fp32.frames[1].w2c, scene["w2c"][1])
+
+
+def test_colorbar_shape():
+    from depthpe.viz import colorize_depth, with_colorbar
+
+    rgb = colorize_depth(np.linspace(1, 5, 120 * 160, dtype=np.float32).reshape(120, 160))
+    out = with_colorbar(rgb, 1.0, 5.0, label="m")
+    assert out.dtype == np.uint8 and out.shape[0] == 120 and out.shape[1] > 160
+    np.testing.assert_array_equal(out[:, :160], rgb)

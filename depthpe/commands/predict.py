@@ -1,4 +1,5 @@
-"""``depthpe predict --model ID_OR_DIR --images DIR_OR_GLOB [--cameras SOURCE] --out DIR``: depth for your own images."""
+"""``depthpe predict --model ID_OR_DIR --images DIR_OR_GLOB [--cameras SOURCE] --out DIR``: depth for
+your own images (docs/predict.md)."""
 
 from __future__ import annotations
 

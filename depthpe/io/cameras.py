@@ -356,7 +356,8 @@ def write_colmap_text(folder: str | os.PathLike, cameras) -> Path:
     point shift of COLMAP; every camera needs its width and height."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    cam_lines, image_lines = ["# CAMERA_ID MODEL WIDTH HEIGHT PARAMS[]"], ["# IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME"]
+    cam_lines = ["# CAMERA_ID MODEL WIDTH HEIGHT PARAMS[]"]
+    image_lines = ["# IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME"]
     for i, cam in enumerate(_camera_list(cameras), 1):
         if not (cam.width and cam.height):
             raise ValueError(f"camera {cam.name!r}: COLMAP needs the image width and height")

@@ -98,7 +98,8 @@ def _write_frame(out: Path, frame, unit: str) -> dict:
     np.save(out / f"{stem}_conf.npy", frame.conf)
     vmin, vmax = depth_range(frame.depth)
     colored = colorize_depth(frame.depth, None, vmin, vmax)
-    save_png(out / f"{stem}_depth_color.png", with_colorbar(colored, vmin, vmax, label=unit if unit != "cameras" else ""))
+    label = "rel" if unit == "normalized" else ""
+    save_png(out / f"{stem}_depth_color.png", with_colorbar(colored, vmin, vmax, label=label))
     return {"name": frame.name, "files": [f"{stem}_{k}" for k in ("depth.png", "depth.json", "depth.npy", "conf.npy",
                                                                    "depth_color.png")],
             "png_scale": scale, "K": frame.K.tolist(), "w2c": frame.w2c.tolist(), "views": frame.views}
