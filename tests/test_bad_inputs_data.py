@@ -240,7 +240,7 @@ def test_check_contains_an_exception_to_its_scene(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr(check_mod, "check_scene", out_of_memory_on_b)
     assert run_cli([str(tmp_path), "--quiet"]) == 1
     out = capsys.readouterr().out
-    assert ("| / | b | 0 | 0x0 | - | 0 | - | - | FAIL: check failed: MemoryError: Unable to allocate 3.35 GiB "
+    assert ("| / | b | 0 | 0x0 | - | 0 | - | - | - | FAIL: check failed: MemoryError: Unable to allocate 3.35 GiB "
             "for an array with shape (30000, 30000) |") in out
     assert "3 scenes checked, 1 failed" in out
 

@@ -1,14 +1,17 @@
 """Validation of scene files: schema, values, cameras and multi-view geometric consistency.
 
 ``check_scene(path)`` returns a ``SceneReport``; ``check_root(root)`` walks every ``index.json`` under
-a root (docs/scene-format.md). The geometric test validates converters and cameras: for
-overlapping view pairs (i, j), valid depth of view i is unprojected, moved into view j and projected;
-where it lands on valid depth of j, the relative disagreement ``|z_proj - d_j| / d_j`` is measured.
-``d_j`` is read by bilinear interpolation of *inverse* depth over the four neighbouring pixels (exact
-for planar surfaces, since 1/z is affine in pixel coordinates on a plane); samples whose four
-neighbours are not all valid are not used. The scene's figure is the median over all pairs' samples;
-occluded points are a minority in overlapping views, so the median measures the cameras and depth,
-not the occlusions. ``median_scale`` (median of d_j / z_proj) catches unit errors such as mm vs m.
+a root (docs/scene-format.md). The geometric test validates converters and cameras: for view pairs
+(i, j), valid depth of view i is unprojected, moved into view j and projected. Where it lands, the
+four neighbouring depths of j decide (``pair_disagreement``): a point behind a clearly nearer
+surface (``occlusion_margin``, 10 %) is *occluded*, hidden from j and not an error; a point on a
+smooth valid surface of j is *co-visible* and its relative disagreement ``|z_proj - d_j| / d_j`` is
+measured, ``d_j`` read by bilinear interpolation of inverse depth (exact on planes); points on a
+depth edge of j are ambiguous and not used. The scene's figure is the median over the co-visible
+points of the overlapping pairs, and the occluded fraction is reported separately.
+``median_scale`` (median of d_j / z_proj) hints at unit errors. When the data disagree, the known
+convention bugs (c2w stored as w2c, OpenGL axes, depth units off by 1000, range stored as z) are
+tried; one that fits clearly better fails the scene and is named.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ..geometry import project_points, unproject_depth
 from .scene_file import SceneFileError, SceneReader, read_index
 from .validation import ROTATION_ATOL, camera_problems
 
-__all__ = ["SceneReport", "pair_disagreement", "check_scene", "find_split_dirs", "check_root"]
+__all__ = ["SceneReport", "PairStats", "pair_disagreement", "check_scene", "find_split_dirs", "check_root"]
 
 
 @dataclass
@@ -42,6 +45,8 @@ class SceneReport:
     pairs_used: int = 0
     median_rel_error: float = math.nan
     median_scale: float = math.nan
+    occluded_fraction: float = math.nan
+    covisible_fraction: float = math.nan
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -50,11 +55,12 @@ class SceneReport:
         return not self.problems
 
 
-def _bilinear_inverse_depth(depth: torch.Tensor, uv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample depth (H, W) at pixel coords uv (N, 2) by bilinear interpolation of 1/depth.
+def _sample_neighbours(depth: torch.Tensor, uv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sample depth (H, W) at pixel coords uv (N, 2) from its four neighbouring pixels.
 
-    Returns (depth (N,), ok (N,) bool); ok is False where any of the four neighbours is invalid or
-    the point is outside the image.
+    Returns ``(interp (N,), neighbours (N, 4), inside (N,) bool)``: ``interp`` is the bilinear
+    interpolation of 1/depth (exact on planes; meaningful only where all four neighbours are valid),
+    ``neighbours`` the four depths (0 = invalid), ``inside`` whether all four lie in the image.
     """
     H, W = depth.shape
     u, v = uv[:, 0], uv[:, 1]
@@ -63,19 +69,33 @@ def _bilinear_inverse_depth(depth: torch.Tensor, uv: torch.Tensor) -> tuple[torc
     u0c = u0.clamp(0, W - 2).long()
     v0c = v0.clamp(0, H - 2).long()
     du, dv = (u - u0).clamp(0, 1), (v - v0).clamp(0, 1)
-    d00 = depth[v0c, u0c]
-    d01 = depth[v0c, u0c + 1]
-    d10 = depth[v0c + 1, u0c]
-    d11 = depth[v0c + 1, u0c + 1]
-    ok = inside & (d00 > 0) & (d01 > 0) & (d10 > 0) & (d11 > 0)
-    inv = lambda d: 1.0 / d.clamp(min=1e-12)  # noqa: E731
-    inv_d = (
-        inv(d00) * (1 - du) * (1 - dv)
-        + inv(d01) * du * (1 - dv)
-        + inv(d10) * (1 - du) * dv
-        + inv(d11) * du * dv
-    )
-    return 1.0 / inv_d, ok
+    nb = torch.stack([depth[v0c, u0c], depth[v0c, u0c + 1], depth[v0c + 1, u0c], depth[v0c + 1, u0c + 1]], 1)
+    weights = torch.stack([(1 - du) * (1 - dv), du * (1 - dv), (1 - du) * dv, du * dv], 1)
+    interp = 1.0 / (weights / nb.clamp(min=1e-12)).sum(1)
+    return interp, torch.where(inside[:, None], nb, torch.zeros_like(nb)), inside
+
+
+@dataclass
+class PairStats:
+    """Reprojection of view i's valid depth into view j (``pair_disagreement``).
+
+    ``rel`` / ``ratio``: relative disagreement ``|z_proj - d_j| / d_j`` and ``d_j / z_proj`` of the
+    co-visible points; ``used``: points of i reprojected; ``covisible``: points landing on a smooth
+    valid surface of j that is not clearly nearer; ``occluded``: points landing behind a clearly
+    nearer surface of j (hidden from j: not an error). The rest left j's image, landed on invalid
+    depth or on a depth edge of j (ambiguous, not used).
+    """
+
+    rel: np.ndarray
+    ratio: np.ndarray
+    used: int = 0
+    covisible: int = 0
+    occluded: int = 0
+
+    @property
+    def overlap(self) -> float:
+        """Fraction of the used points that are co-visible in j."""
+        return self.covisible / self.used if self.used else 0.0
 
 
 def pair_disagreement(
@@ -89,13 +109,16 @@ def pair_disagreement(
     max_points: int = 4096,
     valid_i: np.ndarray | None = None,
     valid_j: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Reproject valid depth of view i into view j.
+    occlusion_margin: float = 0.1,
+) -> PairStats:
+    """Reproject valid depth of view i into view j, occlusion-aware.
 
     depth_*: (H, W) z-depth (0 invalid); K_*: (3, 3) pixels; w2c_*: (3, 4) OpenCV world-to-camera;
     valid_*: optional (H, W) bool masks beyond depth > 0. At most ``max_points`` valid pixels of i
-    are used (a regular stride). Returns ``(rel_error (M,), ratio d_j / z_proj (M,), overlap)``
-    where ``overlap`` is the fraction of used points of i that land on valid depth of j.
+    are used (a regular stride). A point whose projected depth ``z`` exceeds the nearest of the four
+    neighbouring depths of j by more than ``occlusion_margin`` (relative) is occluded: j sees a
+    clearly nearer surface there. A point is co-visible when it is not occluded, lies in front of j
+    and its four neighbours are valid and agree within ``occlusion_margin`` (no depth edge).
     """
     di = torch.from_numpy(np.asarray(depth_i, dtype=np.float64))
     dj = torch.from_numpy(np.asarray(depth_j, dtype=np.float64))
@@ -106,21 +129,23 @@ def pair_disagreement(
         dj = torch.where(torch.from_numpy(np.asarray(valid_j, dtype=bool)), dj, torch.zeros_like(dj))
     idx = torch.nonzero(mask_i.reshape(-1)).squeeze(1)
     if idx.numel() == 0:
-        return np.zeros(0), np.zeros(0), 0.0
-    stride = max(1, idx.numel() // max_points)
-    idx = idx[::stride]
+        return PairStats(np.zeros(0), np.zeros(0))
+    idx = idx[:: max(1, idx.numel() // max_points)]
     pts = unproject_depth(
         di, torch.from_numpy(np.asarray(K_i, np.float64)), torch.from_numpy(np.asarray(w2c_i, np.float64))
     ).reshape(-1, 3)[idx]
     uv, z = project_points(
         pts, torch.from_numpy(np.asarray(K_j, np.float64)), torch.from_numpy(np.asarray(w2c_j, np.float64))
     )
-    sampled, ok = _bilinear_inverse_depth(dj, uv)
-    ok &= z > 1e-9
-    overlap = float(ok.double().mean())
-    rel = ((z[ok] - sampled[ok]).abs() / sampled[ok]).numpy()
-    ratio = (sampled[ok] / z[ok]).numpy()
-    return rel, ratio, overlap
+    interp, nb, inside = _sample_neighbours(dj, uv)
+    ahead = inside & (z > 1e-9)
+    nearest = torch.where(nb > 0, nb, torch.full_like(nb, math.inf)).min(1).values
+    occluded = ahead & (nb > 0).any(1) & (z > nearest * (1 + occlusion_margin))
+    smooth = (nb > 0).all(1) & (nb.max(1).values <= nb.min(1).values * (1 + occlusion_margin))
+    cov = ahead & smooth & ~occluded
+    rel = ((z[cov] - interp[cov]).abs() / interp[cov]).numpy()
+    ratio = (interp[cov] / z[cov]).numpy()
+    return PairStats(rel, ratio, used=int(idx.numel()), covisible=int(cov.sum()), occluded=int(occluded.sum()))
 
 
 def _select_pairs(K: np.ndarray, w2c: np.ndarray, max_pairs: int, seed: int) -> list[tuple[int, int]]:
@@ -151,6 +176,8 @@ def check_scene(
     rotation_atol: float = ROTATION_ATOL,
     allow_no_overlap: bool = False,
     expected: dict | None = None,
+    occlusion_margin: float = 0.1,
+    diagnose: bool = True,
 ) -> SceneReport:
     """Check one scene file; never raises for a bad file (the problem is recorded in the report).
 
@@ -160,7 +187,11 @@ def check_scene(
     orthonormal with det +1 within ``rotation_atol``, principal point far outside the image),
     non-finite or negative stored depth, any frame whose image is truncated or cannot be decoded
     (every frame is decoded), mean fraction of valid depth below ``min_valid_fraction``, median
-    reprojection disagreement above ``max_rel_error``, no overlapping view pair at all (overlap >=
+    reprojection disagreement of the co-visible points above ``max_rel_error`` (points behind a
+    surface of the other view nearer by more than ``occlusion_margin`` are occluded, counted in
+    ``occluded_fraction`` and not judged), a known convention bug that explains the data clearly
+    better than the stored reading (``diagnose``; c2w for w2c, OpenGL axes, depth units off by
+    1000, range for z), no overlapping view pair at all (co-visible fraction >=
     ``min_overlap``): with wrong cameras or depth units the reprojected points leave the image, so
     "no overlap" is how most conversion errors look (``allow_no_overlap`` turns that into a
     warning for datasets whose views are truly disjoint), and, given the scene's index entry
@@ -188,9 +219,9 @@ def check_scene(
             )
         if report.problems:
             return report
-        errors, ratios = _pair_errors(pairs, depths, valids, K, w2c, max_points=max_points, min_overlap=min_overlap)
-        report.pairs_used = len(errors)
-        _judge_consistency(report, errors, ratios, max_rel_error, allow_no_overlap)
+        _check_geometry(report, pairs, depths, valids, K, w2c, max_rel_error=max_rel_error,
+                        allow_no_overlap=allow_no_overlap, diagnose=diagnose, max_points=max_points,
+                        min_overlap=min_overlap, occlusion_margin=occlusion_margin)
     except SceneFileError as err:
         report.problems.append(str(err).replace(f"{path}: ", ""))
     except (OSError, KeyError, ValueError) as err:
@@ -257,44 +288,130 @@ def _decode_images(reader: SceneReader, report: SceneReport) -> None:
         )
 
 
-def _pair_errors(pairs, depths, valids, K, w2c, *, max_points: int,
-                 min_overlap: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Relative disagreements and d_j / z_proj ratios of the view ``pairs`` whose overlap is at
-    least ``min_overlap`` (one array per such pair); ``depths`` / ``valids`` map frame -> (H, W)."""
-    errors, ratios = [], []
+@dataclass
+class _Measure:
+    """Reprojection statistics of a scene's examined pairs: ``errors`` / ``ratios`` hold one array per
+    overlapping pair (co-visible fraction >= min_overlap); counts are summed over all pairs."""
+
+    errors: list = field(default_factory=list)
+    ratios: list = field(default_factory=list)
+    used: int = 0
+    covisible: int = 0
+    occluded: int = 0
+
+    @property
+    def median(self) -> float:
+        return float(np.median(np.concatenate(self.errors))) if self.errors else math.nan
+
+
+def _measure(pairs, depths, valids, K, w2c, *, max_points: int, min_overlap: float,
+             occlusion_margin: float) -> _Measure:
+    """Reproject every pair of ``pairs``; ``depths`` / ``valids`` map frame -> (H, W)."""
+    m = _Measure()
     for i, j in pairs:
-        rel, ratio, overlap = pair_disagreement(
+        st = pair_disagreement(
             depths[i], K[i], w2c[i], depths[j], K[j], w2c[j],
-            max_points=max_points, valid_i=valids[i], valid_j=valids[j],
+            max_points=max_points, valid_i=valids[i], valid_j=valids[j], occlusion_margin=occlusion_margin,
         )
-        if overlap >= min_overlap and len(rel):
-            errors.append(rel)
-            ratios.append(ratio)
-    return errors, ratios
+        m.used, m.covisible, m.occluded = m.used + st.used, m.covisible + st.covisible, m.occluded + st.occluded
+        if st.overlap >= min_overlap and len(st.rel):
+            m.errors.append(st.rel)
+            m.ratios.append(st.ratio)
+    return m
 
 
-def _judge_consistency(report: SceneReport, errors: list[np.ndarray], ratios: list[np.ndarray],
+def _range_to_z(depth: np.ndarray, K: np.ndarray) -> np.ndarray:
+    """z-depth of a map that holds the distance along each pixel's ray (range): d / |K^-1 [u, v, 1]|."""
+    H, W = depth.shape
+    v, u = np.mgrid[0:H, 0:W].astype(np.float64)
+    rays = np.stack([u, v, np.ones_like(u)], -1) @ np.linalg.inv(K).T
+    return (depth / np.linalg.norm(rays, axis=-1)).astype(np.float32)
+
+
+def _alternatives(depths: dict, K: np.ndarray, w2c: np.ndarray):
+    """Yield ``(reading, depths, w2c)`` for the convention bugs the check can name: each is the data
+    re-read as if it had been stored with that mistake."""
+    R, t = w2c[:, :, :3], w2c[:, :, 3:]
+    Rt = R.transpose(0, 2, 1)
+    yield "w2c holds camera-to-world (c2w) matrices", depths, np.concatenate([Rt, -Rt @ t], axis=2)
+    yield ("the camera axes are OpenGL/Blender (y up, z backward), not OpenCV", depths,
+           np.diag([1.0, -1.0, -1.0]) @ w2c)
+    yield ("depth is 1000x the cameras' unit (mm depth with m cameras?)",
+           {k: d / 1000 for k, d in depths.items()}, w2c)
+    yield ("depth is 1/1000 of the cameras' unit (m depth with mm cameras?)",
+           {k: d * 1000 for k, d in depths.items()}, w2c)
+    yield ("depth holds the distance along the ray (range), not z-depth",
+           {k: _range_to_z(d, K[k]) for k, d in depths.items()}, w2c)
+
+
+def _diagnose(stored: _Measure, depths: dict, K: np.ndarray, w2c: np.ndarray, measure,
+              max_rel_error: float) -> str | None:
+    """Name the convention bug that explains the data clearly better than the stored reading, or
+    None. Clearly better: at least half as many co-visible points and a median disagreement under
+    half the stored one, or, where the stored reading has no overlapping pair, under a fifth of
+    ``max_rel_error`` (a bug's correct reading fits to the data's noise; a wrong one by chance
+    rarely does). ``measure(depths, w2c) -> _Measure``."""
+    best = None
+    limit = 0.5 * stored.median if stored.errors else 0.2 * max_rel_error
+    for reading, alt_depths, alt_w2c in _alternatives(depths, K, w2c):
+        alt = measure(alt_depths, alt_w2c)
+        enough = alt.errors and alt.covisible >= 0.5 * stored.covisible
+        if enough and alt.median < limit and (best is None or alt.median < best[1]):
+            best = (reading, alt.median)
+    if best is None:
+        return None
+    as_stored = f"{100 * stored.median:.2f}%" if stored.errors else "no overlapping pair"
+    return (f"the data fit much better if {best[0]}: median reprojection disagreement {as_stored} "
+            f"as stored, {100 * best[1]:.2f}% read that way")
+
+
+def _check_geometry(report: SceneReport, pairs, depths, valids, K, w2c, *, max_rel_error: float,
+                    allow_no_overlap: bool, diagnose: bool, **opts) -> None:
+    """Measure the reprojection consistency of ``pairs`` into ``report``; when the stored reading
+    disagrees (no overlapping pair, or a median above a fifth of ``max_rel_error``) and ``diagnose``,
+    try the known convention bugs (``_alternatives``) and fail the scene if one fits clearly better."""
+    measure = lambda d, w: _measure(pairs, d, valids, K, w, **opts)  # noqa: E731
+    stored = measure(depths, w2c)
+    report.pairs_used = len(stored.errors)
+    if stored.used:
+        report.occluded_fraction = stored.occluded / stored.used
+        report.covisible_fraction = stored.covisible / stored.used
+    hint = None
+    if diagnose and len(pairs) and (not stored.errors or stored.median > 0.2 * max_rel_error):
+        hint = _diagnose(stored, depths, K, w2c, measure, max_rel_error)
+    _judge_consistency(report, stored, hint, max_rel_error, allow_no_overlap)
+
+
+def _judge_consistency(report: SceneReport, stored: _Measure, hint: str | None,
                        max_rel_error: float, allow_no_overlap: bool) -> None:
-    """Record the medians of the pairs' disagreements and scales in ``report``, and the problem (or
-    warning) for too large a disagreement, no overlapping pair, or a single view."""
-    if not errors and report.num_frames > 1:
+    """Record the medians of the co-visible points' disagreements and scales in ``report``, and the
+    problem (or warning) for too large a disagreement, no overlapping pair, a convention bug
+    ``hint`` or a single view."""
+    if not stored.errors and report.num_frames > 1:
+        occluded = f"{100 * report.occluded_fraction:.1f}%" if stored.used else "none"
         message = (
-            "no overlapping view pair: reprojected depth never lands on valid depth of another "
-            "view (wrong w2c direction, axes, K or depth units?)"
+            "no overlapping view pair: reprojected depth never lands on co-visible valid depth of another "
+            f"view (occluded: {occluded}; wrong w2c direction, axes, K or depth units?)"
         )
-        (report.warnings if allow_no_overlap else report.problems).append(message)
+        if hint:
+            report.problems.append(f"{message}; {hint}")
+        else:
+            (report.warnings if allow_no_overlap else report.problems).append(message)
         return
-    if not errors:
+    if not stored.errors:
         report.warnings.append("single view: geometric consistency not measured")
         return
-    report.median_rel_error = float(np.median(np.concatenate(errors)))
-    report.median_scale = float(np.median(np.concatenate(ratios)))
+    report.median_rel_error = stored.median
+    report.median_scale = float(np.median(np.concatenate(stored.ratios)))
     if report.median_rel_error > max_rel_error:
         report.problems.append(
             f"median reprojection disagreement {100 * report.median_rel_error:.2f}% > "
-            f"{100 * max_rel_error:.2f}% (median scale d_j/z_proj = {report.median_scale:.3f}); "
-            "check the w2c/c2w direction, axis conventions, K layout and depth units"
+            f"{100 * max_rel_error:.2f}% on co-visible points (median scale d_j/z_proj = "
+            f"{report.median_scale:.3f}); " + (hint or "check the w2c/c2w direction, axis conventions, "
+                                                       "K layout and depth units")
         )
+    elif hint:
+        report.problems.append(hint)
 
 
 def find_split_dirs(root: str | Path) -> list[Path]:
