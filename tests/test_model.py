@@ -122,8 +122,12 @@ def test_config_unknown_field_and_preset():
         DepthModelConfig.from_dict({"embed_dimm": 3})
     with pytest.raises(ConfigError, match="unknown model preset"):
         DepthModelConfig.from_preset("huge")
-    with pytest.raises(ValueError, match="not a registered encoding"):
+    with pytest.raises(ValueError, match="unknown positional encoding 'nope'.*valid pairs"):
         DepthModel(tiny_config(global_pe="nope"))
+    with pytest.raises(ConfigError, match="pair .qk: KRt, vo: p2d. is not accepted.*valid pairs"):
+        tiny_config(global_pe={"qk": "KRt", "vo": "p2d"})
+    with pytest.raises(ConfigError, match="needs a head dim divisible by 8"):
+        tiny_config(global_pe={"qk": "p2d", "vo": "none"}, embed_dim=48, num_heads=4)  # head dim 12
 
 
 # --------------------------------------------------------------------------- forward
@@ -622,3 +626,36 @@ def test_global_encoding_receives_qk_after_qk_norm(monkeypatch):
         for t in (q[:, :, patch], k[:, :, patch]):
             assert t.mean(-1).abs().max() < 1e-4
             torch.testing.assert_close(t.var(-1, unbiased=False), torch.ones_like(t[..., 0]), atol=1e-3, rtol=0)
+
+
+def test_pair_global_pe_round_trips_config_json(tmp_path):
+    cfg = tiny_config(global_pe={"vo": "KRtAdd2d", "qk": "p2d"}, pe_options={"rope_base": 50.0})
+    cfg.to_json(tmp_path / "config.json")
+    assert json.loads((tmp_path / "config.json").read_text())["global_pe"] == {"qk": "p2d", "vo": "KRtAdd2d"}
+    assert DepthModelConfig.from_json(tmp_path / "config.json") == cfg
+
+
+def test_plucker_rays_and_zero_initialised_embedding():
+    from depthpe.model.plucker import plucker_rays
+
+    gen = torch.Generator().manual_seed(0)
+    R = random_rotation(gen)
+    w2c = torch.eye(4, dtype=torch.float64).repeat(1, 1, 1, 1)
+    w2c[0, 0, :3, :3], w2c[0, 0, :3, 3] = R, torch.tensor([0.2, -0.1, 0.5], dtype=torch.float64)
+    K = torch.tensor([[20.0, 0, 3.0], [0, 20.0, 2.0], [0, 0, 1]], dtype=torch.float64).expand(1, 1, 3, 3)
+    rays = plucker_rays(K, w2c, (5, 7))[0, 0]  # (6, H, W)
+    centre = -R.T @ w2c[0, 0, :3, 3]
+    torch.testing.assert_close(rays[:3, 2, 3], R.T @ torch.tensor([0.0, 0, 1], dtype=torch.float64))
+    torch.testing.assert_close(rays[:3].norm(dim=0), torch.ones(5, 7, dtype=torch.float64))
+    d = rays[:3, 4, 6]
+    torch.testing.assert_close(rays[3:, 4, 6], torch.linalg.cross(centre, d))
+    # Zero-initialised: the model starts exactly as without it; the embedding learns.
+    torch.manual_seed(0)
+    plain = DepthModel(tiny_config(global_pe={"qk": "p2d", "vo": "pIT2d"})).train()
+    with_rays = DepthModel(tiny_config(global_pe={"qk": "p2d", "vo": "pIT2d"}, plucker=True)).train()
+    with_rays.load_state_dict(plain.state_dict(), strict=False)
+    images, K, w2c = make_inputs(B=1, S=2)
+    out = with_rays(images, K, w2c)["depth"]
+    assert torch.equal(out, plain(images, K, w2c)["depth"])
+    out.mean().backward()
+    assert with_rays.aggregator.plucker.proj.weight.grad.abs().sum() > 0

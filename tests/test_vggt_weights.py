@@ -343,3 +343,34 @@ def test_training_config_init_from(base, ckpt_file, monkeypatch):
     assert isinstance(build_model(cfg, resuming=True), DepthModel)
     hub_cfg = RunConfig.from_dict({"model": {"preset": "vggt-1b", "init_from": "facebook/VGGT-1B"}})
     assert init_weights_release(hub_cfg) == "facebook/VGGT-1B" and hub_cfg.model_config().embed_dim == 1024
+
+
+def test_head_reading_one_block_twice_loads_and_reproduces_the_checkpoint(tmp_path):
+    """VGGT accepts non-decreasing intermediate_layer_idx such as [0, 1, 1, 1] (2 blocks)."""
+    cfg = {**SMALL, "num_blocks": 2, "head_layers": [0, 1, 1, 1]}
+    torch.manual_seed(0)
+    src = _random_checkpoint(_vggt_layout(DepthModel(cfg)), seed=3)
+    save_file(src, str(tmp_path / "model.safetensors"))
+    loaded = DepthModel.from_vggt(str(tmp_path / "model.safetensors"), **cfg)
+    reference = DepthModel(cfg).eval()
+    reference.load_state_dict(_expected_depthpe(src))  # the checkpoint's tensors, placed by the test
+    images, K, w2c = _inputs()
+    with torch.no_grad():
+        feats = loaded.aggregator(images, K, w2c)
+        assert torch.equal(loaded(images, K, w2c)["depth"], reference(images, K, w2c)["depth"])
+    assert torch.equal(feats[1], feats[2]) and torch.equal(feats[1], feats[3])
+    assert not torch.equal(feats[0], feats[1])
+    with pytest.raises(ValueError, match="non-decreasing"):
+        DepthModel.from_vggt(str(tmp_path / "model.safetensors"), **{**cfg, "head_layers": [0, 1, 0, 1]})
+    with pytest.raises(ValueError, match=r"must lie in \[0, num_blocks\)"):
+        DepthModel.from_vggt(str(tmp_path / "model.safetensors"), **{**cfg, "head_layers": [0, 1, 1, 2]})
+
+
+def test_plucker_embedding_stays_zero_and_says_so(ckpt_file):
+    with pytest.warns(UserWarning, match="Plücker.*zero initialisation"):
+        model = DepthModel.from_vggt(str(ckpt_file), **SMALL, plucker=True)
+    assert not model.aggregator.plucker.proj.weight.any() and not model.aggregator.plucker.proj.bias.any()
+    plain = DepthModel.from_vggt(str(ckpt_file), **SMALL)
+    images, K, w2c = _inputs()
+    with torch.no_grad():
+        assert torch.equal(model(images, K, w2c)["depth"], plain(images, K, w2c)["depth"])

@@ -22,6 +22,7 @@ from ..pe import prepare_encoding
 from .backbone import IMAGENET_MEAN, IMAGENET_STD, backbone_patch_tokens, build_backbone
 from .blocks import AggregatorBlock, init_linear
 from .config import DepthModelConfig
+from .plucker import PluckerEmbedding
 
 __all__ = ["Aggregator"]
 
@@ -31,7 +32,8 @@ class Aggregator(nn.Module):
 
     Sub-modules (state-dict names follow VGGT): ``patch_embed`` (the frozen timm DINOv2),
     ``backbone_proj`` (Linear backbone_dim -> embed_dim, Identity when equal: no keys),
-    ``camera_token``, ``register_token``, ``frame_blocks.i``, ``global_blocks.i``.
+    ``camera_token``, ``register_token``, ``frame_blocks.i``, ``global_blocks.i``, and with
+    ``plucker: true`` ``plucker.proj`` (Plücker ray-map embedding added to the patch tokens).
     """
 
     def __init__(self, config: DepthModelConfig, *, load_backbone_weights: bool = True):
@@ -59,6 +61,8 @@ class Aggregator(nn.Module):
         self.register_buffer("_image_mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("_image_std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
 
+        # Plücker ray map added to the patch tokens (model.plucker), zero-initialised.
+        self.plucker = PluckerEmbedding(c.patch_size, c.embed_dim) if c.plucker else None
         self.camera_token = nn.Parameter(torch.randn(1, 2, 1, c.embed_dim) * 1e-6)
         self.register_token = nn.Parameter(torch.randn(1, 2, c.num_register_tokens, c.embed_dim) * 1e-6)
         self.frame_blocks = nn.ModuleList(
@@ -104,6 +108,8 @@ class Aggregator(nn.Module):
         )
         # Residual stream in the parameter dtype (fp32 under autocast, as in VGGT).
         x = self.backbone_proj(patches).to(self.camera_token.dtype)  # (B*S, h*w, C)
+        if self.plucker is not None:
+            x = x + self.plucker(K, w2c, (H, W))
         special = self.special_tokens(B, S).reshape(B * S, self.num_special, -1)
         tokens = torch.cat([special, x], dim=1)  # (B*S, T, C)
         T, C = tokens.shape[1], tokens.shape[2]

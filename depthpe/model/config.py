@@ -14,7 +14,10 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
+
+from .encoding_spec import encoding_pair, head_dim_multiple
 
 __all__ = ["DepthModelConfig", "PRESETS", "ConfigError"]
 
@@ -44,14 +47,18 @@ class DepthModelConfig:
       layerscale_init: initial LayerScale value of every aggregator block (VGGT and every preset:
         0.01, which keeps a deep model near identity at the start; larger values let the residual
         branches of a small model trained from scratch contribute from the first step);
-      global_pe: name of the positional encoding of the global attention
-        (``depthpe.pe.available_encodings()``); pe_options: keyword options for that encoding;
+      global_pe: positional encoding of the global attention: a preset name
+        (``depthpe.pe.available_encodings()``) or a pair ``{qk: NAME, vo: NAME}`` of DPPE transforms
+        (``depthpe.model.encoding_spec``); pe_options: keyword options for that encoding;
+      plucker: add a Plücker ray map (per pixel (d, o x d) of its camera ray, patchified) to the
+        patch tokens through a learned linear embedding initialised to zero (``model/plucker.py``);
       gradient_checkpointing: recompute each aggregator block in the backward pass (training only).
 
     DPT depth head:
       head_features: fusion width (256 in VGGT); head_out_channels: 4 channel counts of the
-      projected levels; head_layers: 4 aggregator block indices (0-based, increasing) whose
-      concatenated frame+global outputs feed the head; the last one must be ``num_blocks - 1``.
+      projected levels; head_layers: 4 aggregator block indices (0-based, non-decreasing as in
+      VGGT, so a block may feed two levels) whose concatenated frame+global outputs feed the head;
+      the last one must be ``num_blocks - 1``.
     """
 
     backbone: str = "vit_large_patch14_reg4_dinov2"
@@ -65,8 +72,9 @@ class DepthModelConfig:
     mlp_ratio: float = 4.0
     num_register_tokens: int = 4
     layerscale_init: float = 0.01
-    global_pe: str = "rope"
+    global_pe: Any = "rope"
     pe_options: dict[str, Any] = field(default_factory=dict)
+    plucker: bool = False
     head_features: int = 256
     head_out_channels: list[int] = field(default_factory=lambda: [256, 512, 1024, 1024])
     head_layers: list[int] = field(default_factory=lambda: [4, 11, 17, 23])
@@ -76,6 +84,8 @@ class DepthModelConfig:
         self.head_out_channels = [int(c) for c in self.head_out_channels]
         self.head_layers = [int(i) for i in self.head_layers]
         self.pe_options = dict(self.pe_options or {})
+        if isinstance(self.global_pe, Mapping):
+            self.global_pe = {key: self.global_pe[key] for key in sorted(self.global_pe)}
         self.validate()
 
     # ------------------------------------------------------------------ checks
@@ -112,13 +122,19 @@ class DepthModelConfig:
             bad(f"head_features must be a multiple of 8 (the head halves it and adds a sin-cos "
                 f"embedding), got {self.head_features}")
         layers = self.head_layers
-        if len(layers) != 4 or any(b <= a for a, b in zip(layers, layers[1:])):
-            bad(f"head_layers must be 4 strictly increasing block indices, got {layers}")
+        if len(layers) != 4 or any(b < a for a, b in zip(layers, layers[1:])):
+            bad(f"head_layers must be 4 non-decreasing block indices (VGGT's rule), got {layers}")
         if layers[0] < 0 or layers[-1] != self.num_blocks - 1:
             bad(f"head_layers {layers} must lie in [0, num_blocks) and end at num_blocks - 1 = "
                 f"{self.num_blocks - 1} (later blocks would be unused and break DDP)")
-        if not isinstance(self.global_pe, str) or not self.global_pe:
-            bad(f"global_pe must be an encoding name, got {self.global_pe!r}")
+        try:
+            pair = encoding_pair(self.global_pe)
+        except ValueError as err:
+            bad(f"global_pe: {err}")
+        for name in pair:
+            if head_dim % head_dim_multiple(name):
+                bad(f"global_pe transform {name!r} needs a head dim divisible by "
+                    f"{head_dim_multiple(name)}, got head_dim {head_dim}")
 
     @property
     def head_dim(self) -> int:

@@ -20,9 +20,9 @@ import torch.nn as nn
 from huggingface_hub import PyTorchModelHubMixin
 
 from .. import geometry
-from ..pe import available_encodings
 from .aggregator import Aggregator
 from .config import DepthModelConfig
+from .encoding_spec import encoding_pair
 from .dpt import DPTHead
 
 __all__ = ["DepthModel", "CheckpointMismatchError", "check_inputs"]
@@ -162,11 +162,10 @@ class DepthModel(
             config = DepthModelConfig.from_dict(config)
         elif not isinstance(config, DepthModelConfig):
             raise TypeError(f"config must be a DepthModelConfig or dict, got {type(config).__name__}")
-        if config.global_pe not in available_encodings():
-            raise ValueError(
-                f"global_pe={config.global_pe!r} is not a registered encoding; "
-                f"available: {', '.join(available_encodings())}"
-            )
+        try:
+            encoding_pair(config.global_pe)  # a preset name or a {qk, vo} pair
+        except ValueError as err:
+            raise ValueError(f"global_pe={config.global_pe!r} is not a registered encoding: {err}") from None
         self.config = config
         self.aggregator = Aggregator(config, load_backbone_weights=load_backbone_weights)
         self.depth_head = DPTHead(

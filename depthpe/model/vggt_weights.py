@@ -24,7 +24,9 @@ embedding to its class token (``no_embed_class``), so DINOv2's class-token posit
 the token; the register tokens carry no position in both. With this mapping timm's
 ``forward_features`` reproduces VGGT's ``x_norm_patchtokens`` bit-exactly.
 Any other key, and any depthpe parameter left without a value, is an error: nothing loads silently
-half-way. The positional encodings have no parameters, so a VGGT checkpoint loads under any
+half-way. The one exception is the Plücker ray-map embedding (``model.plucker: true``,
+``aggregator.plucker.*``), which VGGT does not have: it stays at its zero initialisation (the model
+then computes exactly what the checkpoint computes) and ``load_vggt_weights`` warns that it did so. The positional encodings have no parameters, so a VGGT checkpoint loads under any
 ``global_pe`` (the global blocks then start from VGGT's RoPE-trained weights and fine-tuning adapts
 them).
 
@@ -48,6 +50,7 @@ VGGT-1B is released under CC BY-NC 4.0 (non-commercial); models initialised from
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -58,6 +61,7 @@ __all__ = [
     "VGGT_HUB_ID",
     "VGGT_WEIGHT_FILES",
     "IGNORED_PREFIXES",
+    "ZERO_INIT_PREFIXES",
     "VGGTWeightsError",
     "resolve_vggt_file",
     "read_vggt_state_dict",
@@ -72,6 +76,8 @@ __all__ = [
 VGGT_HUB_ID = "facebook/VGGT-1B"
 VGGT_WEIGHT_FILES = ("model.safetensors", "model.pt")  # tried in this order
 IGNORED_PREFIXES = ("camera_head.", "point_head.", "track_head.")
+# depthpe parameters a VGGT checkpoint lacks that start at zero (the model is then unchanged).
+ZERO_INIT_PREFIXES = ("aggregator.plucker.",)
 BACKBONE_PREFIX = "aggregator.patch_embed."
 _AGG_PREFIXES = ("aggregator.frame_blocks.", "aggregator.global_blocks.")
 _AGG_TOKENS = ("aggregator.camera_token", "aggregator.register_token")
@@ -281,6 +287,8 @@ def load_vggt_weights(model: torch.nn.Module, vggt_sd: dict[str, torch.Tensor]) 
 
     own = model.state_dict()
     missing, unexpected, shapes = state_dict_mismatches(own, mapped)
+    zero_init = [k for k in missing if k.startswith(ZERO_INIT_PREFIXES)]
+    missing = [k for k in missing if k not in zero_init]
     if missing or unexpected or shapes:
         cfg = getattr(model, "config", None)
         hint = describe_vggt_state_dict(vggt_sd)
@@ -294,4 +302,9 @@ def load_vggt_weights(model: torch.nn.Module, vggt_sd: dict[str, torch.Tensor]) 
             + ". Pass matching config overrides to DepthModel.from_vggt (VGGT-1B needs none); the "
             "backbone must be the DINOv2 of the same width (backbone_dim == embed_dim in VGGT)."
         )
-    model.load_state_dict({k: v.to(own[k].dtype) for k, v in mapped.items()}, strict=True)
+    model.load_state_dict({k: v.to(own[k].dtype) for k, v in mapped.items()}, strict=not zero_init)
+    if zero_init:
+        warnings.warn(
+            f"the VGGT checkpoint has no weights for {_show(zero_init)} (model.plucker: the Plücker "
+            "ray-map embedding, which VGGT does not have): they stay at their zero initialisation, so "
+            "the model starts exactly as the checkpoint; fine-tuning trains them", stacklevel=2)

@@ -192,15 +192,20 @@ def _model_config(self) -> DepthModelConfig:
 def _check_model_section(self) -> None:
     """Preset and encoding names exist; the architecture is valid once every field is known."""
     from ..config import did_you_mean
-    from ..pe import available_encodings
+    from ..model.encoding_spec import PRESET_PAIRS, encoding_pair
 
     if self.preset is not None and self.preset not in PRESETS:
         raise ValueError(f"model.preset: unknown preset {self.preset!r} (choose from {sorted(PRESETS)})")
-    names = available_encodings()
-    if self.global_pe != MISSING and self.global_pe not in names:
+    names = sorted(PRESET_PAIRS)
+    if isinstance(self.global_pe, str) and self.global_pe != MISSING and self.global_pe not in names:
         hint = did_you_mean(str(self.global_pe), names)
         raise ValueError(f"model.global_pe: unknown encoding {self.global_pe!r} ({hint + ' ' if hint else ''}"
-                         f"choose from {names})")
+                         f"choose from {names}, or a pair {{qk: NAME, vo: NAME}})")
+    if self.global_pe != MISSING:
+        try:
+            encoding_pair(self.global_pe)
+        except ValueError as err:
+            raise ValueError(f"model.global_pe: {err}") from None
     if all(getattr(self, f.name) != MISSING for f in dataclasses.fields(DepthModelConfig)):
         self.model_config()  # validates the architecture (DepthModelConfig.validate)
 
