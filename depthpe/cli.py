@@ -19,6 +19,7 @@ COMMANDS = {
     "synth": "depthpe.commands.synth",
     "check": "depthpe.commands.check",
     "convert": "depthpe.commands.convert",
+    "index": "depthpe.commands.index",
     "bench": "depthpe.commands.bench",
     "push": "depthpe.commands.push",
 }

@@ -53,6 +53,7 @@ __all__ = [
     "decode_image",
     "atomic_write_bytes",
     "read_attrs",
+    "index_entry",
 ]
 
 FORMAT = "depthpe-scene"
@@ -282,6 +283,21 @@ def read_index(split_dir: str | os.PathLike) -> list[dict]:
             name = f" ({e.get('path')!r})" if isinstance(e, dict) else ""
             raise SceneFileError(f"{index_path}: scene entry {number}{name}: {problem}")
     return scenes
+
+
+def index_entry(name: str, attrs: dict) -> dict:
+    """The index entry of a scene file named ``name`` (relative to its split folder) with the
+    attributes ``attrs`` (``SceneReader.attrs``): path, scene_id, num_frames, height, width, metric,
+    depth_units, as ``write_scene`` returns them."""
+    return {
+        "path": name,
+        "scene_id": str(attrs["scene_id"]),
+        "num_frames": int(attrs["num_frames"]),
+        "height": int(attrs["height"]),
+        "width": int(attrs["width"]),
+        "metric": bool(attrs["metric"]),
+        "depth_units": str(attrs["depth_units"]),
+    }
 
 
 def read_attrs(path: str | os.PathLike) -> dict | None:

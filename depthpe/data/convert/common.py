@@ -36,7 +36,7 @@ import cv2
 import numpy as np
 
 from ..image_bytes import ImageBytesError, decode_image_bytes
-from ..scene_file import atomic_write_bytes, read_attrs, write_index, write_scene
+from ..scene_file import atomic_write_bytes, index_entry, read_attrs, write_index, write_scene
 from ..validation import camera_problems
 
 __all__ = [
@@ -381,15 +381,7 @@ def _existing_entry(path: Path, settings: str, min_frames: int) -> dict | None:
         return None
     if attrs.get("convert_settings") != settings or attrs["num_frames"] < min_frames:
         return None
-    return {
-        "path": path.name,
-        "scene_id": str(attrs["scene_id"]),
-        "num_frames": int(attrs["num_frames"]),
-        "height": int(attrs["height"]),
-        "width": int(attrs["width"]),
-        "metric": bool(attrs["metric"]),
-        "depth_units": str(attrs["depth_units"]),
-    }
+    return index_entry(path.name, attrs)
 
 
 def _prepare_frame(raw: RawFrame, target: tuple[int, int] | None, options: ConvertOptions):

@@ -1,0 +1,52 @@
+"""``depthpe index ROOT``: rebuild index.json for folders of scene files written by other tools."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "rebuild index.json from the scene files of each folder under ROOT"
+DESCRIPTION = """\
+Rebuild ROOT/**/index.json from the scene files themselves: every folder under ROOT that holds
+*.h5 files gets an index listing its usable scene files. Use it for scene files written by other
+tools or copied together by hand, or when an index was written in another shape (training,
+evaluation and `depthpe check` refuse a malformed index).
+
+Each file is opened the way training opens it (format attributes, datasets and shapes within the
+format's limits, valid cameras) and its entry is validated (field types, no scene id twice).
+Files that fail are left out, and each is printed with the reason. The index's dataset and split
+are those all files agree on, else the parent folder's and the folder's names. An existing index
+that differs is kept as index.json.bak. The index is written atomically.
+
+Exit status: 0 when every folder got an index, 1 when a folder has no usable scene file or when
+files were skipped, 2 when ROOT is not a folder or holds no *.h5 file. Run `depthpe check ROOT`
+afterwards to validate depth, images and multi-view consistency."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("root", help="data root, a dataset folder or one split folder")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="report what would be listed and skipped; write nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..data.reindex import rebuild_indexes
+
+    try:
+        results = rebuild_indexes(args.root, dry_run=args.dry_run)
+    except FileNotFoundError as err:
+        print(f"error: {err}")
+        return 2
+    if not results:
+        print(f"error: no *.h5 scene files under {args.root}")
+        return 2
+    for r in results:
+        action = "would list" if args.dry_run else ("listed" if r.written else "no index written:")
+        print(f"{r.folder}: {action} {len(r.entries)} scene(s) (dataset {r.dataset!r}, split {r.split!r}), "
+              f"{len(r.skipped)} skipped" + (" (old index kept as index.json.bak)" if r.backed_up else ""))
+        for name, reason in r.skipped:
+            print(f"  skipped {name}: {reason}")
+    skipped = sum(len(r.skipped) for r in results)
+    empty = sum(not r.entries for r in results)
+    print(f"{len(results)} folder(s), {sum(len(r.entries) for r in results)} scene(s) listed, "
+          f"{skipped} file(s) skipped" + ("; run `depthpe check` next" if not args.dry_run else ""))
+    return 1 if skipped or empty else 0
