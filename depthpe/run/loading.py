@@ -1,7 +1,7 @@
 """Reading, resolving and saving run configs (``RunConfig``).
 
 ``load_run_config("quickstart", ["train.steps=200"])`` finds the config (a path, or the name of a
-config shipped in ``depthpe/configs/``), reads its ``base:`` chain, merges the overrides into the
+config shipped in ``depthpe/configs/``, or ``grid/NAME`` for ``depthpe/configs/grid/``), reads its ``base:`` chain, merges the overrides into the
 typed schema, fills the model fields that the YAML does not set from ``model.preset`` and checks
 every value. The result is complete: ``dump_run_config`` writes every field, and reading that file
 back gives an equal ``RunConfig`` (this is what ``<output_dir>/config.yaml`` holds).
@@ -17,10 +17,14 @@ from ..config import ConfigError, instantiate, merge_layers, read_yaml_chain, to
 from ..model.config import PRESETS, DepthModelConfig
 from .schema import RunConfig
 
-__all__ = ["SHIPPED_CONFIGS", "shipped_config_names", "resolve_config_path", "build_run_config",
+__all__ = ["SHIPPED_CONFIGS", "SHIPPED_GROUPS", "shipped_config_names", "shipped_group_config_names",
+           "resolve_config_path", "build_run_config",
            "load_run_config", "dump_run_config", "save_run_config"]
 
 SHIPPED_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+SHIPPED_GROUPS = ("grid",)  # sub-folders of depthpe/configs whose configs are named "grid/NAME"
 
 
 def shipped_config_names() -> list[str]:
@@ -28,16 +32,28 @@ def shipped_config_names() -> list[str]:
     return sorted(p.stem for p in SHIPPED_CONFIGS.glob("*.yaml"))
 
 
+def shipped_group_config_names(group: str = "grid") -> list[str]:
+    """Names ``group/NAME`` of the configs in the shipped sub-folder ``group`` of the configs folder
+    (``grid``: the DPPE paper's encoding grid, depthpe/configs/grid/)."""
+    return sorted(f"{group}/{p.stem}" for p in (SHIPPED_CONFIGS / group).glob("*.yaml"))
+
+
 def resolve_config_path(config: str | Path) -> Path:
-    """A config file path: ``config`` itself if it is a file, else the shipped config of that name."""
+    """A config file path: ``config`` itself if it is a file, else the shipped config of that name
+    (``NAME`` in depthpe/configs/ or ``grid/NAME`` in depthpe/configs/grid/)."""
     path = Path(config)
     if path.is_file():
         return path
-    shipped = SHIPPED_CONFIGS / f"{path.name.removesuffix('.yaml')}.yaml"
-    if path.parent == Path(".") and shipped.is_file():
-        return shipped
+    stem = path.name.removesuffix(".yaml")
+    folder = str(path.parent)
+    if folder == "." or folder in SHIPPED_GROUPS:
+        shipped = SHIPPED_CONFIGS / ("" if folder == "." else folder) / f"{stem}.yaml"
+        if shipped.is_file():
+            return shipped
+    groups = "; ".join(f"{g}/NAME: {len(shipped_group_config_names(g))} configs in the shipped folder {g}"
+                       for g in SHIPPED_GROUPS)
     raise ConfigError(f"config {str(config)!r} not found: no such file and no shipped config of that name "
-                      f"(shipped: {', '.join(shipped_config_names())})")
+                      f"(shipped: {', '.join(shipped_config_names())}; {groups})")
 
 
 def _fill_model_from_preset(node) -> None:
