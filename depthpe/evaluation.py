@@ -39,9 +39,10 @@ from .data.scene_file import atomic_write_bytes
 from .metrics import BASELINE_MODES, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
 
 __all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",
-           "input_size", "run_evaluation"]
+           "usable_sources", "input_size", "run_evaluation"]
 
 ROW_ORDER = (*MODES, *BASELINE_MODES)
+DTYPES = {"fp32", "bf16"}
 
 
 @dataclass
@@ -53,6 +54,15 @@ class EvalResult:
     manifest: dict  # {"<dataset>/<scene>": [frame indices]}
     failures: list[dict] = field(default_factory=list)  # scenes that could not be evaluated
     panels: list = field(default_factory=list)  # (name, uint8 HWC panel) of the first scenes
+
+    def views_used(self) -> dict[str, int]:
+        """Views actually evaluated per scene ("<dataset>/<scene>" -> count; fewer than requested
+        where a scene has fewer frames)."""
+        return {key: len(frames) for key, frames in self.manifest.items()}
+
+    def short_scenes(self, views: int) -> dict[str, int]:
+        """The scenes evaluated with fewer than ``views`` views, with their count."""
+        return {key: n for key, n in self.views_used().items() if n < views}
 
 
 def load_manifest(path: str | Path | None) -> dict | None:
@@ -103,6 +113,7 @@ def evaluate(
     num_workers: int = 0,
     panels: int = 0,
     progress: bool = True,
+    dtype: str = "fp32",
 ) -> EvalResult:
     """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes of ``sources``.
 
@@ -110,8 +121,13 @@ def evaluate(
     max_scenes: first N scenes of each source (None = all); manifest: fixed frames per scene;
     accelerator: an ``accelerate.Accelerator`` to split scenes across processes (None = one process);
     panels: number of scenes (from the start of the main process's shard) to render as
-    RGB | GT | prediction | error panels. Returns an ``EvalResult`` (see ``write_outputs``).
+    RGB | GT | prediction | error panels; dtype: "fp32" or "bf16" (the model runs under
+    ``torch.autocast`` with bfloat16 on the model's device, CPU or GPU; metrics in float32). A
+    scene with fewer frames than ``views`` is evaluated with all its frames (``views_used``).
+    Returns an ``EvalResult`` (see ``write_outputs``).
     """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     rank = accelerator.process_index if accelerator is not None else 0
     world = accelerator.num_processes if accelerator is not None else 1
     device = accelerator.device if accelerator is not None else next(model.parameters()).device
@@ -127,8 +143,11 @@ def evaluate(
     was_training = model.training
     model.eval()
     try:
-        rows, failures, frames, rendered = _predict_scenes(model, loader, device, global_value,
-                                                           panels if rank == 0 else 0, show)
+        autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16,
+                                  enabled=dtype == "bf16")
+        with autocast:
+            rows, failures, frames, rendered = _predict_scenes(model, loader, device, global_value,
+                                                               panels if rank == 0 else 0, show)
     finally:
         model.train(was_training)
     all_rows = [r for part in _gather([rows], accelerator) for r in part]
@@ -174,8 +193,9 @@ def _predict_scenes(model, loader, device, global_value: dict, panels: int, prog
         out = model(batch["images"].to(device), batch["K"].to(device), batch["w2c"].to(device))
         pred = out["depth"][0].float().cpu()
         gt, valid = batch["depth"][0], batch["valid"][0]
-        rows += scene_rows(pred, gt, valid, dataset=name, scene=scene)
-        rows += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
+        new = scene_rows(pred, gt, valid, dataset=name, scene=scene)
+        new += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
+        rows += [{**r, "views": len(frames[f"{name}/{scene}"])} for r in new]
         if len(rendered) < panels:
             from .viz import views_grid
 
@@ -206,7 +226,10 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
-    doc = {"meta": meta or {}, "summary": result.summary, "failures": result.failures}
+    requested = (meta or {}).get("views")
+    doc = {"meta": meta or {}, "summary": result.summary, "failures": result.failures,
+           "views": {"requested": requested, "per_scene": result.views_used(),
+                     "fewer_than_requested": result.short_scenes(requested) if requested else {}}}
     paths["summary"] = atomic_write_bytes(out / "summary.json", json.dumps(doc, indent=1, default=float).encode())
     buf = io.StringIO()
     if result.rows:
@@ -259,33 +282,91 @@ def input_size(model: str, revision: str | None, image_width: int | None) -> tup
                                         "from the model's training inputs (training_inputs.json)")
 
 
+def usable_sources(sources: Sequence[SourceConfig], *, named: bool) -> tuple[list[SourceConfig], list[str]]:
+    """The sources whose index lists at least one scene of two or more frames, and one warning per
+    empty source left out. ``named``: the user named the datasets (``--datasets``), so an empty one
+    is an error rather than a warning. Raises ``ConfigError`` for an unreadable index, an empty
+    named source, or when no source is left."""
+    from .config import ConfigError
+    from .data.scene_file import SceneFileError, read_index
+
+    kept, warnings = [], []
+    for src in sources:
+        try:
+            n = sum(int(e["num_frames"]) >= 2 for e in read_index(src.split_dir))
+        except SceneFileError as err:
+            raise ConfigError(f"{err} (rebuild it with `depthpe index {src.split_dir}`)") from None
+        if n:
+            kept.append(src)
+            continue
+        problem = f"dataset {src.name!r} has no scene with 2 or more frames in its '{src.split}' split ({src.split_dir})"
+        if named:
+            raise ConfigError(f"{problem}; nothing to evaluate there")
+        warnings.append(f"warning: skipping {problem}")
+    if not kept:
+        raise ConfigError(f"nothing to evaluate: {'; '.join(w.removeprefix('warning: skipping ') for w in warnings)}")
+    return kept, warnings
+
+
+def _check_eval_args(args) -> None:
+    """Raise ``ConfigError`` for --views below 2, --scenes below 1 or an unknown --dtype."""
+    from .config import ConfigError
+
+    if args.views < 2:
+        raise ConfigError(f"--views must be at least 2 (a multi-view model needs two views), got {args.views}")
+    if args.scenes is not None and args.scenes < 1:
+        raise ConfigError(f"--scenes must be at least 1, got {args.scenes}")
+    if getattr(args, "dtype", "fp32") not in DTYPES:
+        raise ConfigError(f"--dtype must be one of {sorted(DTYPES)}, got {args.dtype!r}")
+
+
+def _report(result: EvalResult, args) -> None:
+    """Print the table, skipped scenes and scenes evaluated with fewer views than --views (main
+    process)."""
+    print(format_summary(result.summary))
+    for failure in result.failures:
+        print(f"skipped {failure['scene']}: {failure['error']}")
+    short = result.short_scenes(args.views)
+    if short:
+        listed = ", ".join(f"{k} ({n})" for k, n in list(short.items())[:5]) + (", ..." if len(short) > 5 else "")
+        print(f"warning: {len(short)} scene(s) have fewer frames than --views {args.views} and were evaluated "
+              f"with all their frames: {listed}; the counts are in summary.json (views.per_scene) and the "
+              "views column of metrics_per_image.csv")
+    print(f"wrote {args.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/")
+
+
 def run_evaluation(args) -> EvalResult:
-    """``depthpe eval``: evaluate ``args.model`` on ``args.data`` and write the outputs (main process)."""
+    """``depthpe eval``: evaluate ``args.model`` on ``args.data`` and write the outputs (main process).
+    Errors (no or empty dataset, bad arguments, nothing evaluable) raise ``ConfigError``."""
     from accelerate import Accelerator
 
     from .config import ConfigError
     from .model import DepthModel
 
+    _check_eval_args(args)
     try:
         sources = discover_sources(args.data, args.split, args.datasets)
     except FileNotFoundError as err:
         raise ConfigError(str(err)) from None
+    sources, warnings = usable_sources(sources, named=bool(args.datasets))
     width, aspect, note = input_size(args.model, args.revision, args.image_width)
     accelerator = Accelerator(cpu=args.cpu)
     model = DepthModel.from_pretrained(args.model, revision=args.revision).to(accelerator.device)
+    dtype = getattr(args, "dtype", "fp32")
     if accelerator.is_main_process:
-        print(f"evaluating at {note}", flush=True)
+        for line in warnings:
+            print(line, flush=True)
+        print(f"evaluating at {note}" + (", bf16 autocast" if dtype == "bf16" else ""), flush=True)
     result = evaluate(model, sources, views=args.views, seed=args.seed, image_width=width, aspect=aspect,
                       max_scenes=args.scenes, manifest=load_manifest(args.manifest), accelerator=accelerator,
-                      num_workers=args.num_workers, panels=args.panels)
+                      num_workers=args.num_workers, panels=args.panels, dtype=dtype)
     if accelerator.is_main_process:
         meta = {"model": args.model, "revision": args.revision, "data": args.data, "split": args.split,
                 "views": args.views, "seed": args.seed, "image_width": width, "aspect": aspect,
-                "global_pe": model.config.global_pe, "processes": accelerator.num_processes}
+                "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": dtype}
         write_outputs(result, args.out, meta=meta)
-        print(format_summary(result.summary))
-        for failure in result.failures:
-            print(f"skipped {failure['scene']}: {failure['error']}")
-        print(f"wrote {args.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/")
+        _report(result, args)
     accelerator.wait_for_everyone()
+    if not result.rows:
+        raise ConfigError(f"no scene could be evaluated: all {len(result.failures)} were skipped (listed above)")
     return result

@@ -13,7 +13,10 @@ index.json) and print the table (rows native, scene_aligned, image_aligned and t
 global_constant and scene_constant). Writes summary.json, metrics_per_image.csv, manifest.json,
 summary.md and panels/ to --out. The input width defaults to the width the model was trained at
 (training_inputs.json next to the exported model); pass --manifest of an earlier run to evaluate
-the very same views. The protocol: docs/evaluation.md."""
+the very same views. A scene with fewer frames than --views is evaluated with all its frames (a
+warning; the count per scene is in summary.json and metrics_per_image.csv). No dataset, an empty
+split or dataset, or no scene that could be evaluated is an error (one line, exit status 2).
+The protocol: docs/evaluation.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--panels", type=int, default=4, help="scenes rendered as PNG panels (default 4)")
     parser.add_argument("--num-workers", type=int, default=2, help="data loader workers (default 2)")
     parser.add_argument("--cpu", action="store_true", help="run on CPU even if a GPU is available")
+    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                        help="fp32 (default) or bf16: run the model under torch.autocast with bfloat16 "
+                             "(CPU or GPU); metrics are computed in float32")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
 
 
