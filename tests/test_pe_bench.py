@@ -60,8 +60,10 @@ def test_table_and_json_report_the_same_statistics(tmp_path, capsys):
 
 
 def test_unknown_method_and_empty_grid_are_clear_errors():
-    with pytest.raises(SystemExit, match=r"unknown methods \['nope'\]; available: .*urope"):
+    with pytest.raises(SystemExit, match=r"unknown method 'nope': .*urope.*valid pairs"):
         attention.run(_args(*TINY, "--methods", "rope", "nope", "--no-memory"))
+    with pytest.raises(SystemExit, match=r"unknown method 'qk=KRt,vo=p2d': .*valid pairs"):
+        attention.run(_args(*TINY, "--methods", "qk=KRt,vo=p2d", "--no-memory"))
     with pytest.raises(ValueError, match="--tokens-per-view 5 leaves no patch tokens after 5 special"):
         attention.run(_args("--tokens-per-view", "5", "--special", "5", "--methods", "rope", "--no-memory"))
 
@@ -85,3 +87,13 @@ def test_peak_memory_covers_the_gradients_and_grows_with_the_configuration(tmp_p
                                     f"{r['peak_mib'] / results['rope']['peak_mib']:.3f}"]
     small = attention.memory_methods(_args(*TINY), ["urope"])["urope"]
     assert small < results["urope"]["peak_mib"]
+
+
+def test_pairs_and_options_are_methods(tmp_path, capsys):
+    pairs = ["qk=p2d,vo=KRtAdd2d", "qk=KRtAdd2d,vo=KRtAdd2d,softmax=blockwise", "dppe_tadd,softmax=blockwise"]
+    text, data = _run([*TINY, "--repeats", "1", "--methods", *pairs], tmp_path, capsys)
+    assert list(data["results"]) == ["rope", *pairs]
+    rows = _table_rows(text)
+    for m in pairs:  # time and memory ratios to rope (tiny sizes: the memory may round to 0)
+        assert len(rows[m]) == 7 and float(rows[m][2]) > 0 and float(rows[m][6]) >= 0
+    assert attention.parse_method(pairs[1]) == ({"qk": "KRtAdd2d", "vo": "KRtAdd2d"}, {"softmax": "blockwise"})

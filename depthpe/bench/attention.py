@@ -18,6 +18,10 @@ What is measured, per method, with the same path the model uses (``prepare_encod
   over from the parent process across exec).
 
 Ratios are against ``rope`` (VGGT 2D RoPE around the same SDPA call).
+
+``--methods`` takes preset names and pairs written ``qk=A,vo=B`` (``depthpe.model.encoding_spec``);
+more ``key=value`` items set encoding options, e.g. ``qk=KRtAdd2d,vo=KRtAdd2d,softmax=blockwise``
+(the DPPE paper's appendix-A tAdd) or ``dppe_tadd,softmax=blockwise``.
 """
 
 from __future__ import annotations
@@ -85,6 +89,31 @@ def make_cameras(batch: int, views: int, image_size, device) -> tuple[torch.Tens
     return K.to(device), w2c.to(device)
 
 
+def parse_method(text: str) -> tuple[str | dict, dict]:
+    """``"prope"`` -> ("prope", {}); ``"qk=p2d,vo=KRtAdd2d,softmax=blockwise"`` ->
+    ({"qk": "p2d", "vo": "KRtAdd2d"}, {"softmax": "blockwise"}). Values are read as YAML scalars.
+    Raises ``ValueError`` naming the valid presets and pairs."""
+    import yaml
+
+    from depthpe.model.encoding_spec import encoding_pair
+
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    method: str | dict = {}
+    options = {}
+    for n, item in enumerate(items):
+        key, sep, value = item.partition("=")
+        if not sep and n == 0:
+            method = key
+        elif key in ("qk", "vo") and isinstance(method, dict):
+            method[key] = value
+        elif sep:
+            options[key] = yaml.safe_load(value)
+        else:
+            raise ValueError(f"method {text!r}: {item!r} is not key=value")
+    encoding_pair(method)
+    return method, options
+
+
 class Setup:
     """Inputs of one benchmark configuration."""
 
@@ -101,11 +130,13 @@ class Setup:
         self.grad = torch.randn(shape, generator=g, device=self.device, dtype=self.dtype)
         self.special = args.special
 
-    def prepare(self, method):
+    def prepare(self, method: str):
+        """Prepare ``method`` (a preset, or ``qk=A,vo=B[,option=value...]``, see ``parse_method``)."""
         from depthpe.pe import prepare_encoding
 
-        return prepare_encoding(method, K=self.K, w2c=self.w2c, image_size=self.image_size,
-                                grid=self.grid, num_special=self.special, patch_offset=1)
+        spec, options = parse_method(method)
+        return prepare_encoding(spec, K=self.K, w2c=self.w2c, image_size=self.image_size,
+                                grid=self.grid, num_special=self.special, patch_offset=1, **options)
 
     def step(self, enc) -> None:
         for x in self.qkv:
@@ -205,7 +236,9 @@ def memory_methods(args, methods) -> dict:
 
 
 def format_table(results: dict, base: str = "rope") -> str:
-    head = f"{'method':<10} {'fwd+bwd ms':>11} {'x rope':>7} {'spread':>7} {'prepare ms':>11}"
+    """The results as a text table with time and memory ratios to ``base``."""
+    width = max(10, *(len(m) for m in results))
+    head = f"{'method':<{width}} {'fwd+bwd ms':>11} {'x rope':>7} {'spread':>7} {'prepare ms':>11}"
     has_mem = any("peak_mib" in r for r in results.values())
     if has_mem:
         head += f" {'peak MiB':>9} {'x rope':>7}"
@@ -213,7 +246,7 @@ def format_table(results: dict, base: str = "rope") -> str:
     b = results.get(base)
     for m, r in results.items():
         ratio = r["fwd_bwd_ms"] / b["fwd_bwd_ms"] if b else float("nan")
-        line = (f"{m:<10} {r['fwd_bwd_ms']:>11.1f} {ratio:>7.3f} {r['spread']:>7.2f} "
+        line = (f"{m:<{width}} {r['fwd_bwd_ms']:>11.1f} {ratio:>7.3f} {r['spread']:>7.2f} "
                 f"{r['prepare_ms']:>11.2f}")
         if has_mem:
             mr = r["peak_mib"] / b["peak_mib"] if b and b.get("peak_mib") else float("nan")
@@ -223,11 +256,11 @@ def format_table(results: dict, base: str = "rope") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from depthpe.pe import available_encodings
-
-    unknown = [m for m in args.methods if m not in available_encodings()]
-    if unknown:
-        raise SystemExit(f"unknown methods {unknown}; available: {', '.join(available_encodings())}")
+    for m in args.methods:
+        try:
+            parse_method(m)
+        except ValueError as err:
+            raise SystemExit(f"unknown method {m!r}: {err}") from None
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda requested but CUDA is not available")
     if args.threads:
