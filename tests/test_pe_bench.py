@@ -95,5 +95,5 @@ def test_pairs_and_options_are_methods(tmp_path, capsys):
     assert list(data["results"]) == ["rope", *pairs]
     rows = _table_rows(text)
     for m in pairs:  # time and memory ratios to rope (tiny sizes: the memory may round to 0)
-        assert len(rows[m]) == 7 and float(rows[m][2]) > 0 and float(rows[m][6]) >= 0
+        assert len(rows[m]) == 7 and float(rows[m][2]) > 0 and float(rows[m][5]) >= 0
     assert attention.parse_method(pairs[1]) == ({"qk": "KRtAdd2d", "vo": "KRtAdd2d"}, {"softmax": "blockwise"})
