@@ -17,9 +17,9 @@ time grows with the source size."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..data.convert import CONVERTERS
+    from ..testing.fake_datasets import WRITERS
 
-    parser.add_argument("--dataset", choices=["all", *sorted(CONVERTERS)], default="all",
+    parser.add_argument("--dataset", choices=["all", *sorted(WRITERS)], default="all",
                         help="which layout to benchmark (default all)")
     parser.add_argument("--scenes", type=int, default=4, help="scenes per dataset (default 4)")
     parser.add_argument("--views", type=int, default=12, help="frames per scene (default 12)")
@@ -46,12 +46,12 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from ..data.convert import CONVERTERS, convert
+    from ..data.convert import convert
     from ..data.convert.common import ConvertOptions
     from ..data.scene_file import read_index
     from ..testing import fake_datasets as fake
 
-    names = sorted(CONVERTERS) if args.dataset == "all" else [args.dataset]
+    names = sorted(fake.WRITERS) if args.dataset == "all" else [args.dataset]
     scenes = fake.make_scenes(args.scenes, args.views, args.height, args.width, seed=args.seed)
     rows = []
     with tempfile.TemporaryDirectory(prefix="depthpe-bench-convert-") as tmp:

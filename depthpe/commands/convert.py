@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "convert a raw dataset download (co3d, wildrgbd, arkitscenes, megasynth) to scene files"
+HELP = ("convert a raw dataset download (co3d, wildrgbd, arkitscenes, megasynth) or your own captures "
+        "(folder, colmap) to scene files")
 DESCRIPTION = """\
 Convert a raw dataset download into depthpe scene files: ROOT/<dataset>/<split>/<scene_id>.h5 plus an
 index.json per split (docs/scene-format.md). Cameras become OpenCV K and world-to-camera in the dataset's own
@@ -15,14 +16,22 @@ world frame and units (metric and depth_units are recorded); depth is z-depth wi
   arkitscenes  SRC = ARKitScenes root (3dod/{Training,Validation}/<video>/<video>_frames/ or
                raw/{Training,Validation}/<video>/, lowres_wide + lowres_depth + intrinsics + .traj)
   megasynth    SRC = extracted MegaSynth zips (**/<uuid>/hanwen/opencv_cameras.json + renderings/)
+  folder       SRC = your capture: images/, depth/<image name>.npy|.exr|.png (16-bit, / --depth-scale)
+               and cameras.json ({"frames": [{"file", "K", "w2c"}]}) or a COLMAP model (sparse/0), or
+               --cameras; or one such folder per scene
+  colmap       SRC = a COLMAP dense workspace: images/, sparse/ (or sparse/0), and MVS depth maps
+               stereo/depth_maps/<image>.geometric.bin (or .photometric.bin); or one per scene
 
 Frames are resized so that the longer side is at most --max-side (K updated exactly, depth resampled
 nearest-neighbour). Unusable frames (blacked out, no pose, almost no valid depth) are dropped and
 counted. Splits follow the DPPE paper: CO3D and MegaSynth draw --val-scenes validation scenes with
 --split-seed, ARKitScenes uses the official 3dod Training/Validation folds, WildRGB-D is train only.
+folder and colmap put everything in train.
 The split is saved in ROOT/<dataset>/split.json and reused by later runs. Finished scenes are kept
 on a rerun (resume an interrupted conversion by running the same command again); a summary is
-printed and saved to ROOT/<dataset>/convert_summary.json. Run `depthpe check ROOT` afterwards."""
+printed and saved to ROOT/<dataset>/convert_summary.json. folder and colmap then run `depthpe check`
+on ROOT/<dataset> (--no-check to skip; exit status 1 if a scene fails it); for the datasets, run
+`depthpe check ROOT` afterwards (or pass --check)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,32 +66,68 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stored depth precision (default float16)")
     parser.add_argument("--jpeg-quality", type=int, default=95, metavar="Q",
                         help="JPEG quality of the stored images (default 95)")
+    parser.add_argument("--cameras", default=None, metavar="SOURCE",
+                        help="folder, colmap: camera source for every scene (a COLMAP model folder or a "
+                             "cameras JSON; default: cameras.json or the COLMAP model in the scene folder)")
+    parser.add_argument("--depth-scale", type=float, default=None, metavar="S",
+                        help="folder: 16-bit PNG depth value per camera unit (default 1000: millimetres "
+                             "with metre cameras)")
+    parser.add_argument("--metric", action="store_true",
+                        help="folder, colmap: the cameras and depth are in metres (recorded as metric)")
+    parser.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
+                        help="run `depthpe check` on the converted dataset afterwards (default: on for "
+                             "folder and colmap, off for the datasets)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..data.convert import convert
-    from ..data.convert.common import ConvertError, ConvertOptions, format_summary
+def _options(args: argparse.Namespace):
+    """``ConvertOptions`` from the command line (raises ValueError for bad values)."""
+    from ..data.convert.common import ConvertOptions
     from .synth import default_workers
 
+    return ConvertOptions(
+        max_side=args.max_side,
+        frame_stride=args.frame_stride,
+        min_frames=args.min_frames,
+        min_valid_fraction=args.min_valid_fraction,
+        val_scenes=args.val_scenes,
+        split_seed=args.split_seed,
+        limit=args.limit,
+        workers=args.workers or default_workers(16),
+        jpeg_quality=args.jpeg_quality,
+        depth_dtype=args.depth_dtype,
+        split_csv=args.split_csv,
+        progress=not args.quiet,
+        cameras=args.cameras,
+        depth_scale=args.depth_scale,
+        metric=args.metric,
+    )
+
+
+def _check(dataset_dir: str, quiet: bool) -> int:
+    """``depthpe check DATASET_DIR``; returns its exit status."""
+    from .check import add_arguments as check_arguments, run as check_run
+
+    parser = argparse.ArgumentParser()
+    check_arguments(parser)
+    print(f"\ndepthpe check {dataset_dir}")
+    return check_run(parser.parse_args([dataset_dir, *(["--quiet"] if quiet else [])]))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..data.convert import OWN_CAPTURES, convert
+    from ..data.convert.common import ConvertError, format_summary
+
     try:
-        options = ConvertOptions(
-            max_side=args.max_side,
-            frame_stride=args.frame_stride,
-            min_frames=args.min_frames,
-            min_valid_fraction=args.min_valid_fraction,
-            val_scenes=args.val_scenes,
-            split_seed=args.split_seed,
-            limit=args.limit,
-            workers=args.workers or default_workers(16),
-            jpeg_quality=args.jpeg_quality,
-            depth_dtype=args.depth_dtype,
-            split_csv=args.split_csv,
-            progress=not args.quiet,
-        )
-        summary = convert(args.dataset, args.src, args.out, options)
+        summary = convert(args.dataset, args.src, args.out, _options(args))
     except (ConvertError, ValueError) as err:
         print(f"depthpe convert: error: {err}")
         return 2
     print(format_summary(summary))
-    return 0 if summary["scenes_written"] + summary["scenes_existing"] > 0 else 1
+    if summary["scenes_written"] + summary["scenes_existing"] == 0:
+        return 1
+    check = args.check if args.check is not None else args.dataset in OWN_CAPTURES
+    if not check:
+        print(f"next: depthpe check {summary['out']}")
+        return 0
+    return 1 if _check(summary["out"], args.quiet) else 0

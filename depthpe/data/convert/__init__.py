@@ -1,21 +1,25 @@
 """Converters from raw dataset downloads to depthpe scene files (``depthpe convert DATASET``).
 
 One module per dataset (co3d, wildrgbd, arkitscenes, megasynth) reads the native layout and camera
-conventions (docs/data.md); ``common`` holds the shared runner (splits, resizing, workers,
+conventions (docs/data.md); ``folder`` and ``colmap`` read a user's own captures (images + depth +
+cameras, or a COLMAP dense workspace); ``common`` holds the shared runner (splits, resizing, workers,
 resume, summary). Tiny fake datasets in each native layout, for tests and ``depthpe bench convert``,
 live in ``depthpe.testing.fake_datasets``.
 """
 
 from __future__ import annotations
 
-__all__ = ["CONVERTERS", "converter_module", "convert"]
+__all__ = ["CONVERTERS", "OWN_CAPTURES", "converter_module", "convert"]
 
 CONVERTERS = {
     "co3d": "depthpe.data.convert.co3d",
     "wildrgbd": "depthpe.data.convert.wildrgbd",
     "arkitscenes": "depthpe.data.convert.arkitscenes",
     "megasynth": "depthpe.data.convert.megasynth",
+    "folder": "depthpe.data.convert.folder",
+    "colmap": "depthpe.data.convert.colmap",
 }
+OWN_CAPTURES = ("folder", "colmap")
 
 
 def converter_module(dataset: str) -> str:

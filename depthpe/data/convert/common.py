@@ -94,6 +94,9 @@ class ConvertOptions:
     this are dropped. val_scenes / split_seed: the random validation draw (``SPLIT_RULE="random"``).
     limit: convert at most this many scenes (the first ones in sorted order; the split is still drawn
     over all scenes). split_csv: ARKitScenes split CSV (None = search the download).
+    Own captures (``folder``, ``colmap``): cameras: camera source (COLMAP folder or JSON; None =
+    searched in the scene folder); depth_scale: 16-bit PNG depth value per camera unit (None = 1000,
+    millimetres with metre cameras); metric: the cameras are in metres.
     """
 
     max_side: int = 640
@@ -108,6 +111,9 @@ class ConvertOptions:
     depth_dtype: str = "float16"
     split_csv: str | None = None
     progress: bool = True
+    cameras: str | None = None
+    depth_scale: float | None = None
+    metric: bool = False
 
     def __post_init__(self) -> None:
         if self.max_side < 8:
@@ -126,9 +132,14 @@ class ConvertOptions:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.depth_dtype not in ("float16", "float32"):
             raise ValueError(f"depth_dtype must be float16 or float32, got {self.depth_dtype!r}")
+        if self.depth_scale is not None and not self.depth_scale > 0:
+            raise ValueError(f"depth_scale must be positive, got {self.depth_scale}")
 
     def content_settings(self) -> dict:
-        """Settings that change the content of a scene file (stored in it; a mismatch reconverts)."""
+        """Settings that change the content of a scene file (stored in it; a mismatch reconverts).
+        The own-capture settings appear only when set, so files of the dataset converters keep
+        their settings."""
+        own = {"cameras": self.cameras, "depth_scale": self.depth_scale, "metric": self.metric or None}
         return {
             "converter_version": CONVERTER_VERSION,
             "max_side": self.max_side,
@@ -136,6 +147,7 @@ class ConvertOptions:
             "min_valid_fraction": self.min_valid_fraction,
             "jpeg_quality": self.jpeg_quality,
             "depth_dtype": self.depth_dtype,
+            **{k: v for k, v in own.items() if v is not None},
         }
 
 
@@ -453,8 +465,8 @@ def convert_scene(
                 dataset=module.NAME,
                 scene_id=ref.scene_id,
                 split=split,
-                metric=module.METRIC,
-                depth_units=module.DEPTH_UNITS,
+                metric=_units(module, options)[0],
+                depth_units=_units(module, options)[1],
                 source=module.SOURCE,
                 frame_names=names,
                 jpeg_quality=options.jpeg_quality,
@@ -470,6 +482,14 @@ def convert_scene(
     result["dropped"] = dict(dropped)
     result["seconds"] = time.perf_counter() - t0
     return result
+
+
+def _units(module, options: ConvertOptions) -> tuple[bool, str]:
+    """(metric, depth_units) of the scenes a converter writes: ``module.units(options)`` where the
+    converter defines it (own captures: the user says), else ``module.METRIC``, ``module.DEPTH_UNITS``."""
+    if hasattr(module, "units"):
+        return module.units(options)
+    return module.METRIC, module.DEPTH_UNITS
 
 
 def _skipped_result(scene_id: str, split: str, reason: str = "", kind: str = "") -> dict:

@@ -1,0 +1,187 @@
+"""Own captures converter: a folder of images, depth maps and cameras -> scene files (docs/data.md).
+
+Layout of one scene (``SRC`` itself, or every subfolder of ``SRC`` that holds ``images/``)::
+
+    images/<name>.jpg|.jpeg|.png        RGB images (subfolders allowed; the name is the relative path)
+    depth/<name without suffix>.npy     z-depth in the cameras' unit, float (0, NaN, inf = invalid)
+                           .exr         the same as OpenEXR (first of the channels R, Z, Y, V, Depth.*)
+                           .png         16-bit PNG: value / --depth-scale (default 1000: millimetres
+                                        with metre cameras), 0 = invalid
+    cameras.json                        ``{"frames": [{"file", "K", "w2c", "width"?, "height"?}]}``
+      or a COLMAP model                 ``sparse/0``, ``sparse`` or the folder itself (.bin or .txt)
+
+``--cameras SOURCE`` names the camera source instead (the same for every scene). Cameras are read
+with ``depthpe.io.cameras.read_cameras`` (OpenCV K and world-to-camera; COLMAP's half-pixel shift
+is undone there) and matched to images by name (``find_camera``: the relative path, else a unique
+file name). K refers to the camera's ``width`` x ``height`` and is rescaled to the image's size
+when they differ. Frames without a camera, without a depth map or with an unreadable image or depth
+are dropped with that reason. Depth must be z-depth (distance along the optical axis), not the
+distance along the ray; `depthpe check` names that mistake. Split: everything is train.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .common import (
+    ConvertOptions,
+    FrameDropped,
+    RawFrame,
+    SceneRef,
+    SceneSkipped,
+    SceneSource,
+    read_rgb,
+    read_uint16,
+    scale_intrinsics,
+)
+
+__all__ = [
+    "NAME", "METRIC", "DEPTH_UNITS", "SOURCE", "SPLIT_RULE", "LAYOUT_HINT", "DEFAULT_DEPTH_SCALE",
+    "Capture", "units", "scene_refs", "list_scenes", "open_scene", "open_capture", "read_depth_file",
+    "load_cameras",
+]
+
+NAME = "folder"
+METRIC = False
+DEPTH_UNITS = "scene"
+SOURCE = "own capture (depthpe convert folder)"
+SPLIT_RULE = "train"
+LAYOUT_HINT = ("SRC/images/*.jpg|png, SRC/depth/<image name>.npy|exr|png and SRC/cameras.json or a COLMAP model "
+               "(SRC/sparse/0), or one such folder per scene under SRC")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+DEPTH_SUFFIXES = (".npy", ".exr", ".png")
+DEFAULT_DEPTH_SCALE = 1000.0
+
+
+def units(options: ConvertOptions) -> tuple[bool, str]:
+    """(metric, depth_units) of the written scenes: metres with ``--metric``, else the scene's own unit."""
+    return (True, "m") if options.metric else (False, DEPTH_UNITS)
+
+
+def _scene_id(name: str) -> str:
+    """A file-name-safe scene id from a folder name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "scene"
+
+
+def scene_refs(src: Path, is_scene: Callable[[Path], bool]) -> list[SceneRef]:
+    """``src`` itself when ``is_scene(src)``, else every subfolder of ``src`` for which it holds."""
+    src = Path(src)
+    folders = [src] if is_scene(src) else sorted(d for d in src.iterdir() if d.is_dir() and is_scene(d))
+    return [SceneRef(_scene_id(d.resolve().name), str(d)) for d in folders]
+
+
+def list_scenes(src: Path, options: ConvertOptions) -> list[SceneRef]:
+    """The capture folder ``src`` (it holds ``images/``) or each subfolder of it that is one."""
+    return scene_refs(src, lambda d: (d / "images").is_dir())
+
+
+def read_depth_file(path: Path, depth_scale: float | None) -> np.ndarray:
+    """A depth map file -> (H, W) float32 in the cameras' unit (NaN/inf kept; the runner zeroes them).
+    ``.npy`` and ``.exr`` as stored; ``.png`` 16-bit divided by ``depth_scale`` (None = 1000).
+    Raises ``FrameDropped`` ("unreadable depth", "truncated or corrupt depth")."""
+    suffix = path.suffix.lower()
+    if suffix == ".png":
+        return read_uint16(path).astype(np.float32) / np.float32(depth_scale or DEFAULT_DEPTH_SCALE)
+    if suffix == ".exr":
+        from .megasynth import read_exr_depth
+
+        return read_exr_depth(path)
+    try:
+        depth = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise FrameDropped("unreadable depth") from err
+    depth = np.squeeze(depth)
+    if depth.ndim != 2 or not (np.issubdtype(depth.dtype, np.floating) or np.issubdtype(depth.dtype, np.integer)):
+        raise FrameDropped("unreadable depth")
+    return depth.astype(np.float32)
+
+
+def load_cameras(source: str | os.PathLike) -> dict:
+    """``read_cameras(source)``; a camera source that cannot be read skips the scene with its reason."""
+    from ...config import ConfigError
+    from ...io.cameras import read_cameras
+
+    try:
+        return read_cameras(source)
+    except ConfigError as err:
+        raise SceneSkipped(f"cameras: {err}") from err
+
+
+@dataclass
+class Capture:
+    """One own-capture scene: its images (``(name relative to images/, path)``, sorted), cameras
+    (name -> ``FrameCamera``), ``find_depth(name) -> Path | None`` and ``read_depth(path) -> (H, W)``."""
+
+    images: list
+    cameras: dict
+    find_depth: Callable[[str], Path | None]
+    read_depth: Callable[[Path], np.ndarray]
+
+
+def image_files(images_dir: Path) -> list[tuple[str, Path]]:
+    """``(name, path)`` of every image under ``images_dir`` (name: '/'-separated relative path), sorted."""
+    files = [p for p in images_dir.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()]
+    return sorted((p.relative_to(images_dir).as_posix(), p) for p in files)
+
+
+def _load_frame(capture: Capture, frame: tuple[str, Path]) -> RawFrame:
+    """One frame of a capture; raises FrameDropped ("no camera", "no depth map", unreadable files)."""
+    from ...io.cameras import find_camera
+
+    name, path = frame
+    cam = find_camera(capture.cameras, name)
+    if cam is None:
+        raise FrameDropped("no camera")
+    depth_path = capture.find_depth(name)
+    if depth_path is None:
+        raise FrameDropped("no depth map")
+    image = read_rgb(path)
+    depth = capture.read_depth(depth_path)
+    K = cam.K
+    if cam.width and cam.height and (cam.height, cam.width) != image.shape[:2]:
+        K = scale_intrinsics(K, image.shape[1] / cam.width, image.shape[0] / cam.height)
+    return RawFrame(image=image, depth=depth, K=K, w2c=cam.w2c, name=name)
+
+
+def open_capture(capture: Capture) -> SceneSource:
+    """A ``SceneSource`` over the capture's images (in name order)."""
+    if not capture.images:
+        raise SceneSkipped("no images (.jpg, .jpeg, .png) in images/")
+    return SceneSource(frames=capture.images, load=lambda fr: _load_frame(capture, fr), dropped=Counter())
+
+
+def _camera_source(scene_dir: Path, options: ConvertOptions) -> Path:
+    """``options.cameras`` if given, else ``scene_dir/cameras.json``, else the scene folder (COLMAP)."""
+    if options.cameras:
+        return Path(options.cameras)
+    return scene_dir / "cameras.json" if (scene_dir / "cameras.json").is_file() else scene_dir
+
+
+def _depth_finder(depth_dir: Path) -> Callable[[str], Path | None]:
+    """``name -> depth_dir/<name without suffix>.{npy,exr,png}`` (the first that exists) or None."""
+    def find(name: str) -> Path | None:
+        stem = str(Path(name).with_suffix(""))
+        return next((p for p in (depth_dir / f"{stem}{s}" for s in DEPTH_SUFFIXES) if p.is_file()), None)
+
+    return find
+
+
+def open_scene(ref: SceneRef, options: ConvertOptions) -> SceneSource:
+    """Images of ``images/``, depth of ``depth/``, cameras from ``_camera_source``."""
+    scene_dir = Path(ref.path)
+    if not (scene_dir / "depth").is_dir():
+        raise SceneSkipped("no depth/ folder (depth maps named like the images: .npy, .exr or 16-bit .png)")
+    capture = Capture(
+        images=image_files(scene_dir / "images"),
+        cameras=load_cameras(_camera_source(scene_dir, options)),
+        find_depth=_depth_finder(scene_dir / "depth"),
+        read_depth=lambda p: read_depth_file(p, options.depth_scale),
+    )
+    return open_capture(capture)
