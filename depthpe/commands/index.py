@@ -23,12 +23,14 @@ afterwards to validate depth, images and multi-view consistency."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``depthpe index``."""
     parser.add_argument("root", help="data root, a dataset folder or one split folder")
     parser.add_argument("--dry-run", action="store_true",
                         help="report what would be listed and skipped; write nothing")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Rebuild the indexes under ``args.root``, print what was listed and skipped; the exit status."""
     from ..data.reindex import rebuild_indexes
 
     try:

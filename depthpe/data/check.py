@@ -301,6 +301,7 @@ class _Measure:
 
     @property
     def median(self) -> float:
+        """Median disagreement over the co-visible points of the overlapping pairs (NaN if none)."""
         return float(np.median(np.concatenate(self.errors))) if self.errors else math.nan
 
 

@@ -33,6 +33,7 @@ def read_scene_frames(scene_path: str | Path) -> dict:
 
 
 def _cameras(sc: dict) -> list:
+    """``FrameCamera``s (with the image size) of ``read_scene_frames``' result."""
     from ..io.cameras import FrameCamera
 
     _, H, W = sc["depth"].shape
@@ -40,6 +41,7 @@ def _cameras(sc: dict) -> list:
 
 
 def _write_images(folder: Path, sc: dict) -> None:
+    """The scene's images as lossless PNGs ``folder/<name>``."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, image in zip(sc["names"], sc["images"]):
         cv2.imwrite(str(folder / name), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))

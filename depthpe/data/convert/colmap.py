@@ -50,6 +50,7 @@ def units(options: ConvertOptions) -> tuple[bool, str]:
 
 
 def _is_workspace(folder: Path) -> bool:
+    """True if ``folder`` holds ``images/`` and a COLMAP model (in sparse/, sparse/0/ or itself)."""
     return (folder / "images").is_dir() and any(
         (folder / sub / "cameras.bin").is_file() or (folder / sub / "cameras.txt").is_file()
         for sub in ("sparse", "sparse/0", ".")
@@ -95,6 +96,7 @@ def write_colmap_depth(path: str | Path, depth: np.ndarray) -> Path:
 def _depth_finder(depth_dir: Path):
     """``name -> depth_dir/<name>.geometric.bin`` (else ``.photometric.bin``) or None."""
     def find(name: str) -> Path | None:
+        """The depth map of image ``name``, or None."""
         return next((p for p in (depth_dir / f"{name}.{k}.bin" for k in DEPTH_KINDS) if p.is_file()), None)
 
     return find

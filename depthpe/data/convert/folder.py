@@ -167,6 +167,7 @@ def _camera_source(scene_dir: Path, options: ConvertOptions) -> Path:
 def _depth_finder(depth_dir: Path) -> Callable[[str], Path | None]:
     """``name -> depth_dir/<name without suffix>.{npy,exr,png}`` (the first that exists) or None."""
     def find(name: str) -> Path | None:
+        """The depth map of image ``name``, or None."""
         stem = str(Path(name).with_suffix(""))
         return next((p for p in (depth_dir / f"{stem}{s}" for s in DEPTH_SUFFIXES) if p.is_file()), None)
 
