@@ -97,3 +97,11 @@ def test_pairs_and_options_are_methods(tmp_path, capsys):
     for m in pairs:  # time and memory ratios to rope (tiny sizes: the memory may round to 0)
         assert len(rows[m]) == 7 and float(rows[m][2]) > 0 and float(rows[m][5]) >= 0
     assert attention.parse_method(pairs[1]) == ({"qk": "KRtAdd2d", "vo": "KRtAdd2d"}, {"softmax": "blockwise"})
+
+
+def test_json_skips_cli_callbacks(tmp_path):
+    """``depthpe bench attention --json`` through the CLI: argparse holds the command's callbacks."""
+    args = _args(*TINY, "--repeats", "1", "--methods", "rope", "--no-memory", "--json", str(tmp_path / "b.json"))
+    args._run = args._bench_run = lambda a: 0
+    assert attention.run(args) == 0
+    assert "_run" not in json.loads((tmp_path / "b.json").read_text())["config"]

@@ -280,7 +280,8 @@ def run(args: argparse.Namespace) -> int:
           f"{torch.get_num_threads()} threads, median of {args.repeats}")
     print(format_table(results))
     if args.json:
-        meta = {k: v for k, v in vars(args).items() if k not in ("json", "memory_child")}
+        meta = {k: v for k, v in vars(args).items()
+                if k not in ("json", "memory_child") and not k.startswith("_")}  # CLI callbacks
         with open(args.json, "w") as f:
             json.dump({"config": meta, "torch": torch.__version__,
                        "threads": torch.get_num_threads(), "results": results}, f, indent=2)

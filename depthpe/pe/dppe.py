@@ -123,16 +123,30 @@ class TAddBlockwise(CameraBlockEncoding):
     def attend(self, q, k, v, *, dropout_p: float = 0.0):
         ch = self.channels(q.shape[-1], q.device)
         qt, kt, vt = self.transform_q(q), self.transform_k(k), self.transform_v(v)
-        o_rot = F.scaled_dot_product_attention(
-            qt[..., ch["qk_rot"]], kt[..., ch["qk_rot"]], vt[..., ch["v_rot"]], dropout_p=dropout_p
-        )
-        o_trans = F.scaled_dot_product_attention(
-            qt[..., ch["qk_trans"]], kt[..., ch["qk_trans"]], vt[..., ch["v_trans"]],
-            dropout_p=dropout_p,
-        )
+        # The appendix form pads narrow value slices so that q, k and v share one width (CPU/GPU
+        # fused kernels need it; else SDPA materializes the attention matrix). The preset's split
+        # keeps its original kernel choice, so its outputs stay bit-identical.
+        sdpa = _sdpa_equal_width if self.transforms["q"] == "KRtAdd2d" else F.scaled_dot_product_attention
+        o_rot = sdpa(qt[..., ch["qk_rot"]], kt[..., ch["qk_rot"]], vt[..., ch["v_rot"]], dropout_p=dropout_p)
+        o_trans = sdpa(qt[..., ch["qk_trans"]], kt[..., ch["qk_trans"]], vt[..., ch["v_trans"]],
+                       dropout_p=dropout_p)
         inv = torch.argsort(torch.cat([ch["v_rot"], ch["v_trans"]]))
         o = torch.cat([o_rot, o_trans], dim=-1)[..., inv]
         return self.transform_out(o)
+
+
+def _sdpa_equal_width(q, k, v, *, dropout_p: float = 0.0):
+    """SDPA of q, k (..., N, a) and v (..., N, b <= a) with v zero-padded to width a; returns (..., N, b).
+
+    Same result as SDPA on the unpadded tensors (default scale 1/sqrt(a)), but eligible for the
+    fused (flash) kernels, which need equal q/k/v widths."""
+    a, b = q.shape[-1], v.shape[-1]
+    if b == a:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    if b > a:
+        raise ValueError(f"value width {b} exceeds the query-key width {a}")
+    out = F.scaled_dot_product_attention(q, k, F.pad(v, (0, a - b)), dropout_p=dropout_p)
+    return out[..., :b]
 
 
 @register_encoding("dppe_tadd")
