@@ -26,10 +26,12 @@ import csv
 import io
 import json
 import math
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Collection, Sequence
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
@@ -65,6 +67,12 @@ class EvalResult:
         return {key: n for key, n in self.views_used().items() if n < views}
 
 
+def write_manifest(path: str | Path, scenes: dict, *, seed=None, views=None) -> Path:
+    """Write an evaluation manifest {"seed", "views", "scenes": {"<source>/<scene_id>": [frames]}} atomically."""
+    doc = {"seed": seed, "views": views, "scenes": scenes}
+    return atomic_write_bytes(Path(path), json.dumps(doc, indent=1).encode())
+
+
 def load_manifest(path: str | Path | None) -> dict | None:
     """Read a ``manifest.json`` written by an earlier evaluation ({"scenes": {key: frames}})."""
     if path is None:
@@ -76,17 +84,33 @@ def load_manifest(path: str | Path | None) -> dict | None:
     return scenes
 
 
-def _scene_indices(dataset: SceneEvalDataset, max_scenes: int | None) -> list[int]:
-    """Item indices to evaluate: the first ``max_scenes`` scenes of every source (index order)."""
-    if max_scenes is None:
-        return list(range(len(dataset)))
-    taken: dict[int, int] = {}
-    out = []
+SELECTIONS = ("first", "random")
+
+
+def _scene_indices(dataset: SceneEvalDataset, max_scenes: int | None, selection: str = "first", seed: int = 0,
+                   scenes: Collection[str] | None = None) -> list[int]:
+    """Item indices to evaluate, in index order. Per source: at most ``source.max_scenes`` (if set,
+    else ``max_scenes``; None = all) scenes, the first ones (``selection="first"``) or a random draw
+    seeded by (``seed``, source name) (``"random"``: the same draw on every machine and run).
+    ``scenes``: only these "<source>/<scene_id>" keys (a fixed manifest), before the limit."""
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    per_source: dict[int, list[int]] = {}
     for i, (src, _) in enumerate(dataset.items):
-        if taken.get(src, 0) < max_scenes:
-            taken[src] = taken.get(src, 0) + 1
-            out.append(i)
-    return out
+        if scenes is None or dataset.scene_key(i) in scenes:
+            per_source.setdefault(src, []).append(i)
+    out = []
+    for src, items in per_source.items():
+        limit = dataset.sources[src].max_scenes
+        limit = max_scenes if limit is None else limit
+        if limit is not None and limit < len(items):
+            if selection == "random":
+                rng = np.random.default_rng([seed, zlib.crc32(dataset.sources[src].name.encode())])
+                items = [items[j] for j in sorted(rng.choice(len(items), size=limit, replace=False))]
+            else:
+                items = items[:limit]
+        out += items
+    return sorted(out)
 
 
 def _gather(obj, accelerator):
@@ -114,16 +138,23 @@ def evaluate(
     panels: int = 0,
     progress: bool = True,
     dtype: str = "fp32",
+    selection: str = "first",
+    scenes: Collection[str] | None = None,
+    loss_fn: Callable | None = None,
 ) -> EvalResult:
     """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes of ``sources``.
 
     sources: ``SourceConfig``s (or dicts) naming ``root/<name>/<split>``; views: frames per scene;
-    max_scenes: first N scenes of each source (None = all); manifest: fixed frames per scene;
+    max_scenes: scenes per source (None = all; a source's own ``max_scenes`` wins), the first ones
+    or, with ``selection="random"``, a draw seeded by ``seed`` and the source name; scenes: evaluate
+    only these "<source>/<scene_id>" keys; manifest: fixed frames per scene;
     accelerator: an ``accelerate.Accelerator`` to split scenes across processes (None = one process);
     panels: number of scenes (from the start of the main process's shard) to render as
     RGB | GT | prediction | error panels; dtype: "fp32" or "bf16" (the model runs under
     ``torch.autocast`` with bfloat16 on the model's device, CPU or GPU; metrics in float32). A
     scene with fewer frames than ``views`` is evaluated with all its frames (``views_used``).
+    loss_fn(pred, gt, valid, conf) -> {term: float}: the training loss terms of one scene (normalized
+    units; (1, S, H, W) tensors), averaged over scenes into ``summary[dataset]["loss"]``.
     Returns an ``EvalResult`` (see ``write_outputs``).
     """
     if dtype not in DTYPES:
@@ -134,7 +165,7 @@ def evaluate(
     dataset = SceneEvalDataset(
         sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest
     )
-    indices = _scene_indices(dataset, max_scenes)[rank::world]
+    indices = _scene_indices(dataset, max_scenes, selection, seed, scenes)[rank::world]
     loader_kw = _loader_kwargs(num_workers, False, 2)
     loader_kw["persistent_workers"] = False
     loader = DataLoader(dataset, batch_size=1, sampler=indices, collate_fn=collate_eval, **loader_kw)
@@ -146,8 +177,8 @@ def evaluate(
         autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16,
                                   enabled=dtype == "bf16")
         with autocast:
-            rows, failures, frames, rendered = _predict_scenes(model, loader, device, global_value,
-                                                               panels if rank == 0 else 0, show)
+            rows, failures, frames, rendered, losses = _predict_scenes(
+                model, loader, device, global_value, panels if rank == 0 else 0, show, loss_fn)
     finally:
         model.train(was_training)
     all_rows = [r for part in _gather([rows], accelerator) for r in part]
@@ -158,6 +189,7 @@ def evaluate(
     summary = aggregate(all_rows) if all_rows else {}
     for name, value in global_value.items():
         summary.setdefault(name, {}).setdefault("global_constant", {})["value"] = value
+    _add_mean_losses(summary, [item for part in _gather([losses], accelerator) for item in part])
     return EvalResult(summary=summary, rows=all_rows, manifest=dict(sorted(all_frames.items())),
                       failures=all_failures, panels=rendered)
 
@@ -178,12 +210,21 @@ def _global_medians(loader, accelerator, progress: bool) -> dict[str, float]:
     return {name: hist.median() for name, hist in merged.items()}
 
 
-def _predict_scenes(model, loader, device, global_value: dict, panels: int, progress: bool):
+def _add_mean_losses(summary: dict, losses: list[tuple[str, dict]]) -> None:
+    """``summary[dataset]["loss"]``: each loss term averaged over the scenes of that dataset."""
+    by_dataset: dict[str, list[dict]] = {}
+    for name, terms in losses:
+        by_dataset.setdefault(name, []).append(terms)
+    for name, items in by_dataset.items():
+        summary.setdefault(name, {})["loss"] = {k: float(np.mean([t[k] for t in items])) for k in items[0]}
+
+
+def _predict_scenes(model, loader, device, global_value: dict, panels: int, progress: bool, loss_fn=None):
     """Pass 2: run the model on this process's scenes; returns (metric rows, failures, frames per
-    scene, rendered panels)."""
+    scene, rendered panels, [(dataset, loss terms)] when ``loss_fn`` is given)."""
     from tqdm.auto import tqdm
 
-    rows, failures, frames, rendered = [], [], {}, []
+    rows, failures, frames, rendered, losses = [], [], {}, [], []
     for batch in tqdm(loader, desc="eval pass 2/2 (model)", disable=not progress, unit="scene"):
         name, scene = (x if isinstance(x, str) else x[0] for x in (batch["dataset"], batch["scene"]))
         if batch["error"] is not None:  # an unusable scene comes as the item itself (plain strings)
@@ -193,6 +234,10 @@ def _predict_scenes(model, loader, device, global_value: dict, panels: int, prog
         out = model(batch["images"].to(device), batch["K"].to(device), batch["w2c"].to(device))
         pred = out["depth"][0].float().cpu()
         gt, valid = batch["depth"][0], batch["valid"][0]
+        if loss_fn is not None:
+            conf = out.get("conf")
+            losses.append((name, loss_fn(out["depth"].float().cpu(), gt[None], valid[None],
+                                         None if conf is None else conf.float().cpu())))
         new = scene_rows(pred, gt, valid, dataset=name, scene=scene)
         new += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
         rows += [{**r, "views": len(frames[f"{name}/{scene}"])} for r in new]
@@ -201,7 +246,7 @@ def _predict_scenes(model, loader, device, global_value: dict, panels: int, prog
 
             grid = views_grid(batch["images"][0], gt, pred, valid, max_views=4, channels_first=False)
             rendered.append((f"{name}_{scene}", grid))
-    return rows, failures, frames, rendered
+    return rows, failures, frames, rendered, losses
 
 
 def format_summary(summary: dict, keys: Sequence[str] = ("abs_rel", "delta1", "delta2", "delta3", "rmse", "log_rmse")) -> str:
@@ -239,8 +284,8 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
         for row in sorted(result.rows, key=lambda r: (r["dataset"], r["scene"], ROW_ORDER.index(r["mode"]), r["image"])):
             writer.writerow(row)
     paths["rows"] = atomic_write_bytes(out / "metrics_per_image.csv", buf.getvalue().encode())
-    manifest_doc = {"seed": (meta or {}).get("seed"), "views": (meta or {}).get("views"), "scenes": result.manifest}
-    paths["manifest"] = atomic_write_bytes(out / "manifest.json", json.dumps(manifest_doc, indent=1).encode())
+    paths["manifest"] = write_manifest(out / "manifest.json", result.manifest, seed=(meta or {}).get("seed"),
+                                       views=(meta or {}).get("views"))
     paths["table"] = atomic_write_bytes(out / "summary.md", (format_summary(result.summary) + "\n").encode())
     for name, panel in result.panels:
         paths[f"panel_{name}"] = save_png(out / "panels" / f"{name}.png", panel)

@@ -337,3 +337,43 @@ def test_resumed_optimizer_groups_carry_changed_weight_decay_and_betas(synth_roo
           resume=str(out / "checkpoints" / "step_0000001"))
     assert [r["weight_decay"] for r in records] == [[0.2, 0.0], [0.2, 0.0]]
     assert all(r["betas"] == [(0.8, 0.95)] * 2 for r in records)
+
+
+def test_validation_manifest_history_and_loss_terms(synth_root, tmp_path):
+    from depthpe.run.validation import read_val_history
+
+    val = {"sources": [{"name": "synth", "root": str(synth_root), "split": "val"}], "every": 2, "views": 3,
+           "max_scenes": 1, "selection": "random", "seed": 5, "panels": 0}
+    out = tmp_path / "run"
+    train(run_config(synth_root, out, train={"steps": 4, "checkpoint_every": 2}, val=val))
+    manifest = json.loads((out / "val_manifest.json").read_text())
+    assert manifest["seed"] == 5 and len(manifest["scenes"]) == 1 and len(next(iter(manifest["scenes"].values()))) == 3
+    history = read_val_history(out)
+    assert [(h["step"], h["dataset"]) for h in history] == [(2, "synth"), (4, "synth")]
+    for h in history:
+        assert set(h["loss"]) >= {"l1", "grad", "total"} and h["loss"]["total"] > 0
+        assert h["metrics"]["native"]["n_scenes"] == 1 and "abs_rel" in h["metrics"]["native"]
+    # another run (other encoding) validates on exactly this run's views
+    other = tmp_path / "other"
+    train(run_config(synth_root, other, model={**MICRO_MODEL, "global_pe": "prope"}, train={"steps": 2},
+                     val={**val, "selection": "first", "manifest": str(out / "val_manifest.json")}))
+    assert json.loads((other / "val_summary.json").read_text())["summary"]["synth"]["native"]["n_scenes"] == 1
+    assert not (other / "val_manifest.json").exists()  # it used the given one
+    # resuming from step 2 drops the step-4 line and redoes it
+    train(run_config(synth_root, out, train={"steps": 4, "checkpoint_every": 2}, val=val),
+          resume=str(out / "checkpoints" / "step_0000002"))
+    again = read_val_history(out)
+    assert [h["step"] for h in again] == [2, 4] and again[1]["loss"] == history[1]["loss"]
+
+
+def test_random_scene_selection_is_seeded_per_source(synth_root):
+    from depthpe.data.dataset import SceneEvalDataset
+    from depthpe.evaluation import _scene_indices
+
+    ds = SceneEvalDataset([{"name": "synth", "root": str(synth_root), "split": "train"}], views=2, seed=0, image_width=42)
+    assert _scene_indices(ds, 2) == [0, 1]
+    draws = {tuple(_scene_indices(ds, 2, "random", seed)) for seed in range(12)}
+    assert len(draws) > 1 and all(len(d) == 2 for d in draws)  # the seed changes the draw
+    assert _scene_indices(ds, 2, "random", 3) == _scene_indices(ds, 2, "random", 3)
+    assert _scene_indices(ds, None, "random", 3) == [0, 1, 2]
+    assert _scene_indices(ds, 5, "first", scenes={"synth/train_000002"}) == [2]

@@ -58,6 +58,8 @@ class SourceConfig:
     window: half-width of the window in frames (widened when the scene is shorter than S frames).
     min_valid_fraction: override of ``DataConfig.min_valid_fraction`` for this source (None = inherit).
     dataset: folder name under ``root`` if it differs from ``name`` (None = ``name``).
+    max_scenes: validation/evaluation only: scenes of this source to evaluate (None = the
+        ``val.max_scenes`` of the run); e.g. 2000 for CO3D next to ``val.max_scenes: null`` (all).
     """
 
     name: str
@@ -68,10 +70,13 @@ class SourceConfig:
     window: int = 30
     min_valid_fraction: float | None = None
     dataset: str | None = None
+    max_scenes: int | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("a data source needs a name")
+        if self.max_scenes is not None and self.max_scenes < 1:
+            raise ValueError(f"source {self.name!r}: max_scenes must be >= 1 or null, got {self.max_scenes}")
         self.weight = float(self.weight)
         if not self.weight >= 0:
             raise ValueError(f"source {self.name!r}: weight must be >= 0, got {self.weight}")

@@ -64,7 +64,9 @@ def _check_data(cfg: RunConfig) -> None:
 
 
 def _check_files(cfg: RunConfig) -> None:
-    """Local weight files named by the config exist; optional tracker packages are installed."""
+    """Local files named by the config exist; optional tracker packages are installed."""
+    if cfg.val.manifest and not Path(cfg.val.manifest).is_file():
+        raise ConfigError(f"val.manifest: {cfg.val.manifest} not found (give the val_manifest.json of a run, or null)")
     weights = cfg.model.backbone_weights
     if weights and not Path(weights).is_file():
         raise ConfigError(f"model.backbone_weights: {weights} not found (give an existing file or null)")

@@ -122,8 +122,13 @@ class TrainLoopConfig:
 class ValConfig:
     """Periodic validation on held-out scenes (``every`` optimizer steps; 0 = only at the end).
 
-    views: frames per scene; max_scenes: first N scenes per source (None = all); image_width: None =
-    ``data.image_width``; panels: scenes rendered as depth panels for the trackers; seed: view choice.
+    views: frames per scene; max_scenes: scenes per source (None = all; a source's own
+    ``max_scenes`` wins); selection: ``first`` (index order) or ``random`` (a draw seeded by
+    ``seed`` and the source name, the paper's protocol); the scenes and views of the first
+    validation are written to ``<output_dir>/val_manifest.json`` and reused by every later one (and
+    by resumed runs); manifest: a val_manifest.json of another run to validate on exactly its views;
+    image_width: None = ``data.image_width``; panels: scenes rendered as depth panels for the
+    trackers; seed: scene draw and view choice.
     """
 
     sources: list[SourceConfig] = field(default_factory=list)
@@ -133,9 +138,12 @@ class ValConfig:
     image_width: Optional[int] = None
     panels: int = 2
     seed: int = 0
+    selection: str = "first"
+    manifest: Optional[str] = None
 
     def __post_init__(self):
         self.sources = [s if isinstance(s, SourceConfig) else SourceConfig.from_dict(s) for s in self.sources]
+        _require(self.selection in ("first", "random"), f"val.selection must be 'first' or 'random', got {self.selection!r}")
         _require(self.every >= 0, f"val.every must be >= 0, got {self.every}")
         _require(self.views >= 2, f"val.views must be >= 2 (normalization needs a second view), got {self.views}")
         _require(self.max_scenes is None or self.max_scenes >= 1, f"val.max_scenes must be >= 1 or null, got {self.max_scenes}")

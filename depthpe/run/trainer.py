@@ -31,6 +31,8 @@ from .preflight import Preflight, preflight
 from .schema import RunConfig
 from .state import TrainState
 from .step import StepResult, run_step
+from .validation import (append_val_history, loss_terms_fn, read_val_manifest, trim_val_history,
+                         val_manifest_file)
 from .tracking import close_logging, flat_hparams, get_run_logger, log_panels, setup_logging, tracker_init_kwargs
 
 __all__ = ["Run", "train", "make_accelerator", "start_run", "log_step", "validate", "checkpoint", "push", "finish"]
@@ -132,6 +134,8 @@ def _restore(accelerator, checked: Preflight, state: TrainState, optimizer, cfg:
     doc = json.loads((checked.checkpoint / STATE_FILE).read_text())
     state.load_json(doc)
     log.info(f"resumed from {checked.checkpoint} at step {state.step}")
+    if accelerator.is_main_process and trim_val_history(Path(cfg.output_dir), state.step):
+        log.info(f"dropped validation lines after step {state.step} from val_history.jsonl (they will be redone)")
     for change in checked.changes:
         log.info(f"resuming with a changed setting: {change}")
     saved_world = doc.get("world_size", state.world_size)
@@ -195,25 +199,44 @@ def log_step(run: Run, result: StepResult) -> None:
 
 
 def validate(run: Run) -> dict | None:
-    """Evaluate the model on ``val.sources`` (every process takes a share of the scenes); the main
-    process logs the table, sends scalars and panels to the trackers and writes val_summary.json.
-    Returns the summary ({dataset: {row: metrics}})."""
+    """Evaluate the model on ``val.sources`` (every process takes a share of the scenes) with the
+    loss terms of training, on the scenes and views of the run's validation manifest once it exists;
+    the main process logs the table, sends scalars and panels to the trackers, writes the manifest
+    (first time), val_summary.json and a val_history.jsonl line per dataset. Returns the summary."""
     from ..evaluation import evaluate, format_summary
+
+    cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
+    manifest = read_val_manifest(cfg)
+    result = evaluate(accelerator.unwrap_model(run.model), cfg.val.sources, views=cfg.val.views, seed=cfg.val.seed,
+                      image_width=cfg.val.image_width or cfg.data.image_width, max_scenes=cfg.val.max_scenes,
+                      accelerator=accelerator, panels=cfg.val.panels, progress=False, selection=cfg.val.selection,
+                      manifest=manifest, scenes=set(manifest) if manifest else None,
+                      loss_fn=loss_terms_fn(cfg.loss))
+    if accelerator.is_main_process:
+        _record_validation(run, result, first=manifest is None)
+        log.info(f"validation at step {step}:\n{format_summary(result.summary, ('abs_rel', 'delta1'))}")
+    return result.summary
+
+
+def _record_validation(run: Run, result, *, first: bool) -> None:
+    """Main process: trackers (metrics, loss terms, panels), the manifest (first validation),
+    val_summary.json, val_history.jsonl and the model card's latest table."""
+    from ..evaluation import write_manifest
     from ..hub import write_val_summary
 
     cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
-    result = evaluate(accelerator.unwrap_model(run.model), cfg.val.sources, views=cfg.val.views, seed=cfg.val.seed,
-                      image_width=cfg.val.image_width or cfg.data.image_width, max_scenes=cfg.val.max_scenes,
-                      accelerator=accelerator, panels=cfg.val.panels, progress=False)
-    if accelerator.is_main_process:
-        accelerator.log({f"val/{ds}/{mode}/{k}": v[k] for ds, modes in result.summary.items()
-                         for mode, v in modes.items() for k in ("abs_rel", "delta1") if k in v}, step=step)
-        log_panels(accelerator.trackers, result.panels, step)
-        log.info(f"validation at step {step}:\n{format_summary(result.summary, ('abs_rel', 'delta1'))}")
-        write_val_summary(run.output_dir, step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
-        if run.hub is not None:
-            run.hub.record_validation(step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
-    return result.summary
+    scalars = {f"val/{ds}/{mode}/{k}": v[k] for ds, modes in result.summary.items()
+               for mode, v in modes.items() if mode != "loss" for k in ("abs_rel", "delta1") if k in v}
+    scalars.update({f"val/{ds}/loss/{k}": v for ds, modes in result.summary.items()
+                    for k, v in modes.get("loss", {}).items()})
+    accelerator.log(scalars, step=step)
+    log_panels(accelerator.trackers, result.panels, step)
+    if first:
+        write_manifest(val_manifest_file(cfg), result.manifest, seed=cfg.val.seed, views=cfg.val.views)
+    write_val_summary(run.output_dir, step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
+    append_val_history(run.output_dir, step, result.summary)
+    if run.hub is not None:
+        run.hub.record_validation(step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
 
 
 def checkpoint(run: Run) -> Path:
