@@ -22,6 +22,8 @@ COMMANDS = {
     "index": "depthpe.commands.index",
     "bench": "depthpe.commands.bench",
     "push": "depthpe.commands.push",
+    "compare": "depthpe.commands.compare",
+    "plot": "depthpe.commands.plot",
 }
 
 

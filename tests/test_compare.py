@@ -1,0 +1,197 @@
+"""``depthpe compare``: evaluation folders written by hand with known numbers, checked against NumPy."""
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from depthpe.cli import main
+from depthpe.compare import bootstrap_interval, paired_comparison, run_compare
+from depthpe.config import ConfigError
+
+GROUPS = ("rope", "prope")
+SEEDS = (0, 1, 2)
+SCENES = [f"val_{i:06d}" for i in range(5)]
+IMAGES = 2
+ROWS = ("native", "scene_aligned", "image_aligned", "global_constant", "scene_constant")
+METRICS = ("abs_rel", "delta1", "delta2", "delta3", "rmse", "log_rmse")
+MANIFEST = {f"synth/{s}": [0, 2, 3] for s in SCENES}
+
+
+def write_run(root, name, *, seed, config=None, summary, images, manifest=MANIFEST, eval_name="eval"):
+    """A run folder ``root/name`` with config.yaml and an ``eval_name`` evaluation folder:
+    ``summary``: {row: {metric: value}}; ``images``: {scene: [native abs_rel per image]}."""
+    from depthpe.run import RunConfig, save_run_config
+    from tests.test_training import MICRO_MODEL
+
+    run = root / name
+    cfg = {"output_dir": str(run), "seed": seed, "model": {**MICRO_MODEL, "global_pe": "rope"}}
+    for key, value in (config or {}).items():
+        section, _, field = key.partition(".")
+        cfg.setdefault(section, {})[field] = value
+    run.mkdir(parents=True)
+    save_run_config(RunConfig.from_dict(cfg), run / "config.yaml")
+    out = run / eval_name
+    out.mkdir()
+    rows = {r: {**{m: 0.5 for m in METRICS}, **summary.get(r, {}), "n_scenes": len(images), "n_images": 2 * len(images)}
+            for r in ROWS}
+    meta = {"model": str(run / "final"), "views": 3, "seed": 0, "global_pe": cfg["model"]["global_pe"]}
+    (out / "summary.json").write_text(json.dumps({"meta": meta, "summary": {"synth": rows}, "failures": []}))
+    (out / "manifest.json").write_text(json.dumps({"seed": 0, "views": 3, "scenes": manifest}))
+    with open(out / "metrics_per_image.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["dataset", "scene", "image", "mode", "abs_rel", "delta1", "n_valid"])
+        writer.writeheader()
+        for scene, values in images.items():
+            for i, value in enumerate(values):
+                writer.writerow({"dataset": "synth", "scene": scene, "image": i, "mode": "native",
+                                 "abs_rel": value, "delta1": 0.5, "n_valid": 100})
+                writer.writerow({"dataset": "synth", "scene": scene, "image": i, "mode": "scene_aligned",
+                                 "abs_rel": 9.0, "delta1": 0.5, "n_valid": 100})
+            writer.writerow({"dataset": "synth", "scene": scene, "image": IMAGES, "mode": "native",
+                             "abs_rel": "nan", "delta1": "nan", "n_valid": 0})  # an empty image: left out
+    return run
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """2 groups x 3 seeds x 5 scenes; prope is worse than rope by 0.05 per scene plus noise."""
+    root = tmp_path_factory.mktemp("study")
+    rng = np.random.default_rng(1)
+    numbers = {}
+    for g, pe in enumerate(GROUPS):
+        for seed in SEEDS:
+            summary = {row: {"abs_rel": float(rng.uniform(0.2, 0.9)), "delta1": float(rng.uniform(0.2, 0.9))}
+                       for row in ROWS}
+            images = {s: [float(0.3 + 0.02 * k + 0.05 * g + rng.normal(0, 0.01)) for _ in range(IMAGES)]
+                      for k, s in enumerate(SCENES)}
+            run = write_run(root, f"{pe}_s{seed}", seed=seed, config={"model.global_pe": pe}, summary=summary,
+                            images=images)
+            numbers[(pe, seed)] = {"summary": summary, "images": images, "eval": run / "eval", "run": run}
+    return root, numbers
+
+
+def evals(numbers, groups=GROUPS):
+    return [str(numbers[(g, s)]["eval"]) for g in groups for s in SEEDS]
+
+
+def test_mean_std_and_baseline_ratios_match_numpy(study):
+    _, numbers = study
+    result, markdown, meta = run_compare(evals(numbers), n_boot=200)
+    for pe in GROUPS:
+        stats = result["datasets"]["synth"][pe]["stats"]
+        assert result["datasets"]["synth"][pe]["n_seeds"] == 3
+        per = [numbers[(pe, s)]["summary"] for s in SEEDS]
+        for name, row, metric in (("native_abs_rel", "native", "abs_rel"), ("scene_aligned_delta1", "scene_aligned", "delta1")):
+            values = np.array([p[row][metric] for p in per])
+            assert stats[name]["mean"] == pytest.approx(values.mean(), rel=1e-12)
+            assert stats[name]["std"] == pytest.approx(values.std(ddof=1), rel=1e-12)
+        for name, base in (("ratio_global_constant", "global_constant"), ("ratio_scene_constant", "scene_constant")):
+            ratios = np.array([p["native"]["abs_rel"] / p[base]["abs_rel"] for p in per])
+            assert stats[name]["mean"] == pytest.approx(ratios.mean(), rel=1e-12)
+            assert stats[name]["std"] == pytest.approx(ratios.std(ddof=1), rel=1e-12)
+        mean, std = stats["native_abs_rel"]["mean"], stats["native_abs_rel"]["std"]
+        assert f"| {pe} | 3 | {mean:.4f} ± {std:.4f} |" in markdown
+    assert meta["same_manifest"] and result["reference"] == "rope"
+
+
+def expected_scene_values(numbers, pe):
+    """Per scene: mean over images, then mean over seeds (NumPy, from the numbers written)."""
+    return np.array([np.mean([np.mean(numbers[(pe, s)]["images"][sc]) for s in SEEDS]) for sc in SCENES])
+
+
+def test_paired_difference_and_bootstrap_interval(study):
+    _, numbers = study
+    result, markdown, _ = run_compare(evals(numbers), n_boot=10_000, seed=3)
+    paired = result["datasets"]["synth"]["prope"]["paired"]
+    diffs = expected_scene_values(numbers, "prope") - expected_scene_values(numbers, "rope")
+    assert paired["n_scenes"] == 5
+    assert paired["mean"] == pytest.approx(diffs.mean(), abs=1e-12)
+    assert paired["low"] <= diffs.mean() <= paired["high"]
+    assert diffs.min() <= paired["low"] and paired["high"] <= diffs.max()
+    assert paired["excludes_zero"] and paired["low"] > 0.03  # prope is worse by about 0.05
+    assert "| yes |" in markdown and "(reference)" in markdown
+    again, _, _ = run_compare(evals(numbers), n_boot=10_000, seed=3)
+    assert again["datasets"]["synth"]["prope"]["paired"] == paired  # seeded
+    # the reference compared with itself: difference 0 and interval [0, 0]
+    ref = result["datasets"]["synth"]["rope"]["paired"]
+    assert ref["mean"] == 0 and (ref["low"], ref["high"]) == (0, 0) and not ref["excludes_zero"]
+    flipped, _, _ = run_compare(evals(numbers), reference="prope", n_boot=10_000, seed=3)
+    assert flipped["datasets"]["synth"]["rope"]["paired"]["mean"] == pytest.approx(-diffs.mean(), abs=1e-12)
+
+
+def test_bootstrap_interval_against_normal_theory():
+    rng = np.random.default_rng(0)
+    diffs = rng.normal(0.1, 1.0, size=400)
+    low, high = bootstrap_interval(diffs, n=10_000, seed=0)
+    half = 1.96 * diffs.std(ddof=1) / math.sqrt(diffs.size)
+    assert low == pytest.approx(diffs.mean() - half, abs=0.15 * half)
+    assert high == pytest.approx(diffs.mean() + half, abs=0.15 * half)
+    assert bootstrap_interval([0.2] * 7, n=500) == (pytest.approx(0.2), pytest.approx(0.2))
+    same = {f"s{i}": float(v) for i, v in enumerate(diffs[:20])}
+    assert paired_comparison(same, same, n_boot=1000) == {"n_scenes": 20, "mean": 0.0, "low": 0.0, "high": 0.0,
+                                                           "excludes_zero": False}
+
+
+def test_different_manifests_are_refused(study, tmp_path, capsys):
+    root, numbers = study
+    other = {**MANIFEST, f"synth/{SCENES[0]}": [0, 1, 2]}
+    images = {s: [0.4, 0.4] for s in SCENES[:3]}
+    odd = write_run(tmp_path, "gta_s0", seed=0, config={"model.global_pe": "gta"}, summary={}, images=images,
+                    manifest=other)
+    inputs = [str(numbers[("rope", 0)]["eval"]), str(odd / "eval")]
+    with pytest.raises(ConfigError, match="different manifests.*other frames in 1 scene"):
+        run_compare(inputs)
+    assert main(["compare", *inputs]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "--allow-different-manifests" in err and "\n" not in err
+    result, markdown, meta = run_compare(inputs, allow_different_manifests=True, n_boot=100)
+    assert not meta["same_manifest"] and "DIFFERENT" in markdown
+    assert result["datasets"]["synth"]["gta"]["paired"]["n_scenes"] == 3  # the common scenes
+
+
+def test_group_by_another_key_and_mixed_groups_refused(tmp_path):
+    images = {s: [0.3, 0.3] for s in SCENES}
+    for lr in (1e-3, 1e-4):
+        for seed in (0, 1):
+            write_run(tmp_path, f"lr{lr}_s{seed}", seed=seed, config={"optim.lr": lr}, summary={}, images=images)
+    inputs = [str(tmp_path / f"lr{lr}_s{seed}") for lr in (1e-3, 1e-4) for seed in (0, 1)]  # run folders
+    result, markdown, _ = run_compare(inputs, group_by="optim.lr", n_boot=100)
+    assert list(result["datasets"]["synth"]) == ["0.001", "0.0001"]
+    assert result["datasets"]["synth"]["0.0001"]["seeds"] == [0, 1]
+    with pytest.raises(ConfigError, match=r"differ in optim\.lr .*not only in the seed"):
+        run_compare(inputs)  # all "rope": one group whose runs differ in optim.lr
+    with pytest.raises(ConfigError, match="no such key.*did you mean 'optim.lr'"):
+        run_compare(inputs, group_by="optim.lrr")
+    with pytest.raises(ConfigError, match="same seed"):
+        run_compare([inputs[0], inputs[0]], group_by="optim.lr")
+
+
+def test_one_seed_notes_and_cli_outputs(study, tmp_path, capsys):
+    _, numbers = study
+    out = tmp_path / "cmp"
+    args = ["compare", str(numbers[("rope", 0)]["eval"]), str(numbers[("prope", 0)]["run"]), "--bootstrap", "300",
+            "--reference", "prope", "--dataset", "synth", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "### synth" in printed and "± - |" in printed  # one seed: no std
+    assert "Note: the groups also differ in model.global_pe" not in printed
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["meta"]["reference"] == "prope" and doc["meta"]["bootstrap"] == 300
+    assert doc["result"]["datasets"]["synth"]["rope"]["stats"]["native_abs_rel"]["std"] is None
+    assert (out / "compare.md").read_text().strip() in printed
+    assert main(["compare", str(numbers[("rope", 0)]["eval"]), "--reference", "nope"]) == 2
+    assert "no such group" in capsys.readouterr().err
+    assert main(["compare", str(numbers[("rope", 0)]["eval"]), "--dataset", "co3d"]) == 2
+    assert "not in the evaluation" in capsys.readouterr().err
+
+
+def test_run_folder_with_several_evaluations_asks_for_one(study, tmp_path):
+    run = write_run(tmp_path, "two", seed=0, summary={}, images={SCENES[0]: [0.1, 0.2]})
+    (run / "eval_b").mkdir()
+    (run / "eval_b" / "summary.json").write_text((run / "eval" / "summary.json").read_text())
+    with pytest.raises(ConfigError, match="several evaluations"):
+        run_compare([str(run)])
+    with pytest.raises(ConfigError, match="neither an evaluation folder"):
+        run_compare([str(tmp_path)])
