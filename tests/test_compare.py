@@ -171,6 +171,8 @@ def test_group_by_another_key_and_mixed_groups_refused(tmp_path):
 def test_one_seed_notes_and_cli_outputs(study, tmp_path, capsys):
     _, numbers = study
     out = tmp_path / "cmp"
+    line = {"step": 1000, "dataset": "synth", "metrics": {"native": {"abs_rel": 0.4, "delta1": 0.6}}}
+    (numbers[("prope", 0)]["run"] / "val_history.jsonl").write_text(json.dumps(line) + "\n")
     args = ["compare", str(numbers[("rope", 0)]["eval"]), str(numbers[("prope", 0)]["run"]), "--bootstrap", "300",
             "--reference", "prope", "--dataset", "synth", "--out", str(out)]
     assert main(args) == 0
@@ -181,6 +183,7 @@ def test_one_seed_notes_and_cli_outputs(study, tmp_path, capsys):
     assert doc["meta"]["reference"] == "prope" and doc["meta"]["bootstrap"] == 300
     assert doc["result"]["datasets"]["synth"]["rope"]["stats"]["native_abs_rel"]["std"] is None
     assert (out / "compare.md").read_text().strip() in printed
+    assert sorted(p.name for p in (out / "curves").iterdir()) == ["curves_synth.png", "curves_synth.svg"]
     assert main(["compare", str(numbers[("rope", 0)]["eval"]), "--reference", "nope"]) == 2
     assert "no such group" in capsys.readouterr().err
     assert main(["compare", str(numbers[("rope", 0)]["eval"]), "--dataset", "co3d"]) == 2

@@ -15,7 +15,8 @@ default model.global_pe); the runs of one group must differ only in seed, output
 seeds of native and scene-aligned AbsRel and delta1, native AbsRel over the global-constant and
 scene-constant baselines, and the per-scene paired difference of native AbsRel against the
 reference group with a bootstrap 95% interval over scenes. Evaluations on different manifests are
-refused unless --allow-different-manifests. With --out, writes compare.md and compare.json.
+refused unless --allow-different-manifests. With --out, writes compare.md and compare.json, and
+the validation curves of the runs that have a val_history.jsonl to curves/ (as `depthpe plot`).
 How to compare encodings honestly: docs/compare.md."""
 
 
@@ -37,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
-        from ..compare import run_compare, write_compare
+        from ..compare import run_compare, write_compare, write_curves
 
         result, markdown, meta = run_compare(
             args.inputs, group_by=args.group_by, reference=args.reference, datasets=args.dataset,
@@ -46,5 +47,7 @@ def run(args: argparse.Namespace) -> int:
         if args.out:
             paths = write_compare(result, markdown, args.out, meta)
             print(f"wrote {paths['markdown']} and {paths['json']}")
+            for figure in write_curves(meta, args.out):
+                print(f"wrote {figure.png} and {figure.svg} (validation curves)")
         return 0
     return USAGE_ERROR_STATUS
