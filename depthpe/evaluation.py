@@ -141,6 +141,7 @@ def evaluate(
     selection: str = "first",
     scenes: Collection[str] | None = None,
     loss_fn: Callable | None = None,
+    scale_reference: str = "others",
 ) -> EvalResult:
     """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes of ``sources``.
 
@@ -155,6 +156,7 @@ def evaluate(
     scene with fewer frames than ``views`` is evaluated with all its frames (``views_used``).
     loss_fn(pred, gt, valid, conf) -> {term: float}: the training loss terms of one scene (normalized
     units; (1, S, H, W) tensors), averaged over scenes into ``summary[dataset]["loss"]``.
+    scale_reference: the unit GT is normalized to; use the model's own (training_inputs.json).
     Returns an ``EvalResult`` (see ``write_outputs``).
     """
     if dtype not in DTYPES:
@@ -163,7 +165,8 @@ def evaluate(
     world = accelerator.num_processes if accelerator is not None else 1
     device = accelerator.device if accelerator is not None else next(model.parameters()).device
     dataset = SceneEvalDataset(
-        sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest
+        sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest,
+        scale_reference=scale_reference,
     )
     indices = _scene_indices(dataset, max_scenes, selection, seed, scenes)[rank::world]
     loader_kw = _loader_kwargs(num_workers, False, 2)
@@ -327,6 +330,14 @@ def input_size(model: str, revision: str | None, image_width: int | None) -> tup
                                         "from the model's training inputs (training_inputs.json)")
 
 
+def _model_scale_reference(model: str, revision: str | None) -> str:
+    """The scene unit the model was trained in (training_inputs.json; ``others`` without one)."""
+    from .model.training_inputs import read_training_inputs
+
+    inputs = read_training_inputs(model, revision)
+    return inputs.scale_reference if inputs else "others"
+
+
 def usable_sources(sources: Sequence[SourceConfig], *, named: bool) -> tuple[list[SourceConfig], list[str]]:
     """The sources whose index lists at least one scene of two or more frames, and one warning per
     empty source left out. ``named``: the user named the datasets (``--datasets``), so an empty one
@@ -395,6 +406,7 @@ def run_evaluation(args) -> EvalResult:
         raise ConfigError(str(err)) from None
     sources, warnings = usable_sources(sources, named=bool(args.datasets))
     width, aspect, note = input_size(args.model, args.revision, args.image_width)
+    scale_reference = _model_scale_reference(args.model, args.revision)
     accelerator = Accelerator(cpu=args.cpu)
     model = DepthModel.from_pretrained(args.model, revision=args.revision).to(accelerator.device)
     dtype = getattr(args, "dtype", "fp32")
@@ -404,11 +416,12 @@ def run_evaluation(args) -> EvalResult:
         print(f"evaluating at {note}" + (", bf16 autocast" if dtype == "bf16" else ""), flush=True)
     result = evaluate(model, sources, views=args.views, seed=args.seed, image_width=width, aspect=aspect,
                       max_scenes=args.scenes, manifest=load_manifest(args.manifest), accelerator=accelerator,
-                      num_workers=args.num_workers, panels=args.panels, dtype=dtype)
+                      num_workers=args.num_workers, panels=args.panels, dtype=dtype, scale_reference=scale_reference)
     if accelerator.is_main_process:
         meta = {"model": args.model, "revision": args.revision, "data": args.data, "split": args.split,
                 "views": args.views, "seed": args.seed, "image_width": width, "aspect": aspect,
-                "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": dtype}
+                "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": dtype,
+                "scale_reference": scale_reference}
         write_outputs(result, args.out, meta=meta)
         _report(result, args)
     accelerator.wait_for_everyone()

@@ -32,6 +32,7 @@ __all__ = [
     "resize_intrinsics",
     "normalize_scene",
     "mean_center_distance",
+    "SCALE_REFERENCES",
 ]
 
 
@@ -226,17 +227,25 @@ def resize_intrinsics(K: torch.Tensor, scale_x: float, scale_y: float) -> torch.
     return out
 
 
-def mean_center_distance(w2c: torch.Tensor) -> torch.Tensor:
-    """Mean distance of the camera centres of views 1..S-1 to the centre of view 0.
+SCALE_REFERENCES = ("others", "all")
+
+
+def mean_center_distance(w2c: torch.Tensor, scale_reference: str = "others") -> torch.Tensor:
+    """Mean distance of the camera centres to the centre of view 0, over views 1..S-1
+    (``scale_reference="others"``, depthpe's default) or over all S views, the reference's own zero
+    distance included (``"all"``: (S-1)/S times the former; the other reading of the DPPE paper).
 
     w2c: (..., S, 3|4, 4) with S >= 2 -> (...). This is the scene scale (docs/conventions.md).
     """
+    if scale_reference not in SCALE_REFERENCES:
+        raise ValueError(f"scale_reference must be one of {SCALE_REFERENCES}, got {scale_reference!r}")
     if w2c.shape[-3] < 2:
         raise DegenerateSceneError(
             f"scene normalization needs at least 2 views, got {w2c.shape[-3]}"
         )
     c = camera_centers(w2c)
-    return (c[..., 1:, :] - c[..., :1, :]).norm(dim=-1).mean(dim=-1)
+    others = (c[..., 1:, :] - c[..., :1, :]).norm(dim=-1).mean(dim=-1)
+    return others if scale_reference == "others" else others * ((w2c.shape[-3] - 1) / w2c.shape[-3])
 
 
 def normalize_scene(
@@ -245,6 +254,7 @@ def normalize_scene(
     *,
     scale: torch.Tensor | float | None = None,
     min_scale: float = 1e-6,
+    scale_reference: str = "others",
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Express a multi-view sample in the normalized frame of its reference view (view 0).
 
@@ -253,7 +263,8 @@ def normalize_scene(
     (``w2c_i @ inv(w2c_0)``), then divide translations and depths by ``scale``, the mean distance of
     the camera centres of views 1..S-1 to the reference centre (``mean_center_distance``).
 
-    ``scale`` may be passed explicitly (scalar or (...)) for samples whose cameras do not move.
+    ``scale`` may be passed explicitly (scalar or (...)) for samples whose cameras do not move;
+    ``scale_reference``: which cameras the mean runs over (``mean_center_distance``).
     Returns ``(w2c_norm (..., S, 4, 4), depth_norm or None, scale (...))``; invalid depth stays 0.
     Raises ``DegenerateSceneError`` if the computed scale is below ``min_scale`` or not finite.
     """
@@ -263,7 +274,7 @@ def normalize_scene(
     eye = torch.eye(4, dtype=rel.dtype, device=rel.device)
     rel = torch.cat([eye.expand_as(rel[..., :1, :, :]), rel[..., 1:, :, :]], dim=-3)
     if scale is None:
-        scale_t = mean_center_distance(w2c4)
+        scale_t = mean_center_distance(w2c4, scale_reference)
         if not torch.isfinite(scale_t).all() or (scale_t < min_scale).any():
             raise DegenerateSceneError(
                 "the camera centres of views 1..S-1 coincide with the reference camera "

@@ -233,10 +233,12 @@ def _autocast(device: torch.device, dtype: str):
 
 
 @torch.no_grad()
-def run_views(model, images: np.ndarray, K: np.ndarray, w2c: np.ndarray | None, dtype: str = "fp32"):
+def run_views(model, images: np.ndarray, K: np.ndarray, w2c: np.ndarray | None, dtype: str = "fp32",
+              scale_reference: str = "others"):
     """One prediction of S views. images: (S, H, W, 3) uint8; K: (S, 3, 3); w2c: (S, 3, 4) in the
     caller's frame and unit, or None (identity poses, scale 1). Returns (depth (S, H, W) float32 in
-    the caller's unit, conf (S, H, W) float32): the scene is normalized (``normalize_scene``), the
+    the caller's unit, conf (S, H, W) float32): the scene is normalized (``normalize_scene`` with
+    the model's ``scale_reference``), the
     model runs under ``dtype`` ("bf16" autocast or "fp32"), and depth is multiplied back in float64."""
     from .geometry import DegenerateSceneError, normalize_scene
 
@@ -245,7 +247,8 @@ def run_views(model, images: np.ndarray, K: np.ndarray, w2c: np.ndarray | None, 
     scale = 1.0 if w2c is None or S == 1 else None
     poses = np.tile(np.eye(4)[:3], (S, 1, 1)) if w2c is None else w2c
     try:
-        w2c_n, _, s = normalize_scene(torch.as_tensor(poses, dtype=torch.float64)[None], scale=scale)
+        w2c_n, _, s = normalize_scene(torch.as_tensor(poses, dtype=torch.float64)[None], scale=scale,
+                                      scale_reference=scale_reference)
     except DegenerateSceneError as err:
         raise ConfigError(f"the cameras of one prediction do not move ({err}); depth needs camera motion "
                           "to have a scale (check the poses, or predict more views together)") from err
@@ -308,7 +311,8 @@ def predict(model, images, cameras=None, *, max_views: int | None = None, device
         notes.append("one view per prediction: no camera motion, so depth is in the model's normalized unit")
     results: dict[int, ImagePrediction] = {}
     for plan in tqdm(plans, desc="predict", unit="prediction", disable=not progress):
-        depth, conf = run_views(model, frames_in[plan], K[plan], None if w2c is None else w2c[plan], dtype)
+        depth, conf = run_views(model, frames_in[plan], K[plan], None if w2c is None else w2c[plan], dtype,
+                                inputs.scale_reference if inputs else "others")
         targets = plan if mode == "all" else plan[:1]
         for j, i in enumerate(targets):
             pose = w2c[i] if w2c is not None else np.eye(4)[:3]

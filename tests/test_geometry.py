@@ -161,3 +161,19 @@ def test_intrinsics_crop_resize_reprojection():
     uv2, _ = G.project_points(X, K2)
     expected = torch.stack([sx * (uv[:, 0] - l + 0.5) - 0.5, sy * (uv[:, 1] - t + 0.5) - 0.5], -1)
     torch.testing.assert_close(uv2, expected, atol=1e-12, rtol=0)
+
+
+def test_scale_reference_all_includes_the_reference_camera():
+    from depthpe.geometry import mean_center_distance, normalize_scene
+
+    w2c = torch.eye(4, dtype=torch.float64).repeat(1, 4, 1, 1)
+    w2c[0, 1:, 0, 3] = torch.tensor([-1.0, -2.0, -3.0])  # centres at x = 1, 2, 3
+    assert float(mean_center_distance(w2c)) == pytest.approx(2.0)
+    assert float(mean_center_distance(w2c, "all")) == pytest.approx(6.0 / 4)  # (0 + 1 + 2 + 3) / 4
+    depth = torch.full((1, 4, 2, 2), 3.0, dtype=torch.float64)
+    _, d_others, s_others = normalize_scene(w2c, depth)
+    _, d_all, s_all = normalize_scene(w2c, depth, scale_reference="all")
+    assert float(s_all) == pytest.approx(float(s_others) * 3 / 4)  # unit changes by S / (S - 1)
+    assert torch.allclose(d_all, d_others * 4 / 3)
+    with pytest.raises(ValueError, match="scale_reference"):
+        mean_center_distance(w2c, "mean")

@@ -377,3 +377,23 @@ def test_random_scene_selection_is_seeded_per_source(synth_root):
     assert _scene_indices(ds, 2, "random", 3) == _scene_indices(ds, 2, "random", 3)
     assert _scene_indices(ds, None, "random", 3) == [0, 1, 2]
     assert _scene_indices(ds, 5, "first", scenes={"synth/train_000002"}) == [2]
+
+
+def test_scale_reference_is_recorded_and_used_by_evaluation(synth_root, tmp_path):
+    from depthpe.eval import main as eval_main
+    from depthpe.evaluation import discover_sources, evaluate
+    from depthpe.model import DepthModel
+    from depthpe.model.training_inputs import read_training_inputs
+
+    final = train(run_config(synth_root, tmp_path / "run", data={"scale_reference": "all"},
+                             train={"steps": 1, "checkpoint_every": 0}))
+    assert read_training_inputs(final).scale_reference == "all"
+    assert eval_main(["--model", str(final), "--data", str(synth_root), "--views", "3", "--out", str(tmp_path / "e"),
+                      "--num-workers", "0", "--panels", "0", "--cpu"]) == 0
+    doc = json.loads((tmp_path / "e" / "summary.json").read_text())
+    assert doc["meta"]["scale_reference"] == "all"
+    model, sources = DepthModel.from_pretrained(final), discover_sources(synth_root, "val")
+    ours = evaluate(model, sources, views=3, image_width=42, aspect=0.5, scale_reference="all")
+    others = evaluate(model, sources, views=3, image_width=42, aspect=0.5)
+    value = lambda r: r.summary["synth"]["global_constant"]["value"]  # noqa: E731
+    assert value(ours) == pytest.approx(value(others) * 3 / 2, rel=1e-3)  # S / (S - 1) with S = 3 views

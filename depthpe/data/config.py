@@ -146,6 +146,10 @@ class DataConfig:
     min_scale_ratio: samples whose normalization scale (mean camera distance to the reference) is below
         this fraction of the reference view's median depth are degenerate and redrawn.
     max_attempts: draws per sample before giving up with an error (the data is then broken).
+    scale_reference: the scene unit: ``others`` = mean distance of the camera centres of views
+        1..S-1 to the reference (default), ``all`` = the mean over all S views, the reference's zero
+        included ((S-1)/S of the former). Recorded in training_inputs.json; evaluation and
+        prediction use the model's own.
     """
 
     sources: list[SourceConfig] = field(default_factory=list)
@@ -159,6 +163,7 @@ class DataConfig:
     min_scale_ratio: float = 1e-3
     max_attempts: int = 32
     reader_cache_size: int = 16
+    scale_reference: str = "others"
     color_jitter: ColorJitterConfig = field(default_factory=ColorJitterConfig)
 
     def __post_init__(self) -> None:
@@ -191,6 +196,8 @@ class DataConfig:
             raise ValueError(f"data.min_valid_fraction must be in [0, 1], got {self.min_valid_fraction}")
         if self.max_attempts < 1:
             raise ValueError(f"data.max_attempts must be >= 1, got {self.max_attempts}")
+        if self.scale_reference not in ("others", "all"):
+            raise ValueError(f"data.scale_reference must be 'others' or 'all', got {self.scale_reference!r}")
 
     def min_valid_fraction_of(self, source: int) -> float:
         """The valid-depth threshold of source ``source`` (its override or the global value)."""

@@ -167,6 +167,7 @@ def build_sample(
     jitter: ColorJitterConfig | None = None,
     min_valid_fraction: float = 0.0,
     min_scale_ratio: float = 1e-3,
+    scale_reference: str = "others",
 ) -> dict:
     """Read, augment and normalize the views ``frames`` of one scene (view 0 = reference).
 
@@ -182,7 +183,7 @@ def build_sample(
     frac = valid.float().mean().item()
     if frac < min_valid_fraction:
         raise SampleRejected(f"valid depth fraction {frac:.3f} < {min_valid_fraction}")
-    w2c_n, depth_n, scale = _normalize_views(w2c, depth, valid, min_scale_ratio)
+    w2c_n, depth_n, scale = _normalize_views(w2c, depth, valid, min_scale_ratio, scale_reference)
     if jitter is not None:
         images, _ = jitter_views(images, rng, jitter)
     return {
@@ -219,13 +220,13 @@ def _read_views(reader: SceneReader, frames: Sequence[int], out_hw: tuple[int, i
     return images, depth, valid, K, w2c
 
 
-def _normalize_views(w2c: torch.Tensor, depth: torch.Tensor, valid: torch.Tensor,
-                     min_scale_ratio: float) -> tuple[torch.Tensor, torch.Tensor, float]:
+def _normalize_views(w2c: torch.Tensor, depth: torch.Tensor, valid: torch.Tensor, min_scale_ratio: float,
+                     scale_reference: str = "others") -> tuple[torch.Tensor, torch.Tensor, float]:
     """``normalize_scene`` of the views -> (w2c, depth, scale); raises ``SampleRejected`` when it is
     degenerate or the scale is below ``min_scale_ratio`` times the reference view's median valid
     depth (all views' if the reference has none)."""
     try:
-        w2c_n, depth_n, scale_t = normalize_scene(w2c, depth.double())
+        w2c_n, depth_n, scale_t = normalize_scene(w2c, depth.double(), scale_reference=scale_reference)
     except DegenerateSceneError as err:
         raise SampleRejected(f"degenerate normalization: {err}") from err
     scale = float(scale_t)
@@ -303,7 +304,7 @@ class MultiViewDataset(_SceneSource, Dataset):
             crop_scale=cfg.crop_scale if self.train else (1.0, 1.0),
             jitter=cfg.color_jitter if self.train else None,
             min_valid_fraction=cfg.min_valid_fraction_of(source),
-            min_scale_ratio=cfg.min_scale_ratio,
+            min_scale_ratio=cfg.min_scale_ratio, scale_reference=cfg.scale_reference,
         )
 
     def _attempt(self, key: SampleKey, attempt: int) -> tuple[int, int, np.random.Generator]:
@@ -382,6 +383,7 @@ class SceneEvalDataset(_SceneSource, Dataset):
         max_attempts: int = 8,
         manifest: dict[str, Sequence[int]] | None = None,
         reader_cache_size: int = 4,
+        scale_reference: str = "others",
     ) -> None:
         if views < 2:
             raise ValueError(f"evaluation needs at least 2 views per scene, got {views}")
@@ -389,7 +391,7 @@ class SceneEvalDataset(_SceneSource, Dataset):
         self.views, self.seed = int(views), int(seed)
         self.image_width, self.patch_size, self.aspect = image_width, patch_size, aspect
         self.min_valid_fraction, self.min_scale_ratio = min_valid_fraction, min_scale_ratio
-        self.max_attempts = max_attempts
+        self.max_attempts, self.scale_reference = max_attempts, scale_reference
         self.manifest = {k: [int(i) for i in v] for k, v in (manifest or {}).items()}
         self.items: list[tuple[int, SceneEntry]] = [
             (i, e) for i, src in enumerate(self.sources) for e in _load_entries(src) if e.num_frames >= 2
@@ -430,6 +432,7 @@ class SceneEvalDataset(_SceneSource, Dataset):
         return build_sample(
             reader, frames, self.output_size(index), make_rng(self.seed, _TAG_REDRAW, attempt),
             min_valid_fraction=self.min_valid_fraction, min_scale_ratio=self.min_scale_ratio,
+            scale_reference=self.scale_reference,
         )
 
     def __getitem__(self, index: int) -> dict:

@@ -201,6 +201,7 @@ class DepthModel(
         K: torch.Tensor,
         w2c: torch.Tensor,
         scale: float | torch.Tensor | None = None,
+        scale_reference: str = "others",
     ) -> dict[str, torch.Tensor]:
         """Depth in the caller's units for a posed set of views (inference, no gradients).
 
@@ -208,7 +209,9 @@ class DepthModel(
         intrinsics; w2c: (B, S, 3|4, 4) / (S, 3|4, 4) OpenCV world-to-camera in any world frame and
         unit; view 0 is the reference. The scene is normalized with
         ``depthpe.geometry.normalize_scene`` (scale = mean distance of the camera centres of views
-        1..S-1 to view 0's, or ``scale`` (scalar or (B,)) if given) and depth is multiplied back.
+        1..S-1 to view 0's — or over all S views with ``scale_reference="all"``, for a model trained
+        that way (its training_inputs.json says which) — or ``scale`` (scalar or (B,)) if given) and
+        depth is multiplied back.
         Returns {"depth", "conf"} shaped like the images without channels, plus "scale" (B,) or ().
         Raises ``DegenerateSceneError`` when the cameras do not move and no ``scale`` is given.
         """
@@ -218,7 +221,7 @@ class DepthModel(
         check_inputs(images, K, w2c, self.config.patch_size)
         geometry.check_rotation(w2c, name="w2c")
         try:
-            w2c_n, _, s = geometry.normalize_scene(w2c.double(), scale=scale)
+            w2c_n, _, s = geometry.normalize_scene(w2c.double(), scale=scale, scale_reference=scale_reference)
         except geometry.DegenerateSceneError as err:
             raise geometry.DegenerateSceneError(
                 f"DepthModel.predict: {err} (scale is the length that becomes 1 in the model's "

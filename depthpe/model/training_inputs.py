@@ -21,11 +21,14 @@ TRAINING_INPUTS_NAME = "training_inputs.json"
 @dataclass(frozen=True)
 class TrainingInputs:
     """Input shapes seen in training: ``image_width`` (pixels, a multiple of the patch size),
-    ``aspect`` ([min, max] of height / width) and ``views`` ([min, max] views per sample)."""
+    ``aspect`` ([min, max] of height / width), ``views`` ([min, max] views per sample) and
+    ``scale_reference`` (the scene unit, ``depthpe.geometry.mean_center_distance``; files written
+    before it existed mean ``others``)."""
 
     image_width: int
     aspect: tuple[float, float]
     views: tuple[int, int]
+    scale_reference: str = "others"
 
     @property
     def fixed_aspect(self) -> float | None:
@@ -56,6 +59,7 @@ def read_training_inputs(model: str | Path, revision: str | None = None) -> Trai
         return None
     doc = json.loads(path.read_text())
     try:
-        return TrainingInputs(int(doc["image_width"]), tuple(map(float, doc["aspect"])), tuple(map(int, doc["views"])))
+        return TrainingInputs(int(doc["image_width"]), tuple(map(float, doc["aspect"])), tuple(map(int, doc["views"])),
+                              str(doc.get("scale_reference", "others")))
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"{path}: malformed {TRAINING_INPUTS_NAME} ({err}); delete it or re-export the model") from None

@@ -62,7 +62,7 @@ class Run:
     def inputs(self) -> TrainingInputs:
         """The input shapes of this run, recorded next to every exported model."""
         data = self.cfg.data
-        return TrainingInputs(data.image_width, tuple(data.aspect), tuple(data.views))
+        return TrainingInputs(data.image_width, tuple(data.aspect), tuple(data.views), data.scale_reference)
 
 
 def _due(every: int, step: int, total: int) -> bool:
@@ -211,7 +211,7 @@ def validate(run: Run) -> dict | None:
                       image_width=cfg.val.image_width or cfg.data.image_width, max_scenes=cfg.val.max_scenes,
                       accelerator=accelerator, panels=cfg.val.panels, progress=False, selection=cfg.val.selection,
                       manifest=manifest, scenes=set(manifest) if manifest else None,
-                      loss_fn=loss_terms_fn(cfg.loss))
+                      loss_fn=loss_terms_fn(cfg.loss), scale_reference=cfg.data.scale_reference)
     if accelerator.is_main_process:
         _record_validation(run, result, first=manifest is None)
         log.info(f"validation at step {step}:\n{format_summary(result.summary, ('abs_rel', 'delta1'))}")
