@@ -92,7 +92,9 @@ def _find_run_dir(eval_dir: Path, meta: dict) -> Path | None:
     candidates = []
     if isinstance(model, str) and model:
         path = Path(model)
-        candidates += [path.parent, path.parent.parent.parent]
+        candidates.append(path.parent)
+        if path.parent.parent.name == "checkpoints":
+            candidates.append(path.parent.parent.parent)
     candidates.append(eval_dir.resolve().parent)
     for folder in candidates:
         if (folder / "config.yaml").is_file():

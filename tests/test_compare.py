@@ -198,3 +198,24 @@ def test_run_folder_with_several_evaluations_asks_for_one(study, tmp_path):
         run_compare([str(run)])
     with pytest.raises(ConfigError, match="neither an evaluation folder"):
         run_compare([str(tmp_path)])
+
+
+def test_run_of_an_evaluation_from_meta_model(study, tmp_path):
+    """meta.model of a checkpoint finds its run; a model without a run folder (a Hub id) can only be
+    grouped by model.global_pe, read from meta.global_pe."""
+    _, numbers = study
+    source = numbers[("prope", 1)]["eval"]
+    doc = json.loads((source / "summary.json").read_text())
+    for name, model in (("ckpt", str(numbers[("prope", 1)]["run"] / "checkpoints" / "step_0000004" / "model")),
+                        ("hub", "someone/depthpe-prope")):
+        out = tmp_path / name
+        out.mkdir()
+        for file in ("manifest.json", "metrics_per_image.csv"):
+            (out / file).write_text((source / file).read_text())
+        (out / "summary.json").write_text(json.dumps({**doc, "meta": {**doc["meta"], "model": model}}))
+    result, _, meta = run_compare([str(numbers[("rope", 0)]["eval"]), str(tmp_path / "ckpt")], n_boot=50)
+    assert meta["inputs"][1]["run_dir"] == str(numbers[("prope", 1)]["run"]) and meta["inputs"][1]["seed"] == 1
+    result, _, meta = run_compare([str(numbers[("rope", 0)]["eval"]), str(tmp_path / "hub")], n_boot=50)
+    assert meta["inputs"][1]["run_dir"] is None and result["datasets"]["synth"]["prope"]["seeds"] == [None]
+    with pytest.raises(ConfigError, match="no run config.yaml found"):
+        run_compare([str(tmp_path / "hub")], group_by="optim.lr")
