@@ -2,8 +2,10 @@
 
 ``prepare_encoding(method, ...)`` prepares an encoding once per forward pass; its ``attend(q, k, v)``
 runs encoded attention. ``multiview_attention(q, k, v, method=..., ...)`` does both in one call.
-Methods: none, rope (VGGT 2D RoPE), prope, dppe_dual, dppe_tadd, gta, urope. See ``base`` for the
-contract and ``available_encodings()`` for the names.
+Methods: the presets none, rope (VGGT 2D RoPE), prope, dppe_dual, dppe_tadd, gta, urope, or a pair
+``{"qk": NAME, "vo": NAME}`` of the official DPPE transforms (``pairs``, names in
+``depthpe.model.encoding_spec``). See ``base`` for the contract and ``available_encodings()`` for the
+preset names.
 """
 
 from .base import Encoding, available_encodings, prepare_encoding, register_encoding, token_positions
