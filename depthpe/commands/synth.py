@@ -10,6 +10,7 @@ from ..data.synth import (
     DEFAULT_VAL_SCENES,
     DEFAULT_VIEWS,
     DEFAULT_WIDTH,
+    SHIFTS,
 )
 
 HELP = "generate procedural MegaSynth-like scenes (DIR/synth/{train,val})"
@@ -31,7 +32,15 @@ interrupted run by running the same command again).
 The default size {DEFAULT_HEIGHT}x{DEFAULT_WIDTH} is 1.67 x the 84 px quickstart training width,
 so even the smallest augmentation crop (scale 0.8: 112 px) is larger than a training image and is
 only ever downsampled; pass --height/--width (multiples of 14 are convenient) for larger training
-resolutions."""
+resolutions.
+
+--shift NAME (repeatable) draws the scenes from a shifted distribution instead, to test whether a
+model's ranking holds outside its training distribution: scale (rooms 12-30 units around objects
+and camera paths of the usual size), baseline (about 5x less camera motion), path (straight forward
+or sideways camera paths), fov (30-40 or 80-95 degrees instead of 45-70), objects (10-16 smaller
+spheres and cylinders), all. Shifted scenes are named <split>_shift-<label>_<i>.h5 and carry a
+`shift` attribute and index field; index.json lists the scenes of the last run only, so write a
+shifted set to its own DIR. See docs/data.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=0, metavar="K",
                         help="processes rendering scenes in parallel; 0 = one per available CPU "
                              "core, at most 8 (default 0); 1 renders in this process")
+    parser.add_argument("--shift", action="append", default=[], metavar="NAME",
+                        choices=[*SHIFTS, "all"],
+                        help="draw from a shifted distribution; repeat to combine: "
+                             f"{', '.join(SHIFTS)} or all (default: none, the training distribution)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -87,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         workers=workers,
         progress=not args.quiet,
+        shift=args.shift,
     )
     print(format_summary(summary))
     return 0

@@ -22,6 +22,10 @@ Everything in a scene (room, primitives, texture scales, camera distances) is dr
 global scale ``s`` in [3, 10] units, so a single image carries no cue about ``s``: recovering the
 scale of the depth needs the camera translations (the multi-view geometry).
 
+The distribution is set by ``SynthParams`` (defaults: the distribution described above);
+``shift_params`` builds the named distribution shifts of ``SHIFTS`` (``depthpe synth --shift NAME``),
+which change room size, camera baseline, camera path, field of view or object statistics.
+
 Per-scene randomness comes from ``numpy.random.SeedSequence(seed, spawn_key=(split, index))``, so a
 scene depends only on (seed, split, index): runs are deterministic, resumable and train/val scenes
 never share a random stream.
@@ -33,7 +37,8 @@ import colorsys
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +48,11 @@ __all__ = [
     "Primitive",
     "Scene",
     "SceneGenerationError",
+    "SynthParams",
+    "SHIFTS",
+    "shift_names",
+    "shift_label",
+    "shift_params",
     "DATASET_NAME",
     "SOURCE",
     "DEFAULT_HEIGHT",
@@ -152,6 +162,88 @@ class Scene:
     scale: float = 5.0
 
 
+@dataclass(frozen=True)
+class SynthParams:
+    """The parameters of the scene distribution; the defaults are the training distribution.
+
+    Ranges are (low, high). scale: the global scale ``s`` (log-uniform) that sets the size of the
+    objects, the textures and the camera motion; room_scale: the scale of the room (walls, floor,
+    ceiling and their textures), log-uniform, or None for the room to use ``s``; the room is
+    ``U(0.6, 1)`` x that scale wide and deep and ``U(0.35, 0.7)`` x it high. object_count: number of
+    primitives drawn (inclusive range; a primitive too big for the room is dropped); object_size:
+    primitive size in units of ``s``; object_kinds: the shapes drawn (uniformly; repeat a name to
+    weight it). paths: camera path styles, drawn uniformly per trajectory ("orbit", "walk", "dolly":
+    straight line looking along the motion, "truck": straight line looking sideways); orbit_object_p:
+    probability that an orbit circles a primitive (else a random point of the room); orbit_radius:
+    orbit distance in units of ``s``; orbit_arc_deg: azimuth covered by an orbit; orbit_wobble:
+    multiplier of the orbit's smooth radius (+-20%) and elevation (+-10 deg) variation;
+    walk_length: length of a walk, dolly or truck path in units of ``s``. hfov_deg: ranges of the
+    horizontal field of view in degrees; one range is drawn uniformly per scene, then a value in it.
+    """
+
+    scale: tuple[float, float] = (3.0, 10.0)
+    room_scale: tuple[float, float] | None = None
+    object_count: tuple[int, int] = (3, 8)
+    object_size: tuple[float, float] = (0.05, 0.14)
+    object_kinds: tuple[str, ...] = ("box", "sphere", "cylinder")
+    paths: tuple[str, ...] = ("orbit", "walk")
+    orbit_object_p: float = 0.75
+    orbit_radius: tuple[float, float] = (0.2, 0.45)
+    orbit_arc_deg: tuple[float, float] = (30.0, 180.0)
+    orbit_wobble: float = 1.0
+    walk_length: tuple[float, float] = (0.15, 0.45)
+    hfov_deg: tuple[tuple[float, float], ...] = ((45.0, 70.0),)
+
+
+# Named distribution shifts: the SynthParams fields each one changes (``depthpe synth --shift``).
+SHIFTS: dict[str, dict] = {
+    # rooms 12-30 units instead of 3-10 around objects and camera paths of the default size: far
+    # walls, so scene depth is no longer proportional to the camera motion; orbits always circle an
+    # object (an orbit around empty space of a big room sees different far walls from each view)
+    "scale": {"room_scale": (12.0, 30.0), "orbit_object_p": 1.0},
+    # about 5x less camera motion relative to the scene: short orbit arcs, little wobble, short walks
+    "baseline": {"orbit_arc_deg": (5.0, 15.0), "orbit_wobble": 0.15, "walk_length": (0.03, 0.08)},
+    # straight-line paths (forward dolly, sideways truck) instead of orbits and walks
+    "path": {"paths": ("dolly", "truck")},
+    # narrow (30-40 deg) or wide (80-95 deg) horizontal field of view instead of 45-70 deg
+    "fov": {"hfov_deg": ((30.0, 40.0), (80.0, 95.0))},
+    # clutter: 10-16 smaller spheres and cylinders (no boxes) instead of 3-8 boxes/spheres/cylinders
+    "objects": {"object_count": (10, 16), "object_size": (0.03, 0.08), "object_kinds": ("sphere", "cylinder")},
+}
+
+
+def shift_names(names: Sequence[str]) -> tuple[str, ...]:
+    """Validate shift names (``SHIFTS`` keys or "all") -> the distinct shifts in ``SHIFTS`` order."""
+    unknown = sorted(set(names) - set(SHIFTS) - {"all"})
+    if unknown:
+        raise ValueError(f"unknown shift(s) {unknown}; expected some of {[*SHIFTS, 'all']}")
+    chosen = set(SHIFTS) if "all" in names else set(names)
+    return tuple(name for name in SHIFTS if name in chosen)
+
+
+def shift_label(names: Sequence[str]) -> str | None:
+    """The label recorded for a set of shifts: "all", the names joined by "-", or None for none."""
+    names = shift_names(names)
+    if not names:
+        return None
+    return "all" if len(names) == len(SHIFTS) else "-".join(names)
+
+
+def shift_params(names: Sequence[str] = ()) -> SynthParams:
+    """The ``SynthParams`` of the default distribution with the named shifts applied (see ``SHIFTS``)."""
+    changes: dict = {}
+    for name in shift_names(names):
+        changes.update(SHIFTS[name])
+    return replace(SynthParams(), **changes)
+
+
+DEFAULT_PARAMS = SynthParams()
+
+
+def _log_uniform(rng: np.random.Generator, lo_hi: tuple[float, float]) -> float:
+    return float(np.exp(rng.uniform(np.log(lo_hi[0]), np.log(lo_hi[1]))))
+
+
 def scene_seed(seed: int, split: str, index: int) -> np.random.SeedSequence:
     """The SeedSequence of scene ``index`` of ``split`` for a dataset ``seed``.
 
@@ -219,23 +311,25 @@ def _half_extent(prim: Primitive) -> np.ndarray:
     return np.abs(axis) * size[2] + size[0] * np.sqrt(np.clip(1 - axis**2, 0, 1))
 
 
-def random_scene(rng: np.random.Generator) -> Scene:
-    """Draw a random room with 3-8 primitives.
+def random_scene(rng: np.random.Generator, params: SynthParams = DEFAULT_PARAMS) -> Scene:
+    """Draw a random room with 3-8 primitives (with the default ``params``).
 
-    The global scale ``s`` is log-uniform in [3, 10]; the room is ``s * U(0.6, 1)`` wide and deep
-    and ``s * U(0.35, 0.7)`` high, at a random offset from the origin. About 60% of the scenes have
-    one or two openings (missing wall, window or skylight). Primitives lie fully inside the room, either
-    resting on the floor or floating.
+    The global scale ``s`` is log-uniform in [3, 10]; the room is ``r * U(0.6, 1)`` wide and deep
+    and ``r * U(0.35, 0.7)`` high with ``r = s`` (or ``r`` drawn from ``params.room_scale``), at a
+    random offset from the origin. About 60% of the scenes have one or two openings (missing wall,
+    window or skylight). Primitives lie fully inside the room, either resting on the floor or floating.
     """
-    s = float(np.exp(rng.uniform(np.log(3.0), np.log(10.0))))
-    dims = s * np.array([rng.uniform(0.6, 1.0), rng.uniform(0.6, 1.0), rng.uniform(0.35, 0.7)])
-    room_min = rng.uniform(-s, s, 3) - dims / 2
+    s = _log_uniform(rng, params.scale)
+    r = s if params.room_scale is None else _log_uniform(rng, params.room_scale)
+    dims = r * np.array([rng.uniform(0.6, 1.0), rng.uniform(0.6, 1.0), rng.uniform(0.35, 0.7)])
+    room_min = rng.uniform(-r, r, 3) - dims / 2
     room_max = room_min + dims
-    textures = [_random_texture(rng, s) for _ in range(6)]
+    textures = [_random_texture(rng, r) for _ in range(6)]
     holes = _random_openings(rng, room_min, room_max)
     primitives: list[Primitive] = []
-    for _ in range(int(rng.integers(3, 9))):
-        prim = _random_primitive(rng, s, dims, room_min, room_max)
+    lo, hi = params.object_count
+    for _ in range(int(rng.integers(lo, hi + 1))):
+        prim = _random_primitive(rng, s, dims, room_min, room_max, params)
         if prim is not None:
             primitives.append(prim)
     light = np.array([rng.uniform(-0.6, 0.6), rng.uniform(-0.6, 0.6), 1.0])
@@ -283,11 +377,14 @@ def _random_openings(rng: np.random.Generator, room_min: np.ndarray,
 
 
 def _random_primitive(rng: np.random.Generator, s: float, dims: np.ndarray, room_min: np.ndarray,
-                      room_max: np.ndarray) -> Primitive | None:
-    """One random box, sphere or cylinder of size ~``s * U(0.05, 0.14)`` placed fully inside the room
-    (size ``dims``), resting on the floor (60%) or floating; None if it is too big for the room."""
-    kind = PRIMITIVE_KINDS[rng.integers(len(PRIMITIVE_KINDS))]
-    c = s * rng.uniform(0.05, 0.14)
+                      room_max: np.ndarray, params: SynthParams = DEFAULT_PARAMS) -> Primitive | None:
+    """One random box, sphere or cylinder (``params.object_kinds``) of size ~``s * U(0.05, 0.14)``
+    (``params.object_size``) placed fully inside the room (size ``dims``), resting on the floor (60%)
+    or floating; None if it is too big for the room."""
+    kind = params.object_kinds[rng.integers(len(params.object_kinds))]
+    if kind not in PRIMITIVE_KINDS:
+        raise ValueError(f"unknown primitive kind {kind!r}; expected one of {PRIMITIVE_KINDS}")
+    c = s * rng.uniform(*params.object_size)
     if kind == "box":
         size = c * rng.uniform(0.5, 1.5, 3)
         R = _yaw_rotation(rng.uniform(0, 2 * np.pi)) if rng.uniform() < 0.5 else _random_rotation(rng)
@@ -723,17 +820,19 @@ def _smooth_noise(rng: np.random.Generator, n: int) -> np.ndarray:
     return out
 
 
-def _orbit_trajectory(rng: np.random.Generator, scene: Scene, views: int) -> tuple[np.ndarray, np.ndarray]:
+def _orbit_trajectory(rng: np.random.Generator, scene: Scene, views: int,
+                      params: SynthParams = DEFAULT_PARAMS) -> tuple[np.ndarray, np.ndarray]:
     """Camera centres (V, 3) and look-at targets (V, 3) on an arc around a point of interest."""
     s = scene.scale
-    if scene.primitives and rng.uniform() < 0.75:
+    if scene.primitives and rng.uniform() < params.orbit_object_p:
         target = scene.primitives[rng.integers(len(scene.primitives))].center.copy()
     else:
         lo, hi = scene.room_min, scene.room_max
         target = rng.uniform(0.7 * lo + 0.3 * hi, 0.3 * lo + 0.7 * hi)
-    radius = s * rng.uniform(0.2, 0.45) * (1 + 0.2 * _smooth_noise(rng, views))
-    elev = np.deg2rad(rng.uniform(5, 45) + 10 * _smooth_noise(rng, views))
-    arc = np.deg2rad(rng.uniform(30, 180))
+    wobble = params.orbit_wobble
+    radius = s * rng.uniform(*params.orbit_radius) * (1 + 0.2 * wobble * _smooth_noise(rng, views))
+    elev = np.deg2rad(rng.uniform(5, 45) + 10 * wobble * _smooth_noise(rng, views))
+    arc = np.deg2rad(rng.uniform(*params.orbit_arc_deg))
     step = arc / max(views - 1, 1)
     az = rng.uniform(0, 2 * np.pi) + np.linspace(0, arc, views) + rng.uniform(-0.2, 0.2, views) * step
     offs = np.stack([np.cos(az) * np.cos(elev), np.sin(az) * np.cos(elev), np.sin(elev)], axis=1)
@@ -742,15 +841,13 @@ def _orbit_trajectory(rng: np.random.Generator, scene: Scene, views: int) -> tup
     return centers, targets
 
 
-def _walk_trajectory(rng: np.random.Generator, scene: Scene, views: int) -> tuple[np.ndarray, np.ndarray]:
+def _walk_trajectory(rng: np.random.Generator, scene: Scene, views: int,
+                     params: SynthParams = DEFAULT_PARAMS) -> tuple[np.ndarray, np.ndarray]:
     """Camera centres (V, 3) along a cubic Bezier path and look-at targets (V, 3) ahead of them."""
-    s = scene.scale
     lo, hi = scene.room_min, scene.room_max
     dims = hi - lo
-    mid = rng.uniform(lo + 0.3 * dims, hi - 0.3 * dims)
+    mid, length, heading = _path_start(rng, scene, params)
     # A gently curving path: control points along a random heading, with lateral wiggle.
-    length = s * rng.uniform(0.15, 0.45)
-    heading = rng.uniform(0, 2 * np.pi)
     along = np.array([np.cos(heading), np.sin(heading), 0.0])
     side = np.array([-along[1], along[0], 0.0])
     k = np.arange(4)[:, None] / 3 - 0.5
@@ -782,8 +879,53 @@ def _walk_trajectory(rng: np.random.Generator, scene: Scene, views: int) -> tupl
         yaw = yaw + 0.2 * _smooth_noise(rng, views)
         elev = np.arctan2(to_hole[:, 2], np.hypot(to_hole[:, 0], to_hole[:, 1]))
         pitch = np.clip(elev, np.deg2rad(-25), np.deg2rad(50)) + np.deg2rad(rng.uniform(-10, 10))
-    look = np.stack([np.cos(yaw) * np.cos(pitch), np.sin(yaw) * np.cos(pitch), np.sin(pitch)], axis=1)
-    return centers, centers + look
+    return centers, centers + _look_vectors(yaw, pitch)
+
+
+def _path_start(rng: np.random.Generator, scene: Scene, params: SynthParams) -> tuple[np.ndarray, float, float]:
+    """Middle point (in the central 40% of the room), length (``params.walk_length`` x ``s``) and
+    heading (radians) of a walk, dolly or truck path."""
+    lo, hi = scene.room_min, scene.room_max
+    dims = hi - lo
+    mid = rng.uniform(lo + 0.3 * dims, hi - 0.3 * dims)
+    length = scene.scale * rng.uniform(*params.walk_length)
+    return mid, length, rng.uniform(0, 2 * np.pi)
+
+
+def _look_vectors(yaw: np.ndarray, pitch: np.ndarray) -> np.ndarray:
+    """(V, 3) unit viewing directions for yaw (about +z, from +x) and pitch (up from horizontal)."""
+    return np.stack([np.cos(yaw) * np.cos(pitch), np.sin(yaw) * np.cos(pitch), np.sin(pitch)], axis=1)
+
+
+def _line_trajectory(rng: np.random.Generator, scene: Scene, views: int, params: SynthParams,
+                     sideways: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Camera centres (V, 3) evenly spaced on a horizontal straight segment and look-at targets (V, 3):
+    looking along the motion (dolly) or perpendicular to it (truck, ``sideways``), with a fixed
+    offset of up to +-0.15 rad in yaw, pitch -15..10 degrees and a small smooth yaw wobble."""
+    mid, length, heading = _path_start(rng, scene, params)
+    along = np.array([np.cos(heading), np.sin(heading), 0.0])
+    centers = mid + length * (np.linspace(0, 1, views) - 0.5)[:, None] * along
+    side = np.pi / 2 * rng.choice([-1.0, 1.0]) if sideways else 0.0
+    yaw = heading + side + rng.uniform(-0.15, 0.15) + 0.05 * _smooth_noise(rng, views)
+    pitch = np.full(views, np.deg2rad(rng.uniform(-15, 10)))
+    return centers, centers + _look_vectors(yaw, pitch)
+
+
+def _dolly_trajectory(rng: np.random.Generator, scene: Scene, views: int,
+                      params: SynthParams = DEFAULT_PARAMS) -> tuple[np.ndarray, np.ndarray]:
+    """A straight forward-moving path (``_line_trajectory`` looking along the motion)."""
+    return _line_trajectory(rng, scene, views, params, sideways=False)
+
+
+def _truck_trajectory(rng: np.random.Generator, scene: Scene, views: int,
+                      params: SynthParams = DEFAULT_PARAMS) -> tuple[np.ndarray, np.ndarray]:
+    """A straight sideways-moving path (``_line_trajectory`` looking perpendicular to the motion)."""
+    return _line_trajectory(rng, scene, views, params, sideways=True)
+
+
+_PATH_STYLES = {
+    "orbit": _orbit_trajectory, "walk": _walk_trajectory, "dolly": _dolly_trajectory, "truck": _truck_trajectory,
+}
 
 
 def _views_ok(scene: Scene, K: np.ndarray, w2c: np.ndarray, height: int, width: int) -> bool:
@@ -801,10 +943,19 @@ def _views_ok(scene: Scene, K: np.ndarray, w2c: np.ndarray, height: int, width: 
     return bool((med > 0.15 * scene.scale).all())
 
 
+def _random_hfov(rng: np.random.Generator, params: SynthParams) -> float:
+    """A horizontal field of view (radians): one of ``params.hfov_deg``'s ranges (uniformly, no draw
+    when there is one), then a uniform value in it."""
+    ranges = params.hfov_deg
+    lo, hi = ranges[int(rng.integers(len(ranges)))] if len(ranges) > 1 else ranges[0]
+    return np.deg2rad(rng.uniform(lo, hi))
+
+
 def random_cameras(
-    rng: np.random.Generator, scene: Scene, views: int, height: int, width: int, max_tries: int = 40
+    rng: np.random.Generator, scene: Scene, views: int, height: int, width: int, max_tries: int = 40,
+    params: SynthParams = DEFAULT_PARAMS,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Draw V cameras for a scene, in one of two styles (50% each):
+    """Draw V cameras for a scene; with the default ``params``, in one of two styles (50% each):
 
     * orbit: around a primitive (or a random point), 30-180 degrees of azimuth over the V views, at
       0.2-0.45 s distance and 5-45 degrees elevation (both varying smoothly), looking at the target;
@@ -814,14 +965,15 @@ def random_cameras(
     Horizontal FOV ~U(45, 70) degrees per scene with +-3% per-view zoom jitter, principal point at
     the image centre jittered by up to 2% of the image size, roll within +-4 degrees. Every camera
     centre is inside the room and at least ``0.04 * scene.scale`` from every surface, and an 8x8
-    probe of each view sees mostly geometry. Returns K (V, 3, 3) and w2c (V, 3, 4) float64.
+    probe of each view sees mostly geometry. ``params`` (``SynthParams``) sets the path styles, their
+    sizes and the field of view ranges. Returns K (V, 3, 3) and w2c (V, 3, 4) float64.
     Raises SceneGenerationError after ``max_tries`` failed trajectories.
     """
-    hfov = np.deg2rad(rng.uniform(45, 70))
+    hfov = _random_hfov(rng, params)
     margin = 0.04 * scene.scale
     for attempt in range(max_tries):
-        style = _orbit_trajectory if rng.uniform() < 0.5 else _walk_trajectory
-        centers, targets = style(rng, scene, views)
+        style = _PATH_STYLES[params.paths[int(rng.uniform() * len(params.paths))]]
+        centers, targets = style(rng, scene, views, params)
         if (free_space_clearance(scene, centers) < margin).any():
             continue
         fwd = targets - centers
@@ -847,8 +999,9 @@ def random_cameras(
     raise SceneGenerationError(f"no valid camera trajectory for this scene after {max_tries} tries")
 
 
-def generate_scene(seed: int | np.random.SeedSequence, views: int, height: int, width: int) -> dict:
-    """Draw and render one random scene.
+def generate_scene(seed: int | np.random.SeedSequence, views: int, height: int, width: int,
+                   params: SynthParams = DEFAULT_PARAMS) -> dict:
+    """Draw and render one random scene of the distribution ``params`` (default: the training one).
 
     seed: an int or a SeedSequence (see ``scene_seed``). Returns dict(images (V, H, W, 3) uint8
     RGB, depth (V, H, W) float32 z-depth (0 = sky), K (V, 3, 3) float64, w2c (V, 3, 4) float64
@@ -859,9 +1012,9 @@ def generate_scene(seed: int | np.random.SeedSequence, views: int, height: int, 
         raise ValueError(f"need views >= 1 and height, width >= 8; got {views}, {height}, {width}")
     rng = np.random.default_rng(seed)
     for _ in range(20):
-        scene = random_scene(rng)
+        scene = random_scene(rng, params)
         try:
-            K, w2c = random_cameras(rng, scene, views, height, width)
+            K, w2c = random_cameras(rng, scene, views, height, width, params=params)
         except SceneGenerationError:
             continue
         images, depth = render_views(scene, K, w2c, height, width)
@@ -874,13 +1027,16 @@ def generate_scene(seed: int | np.random.SeedSequence, views: int, height: int, 
 # --------------------------------------------------------------------------------------------
 
 
-def _scene_id(split: str, index: int) -> str:
-    return f"{split}_{index:06d}"
+def _scene_id(split: str, index: int, shift: str | None = None) -> str:
+    """``f"{split}_{index:06d}"``, or ``f"{split}_shift-{shift}_{index:06d}"`` for a shifted scene."""
+    return f"{split}_{index:06d}" if shift is None else f"{split}_shift-{shift}_{index:06d}"
 
 
-def _existing_entry(path: Path, seed: int, views: int, height: int, width: int) -> dict | None:
-    """Index entry of a complete scene file made by this generator with the same seed and shape,
-    or None if the file is missing, unreadable or was made with other settings (then it is redone)."""
+def _existing_entry(path: Path, seed: int, views: int, height: int, width: int,
+                    shift: str | None = None) -> dict | None:
+    """Index entry of a complete scene file made by this generator with the same seed, shape and
+    shift, or None if the file is missing, unreadable or was made with other settings (then it is
+    redone)."""
     from depthpe.data.scene_file import read_attrs
 
     attrs = read_attrs(path)
@@ -890,10 +1046,11 @@ def _existing_entry(path: Path, seed: int, views: int, height: int, width: int) 
         attrs.get("source") == SOURCE
         and attrs.get("synth_seed") == seed
         and (attrs["num_frames"], attrs["height"], attrs["width"]) == (views, height, width)
+        and attrs.get("shift") == shift
     )
     if not same:
         return None
-    return {
+    entry = {
         "path": path.name,
         "scene_id": attrs["scene_id"],
         "num_frames": views,
@@ -902,6 +1059,25 @@ def _existing_entry(path: Path, seed: int, views: int, height: int, width: int) 
         "metric": False,
         "depth_units": "scene",
     }
+    return _with_shift(entry, shift)
+
+
+def _with_shift(entry: dict, shift: str | None) -> dict:
+    """The index entry with ``"shift": shift`` added for a shifted scene (unchanged for a default one)."""
+    return entry if shift is None else {**entry, "shift": shift}
+
+
+def _shift_attrs(shift: str | None) -> dict:
+    """Extra scene-file attributes of a shifted scene: ``shift`` (its label) and ``synth_params`` (the
+    full ``SynthParams`` as JSON); none for a default scene, whose files stay as they always were."""
+    if shift is None:
+        return {}
+    return {"shift": shift, "synth_params": json.dumps(asdict(_label_params(shift)))}
+
+
+def _label_params(shift: str | None) -> SynthParams:
+    """The ``SynthParams`` of a ``shift_label`` (None: the default distribution)."""
+    return DEFAULT_PARAMS if shift is None else shift_params(shift.split("-"))
 
 
 def _make_scene_file(job: tuple) -> tuple[dict, str, float, float]:
@@ -911,14 +1087,14 @@ def _make_scene_file(job: tuple) -> tuple[dict, str, float, float]:
     """
     from depthpe.data.scene_file import write_scene
 
-    split_dir, split, index, seed, views, height, width = job
-    scene_id = _scene_id(split, index)
+    split_dir, split, index, seed, views, height, width, shift = job
+    scene_id = _scene_id(split, index, shift)
     path = Path(split_dir) / f"{scene_id}.h5"
-    entry = _existing_entry(path, seed, views, height, width)
+    entry = _existing_entry(path, seed, views, height, width, shift)
     if entry is not None:
         return entry, "skipped", 0.0, 0.0
     t0 = time.perf_counter()
-    out = generate_scene(scene_seed(seed, split, index), views, height, width)
+    out = generate_scene(scene_seed(seed, split, index), views, height, width, _label_params(shift))
     t1 = time.perf_counter()
     entry = write_scene(
         path,
@@ -932,9 +1108,9 @@ def _make_scene_file(job: tuple) -> tuple[dict, str, float, float]:
         metric=False,
         depth_units="scene",
         source=SOURCE,
-        extra_attrs={"synth_seed": int(seed), "synth_index": int(index)},
+        extra_attrs={"synth_seed": int(seed), "synth_index": int(index), **_shift_attrs(shift)},
     )
-    return entry, "written", t1 - t0, time.perf_counter() - t1
+    return _with_shift(entry, shift), "written", t1 - t0, time.perf_counter() - t1
 
 
 def write_synth_dataset(
@@ -948,11 +1124,16 @@ def write_synth_dataset(
     seed: int = 0,
     workers: int = 1,
     progress: bool = True,
+    shift: Sequence[str] = (),
 ) -> dict:
     """Write ``out_dir/synth/{train,val}/<scene_id>.h5`` and an ``index.json`` per split.
 
     Scene ``i`` of split ``split`` is ``generate_scene(scene_seed(seed, split, i), ...)``, with
-    scene id ``f"{split}_{i:06d}"``. Files are written atomically by ``scene_file.write_scene``
+    scene id ``f"{split}_{i:06d}"``. With ``shift`` (names of ``SHIFTS`` or "all") the scenes are
+    drawn from ``shift_params(shift)`` with the same random streams, their id is
+    ``f"{split}_shift-{label}_{i:06d}"`` (label: ``shift_label``), and the label is recorded as the
+    ``shift`` attribute of the file (with the parameters as ``synth_params``) and of its index entry.
+    Files are written atomically by ``scene_file.write_scene``
     (attrs dataset="synth", metric=False, depth_units="scene", source=SOURCE, plus synth_seed and
     synth_index); an existing complete file with the same seed, frame count and size is skipped, so
     an interrupted run can be resumed (a file made with other settings is regenerated).
@@ -965,10 +1146,13 @@ def write_synth_dataset(
         raise ValueError(f"views must be >= 2 for a multi-view dataset, got {views}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    label = shift_label(shift)
     root = Path(out_dir) / DATASET_NAME
     summary: dict = {
         "root": str(root), "views": views, "height": height, "width": width, "seed": seed, "splits": {}
     }
+    if label is not None:
+        summary["shift"] = label
     t_start = time.perf_counter()
     pool = None
     if workers > 1:
@@ -977,7 +1161,7 @@ def write_synth_dataset(
         pool = mp.get_context("spawn").Pool(workers)
     try:
         for split, count in (("train", train_scenes), ("val", val_scenes)):
-            jobs = [(str(root / split), split, i, seed, views, height, width) for i in range(count)]
+            jobs = [(str(root / split), split, i, seed, views, height, width, label) for i in range(count)]
             summary["splits"][split] = _write_split(root / split, split, jobs, pool, progress)
     finally:
         if pool is not None:
@@ -1017,6 +1201,6 @@ def format_summary(summary: dict) -> str:
             f"{split}: {st['scenes']} scenes ({st['written']} written, {st['skipped']} skipped) "
             f"-> {summary['root']}/{split}"
         )
-    settings = json.dumps({k: summary[k] for k in ("views", "height", "width", "seed")})
+    settings = json.dumps({k: summary[k] for k in ("views", "height", "width", "seed", "shift") if k in summary})
     lines.append(f"{settings}  {summary['wall_s']:.1f}s")
     return "\n".join(lines)
