@@ -135,7 +135,10 @@ def _hub_datasets(names: list[str]) -> list[str]:
     return list(dict.fromkeys(HUB_DATASETS.get(n, (n, n))[0] for n in names if n != SYNTH))
 
 
-def _tag(text: str) -> str:
+def _tag(text) -> str:
+    """A Hub tag: lower case, '-' for spaces and '_'; a {qk, vo} encoding pair becomes qk-A-vo-B."""
+    if isinstance(text, dict):
+        text = "-".join(f"{key}-{value}" for key, value in sorted(text.items()))
     return str(text).strip().lower().replace(" ", "-").replace("_", "-")
 
 
