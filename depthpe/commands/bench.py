@@ -13,6 +13,7 @@ BENCHMARKS = {
     "attention": "depthpe.bench.attention",
     "train": "depthpe.bench.train",
     "data": "depthpe.bench.data",
+    "gpu-check": "depthpe.bench.gpu_check",
 }
 
 
