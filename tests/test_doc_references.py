@@ -35,7 +35,7 @@ REPO_DIRS = ("docs", "configs", "depthpe", "tests", "train", "eval", ".ci")
 EXTENSIONS = (".py", ".md", ".yaml", ".yml", ".cfg", ".txt", ".toml", ".json")
 PLACEHOLDERS = {"NAME", "DIR", "ROOT", "FILE", "PATH", "N", "OTHER"}
 # Bare .md names that are files a command writes, not pages of this repository.
-OUTPUT_MD_NAMES = {"README.md", "summary.md"}
+OUTPUT_MD_NAMES = {"README.md", "summary.md", "report.md", "compare.md"}  # files that commands write
 
 _PATH = re.compile(r"(?<![\w./-])((?:%s)/(?:[\w./*-]|\{[\w.,-]*\})*)" % "|".join(re.escape(d) for d in REPO_DIRS))
 _BARE_MD = re.compile(r"(?<![\w./-])([\w-]+\.md)\b")
