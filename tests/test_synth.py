@@ -306,7 +306,7 @@ def test_cli_help_explains_every_flag(capsys):
         main(["synth", "--help"])
     text = capsys.readouterr().out
     for flag in ("--out", "--train-scenes", "--val-scenes", "--views", "--height", "--width",
-                 "--seed", "--workers", "--quiet"):
+                 "--seed", "--workers", "--quiet", "--shift"):
         assert flag in text
     assert "140" in text and "resume" in text.lower()
 
