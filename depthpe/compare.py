@@ -7,7 +7,7 @@ or the folder above ``meta.model`` such as ``runs/NAME/final``), which supplies 
 (any dotted config key, default ``model.global_pe``) and the training ``seed``.
 
 Runs are grouped by the key; the runs of one group must agree on every other config key except
-``seed``, ``output_dir`` and ``hub.*`` (else a ``ConfigError`` names the differing key: a group is
+``seed``, ``output_dir``, ``hub.*`` and ``val.manifest`` (else a ``ConfigError`` names the differing key: a group is
 "one configuration, several seeds"). Per dataset and group the result holds mean and sample std
 (n-1) over seeds of native and scene-aligned AbsRel and delta1 and of the ratios of native AbsRel to
 the two constant baselines, and a paired comparison with a reference group: per-scene differences of
@@ -33,8 +33,10 @@ __all__ = ["EvalInput", "resolve_input", "resolve_inputs", "run_config_values", 
            "check_manifests", "mean_std", "bootstrap_interval", "scene_values", "compare_groups", "format_compare",
            "write_compare", "write_curves", "run_compare", "IGNORED_KEYS", "STAT_KEYS"]
 
-# Config keys in which the runs of one group may differ ("hub." is a prefix).
-IGNORED_KEYS = ("seed", "output_dir", "hub.")
+# Config keys in which the runs of one group may differ ("hub." is a prefix): where a run goes and
+# is pushed, its seed, and which file names its validation views (the views themselves are
+# compared through the evaluation manifests).
+IGNORED_KEYS = ("seed", "output_dir", "hub.", "val.manifest")
 # (name, summary row, metric) of the per-seed statistics in the table.
 STAT_KEYS = (("native_abs_rel", "native", "abs_rel"), ("native_delta1", "native", "delta1"),
              ("scene_aligned_abs_rel", "scene_aligned", "abs_rel"), ("scene_aligned_delta1", "scene_aligned", "delta1"))
@@ -214,7 +216,7 @@ def group_inputs(items: Sequence[EvalInput], group_by: str) -> dict[str, list[Ev
 
 
 def differing_across_groups(groups: dict[str, list[EvalInput]], group_by: str) -> list[str]:
-    """Config keys (besides the grouping key, seed, output_dir, hub.*) whose value differs between
+    """Config keys (besides the grouping key, seed, output_dir, hub.*, val.manifest) whose value differs between
     groups: what else than the grouping key the comparison varies."""
     configs = [members[0].config for members in groups.values() if members[0].config is not None]
     out = []

@@ -10,7 +10,7 @@ HELP = "compare evaluations of several runs: groups of seeds, mean ± std, basel
 DESCRIPTION = """\
 Compare the evaluations (depthpe eval output folders, or run folders holding exactly one eval*/
 evaluation) of several runs. Runs are grouped by a config key of their config.yaml (--group-by,
-default model.global_pe); the runs of one group must differ only in seed, output_dir and hub.*
+default model.global_pe); the runs of one group must differ only in seed, output_dir, hub.* and val.manifest
 (else an error names the key). Prints one Markdown table per dataset: seeds, mean ± sample std over
 seeds of native and scene-aligned AbsRel and delta1, native AbsRel over the global-constant and
 scene-constant baselines, and the per-scene paired difference of native AbsRel against the
