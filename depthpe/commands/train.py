@@ -17,7 +17,8 @@ data.sources.0.root=/data. The resolved config is saved to <output_dir>/config.y
 Config sections:
   output_dir, seed   where the run goes; the seed of model init and data sampling
   model              preset (tiny, vggt-1b), init_from (a VGGT checkpoint) and any DepthModelConfig
-                     field: global_pe (none, rope, prope, dppe_dual, dppe_tadd, gta, urope), sizes, ...
+                     field: global_pe (a preset: none, rope, prope, dppe_dual, dppe_tadd, gta, urope;
+                     or a pair {qk: NAME, vo: NAME}, docs/encodings.md), plucker, sizes, ...
   data               training sources (name, root, split, weight, view_selection, window), views and
                      aspect ranges, image_width, max_images_per_batch, augmentation
   optim              AdamW lr, min_lr, weight_decay, betas, warmup_steps, schedule, grad_clip
