@@ -1,0 +1,454 @@
+"""``depthpe bench memory``: predicted peak training memory per GPU, computed without a GPU.
+
+What is predicted: the peak of the bytes held by live tensors during one steady-state training step
+of a run config (the number ``torch.cuda.max_memory_allocated`` reports), split into parameters
+(trainable and frozen backbone), gradients (trainable only), AdamW state (trainable only), the batch,
+the activations saved for backward and the peak with temporaries, for a chosen number of views S,
+batch B, image width, precision and activation checkpointing.
+
+How: the model is built under ``torch._subclasses.fake_tensor.FakeTensorMode`` (tensors with shapes,
+dtypes and strides but no data, so a 1.2B-parameter model costs nothing) and two training steps run
+on it as the training loop runs them: forward under autocast, ``depthpe.losses.depth_loss``,
+backward (recomputing blocks with checkpointing), gradient clipping, ``AdamW.step`` and
+``zero_grad(set_to_none=True)``. A ``TorchDispatchMode`` sees every operator's outputs; each storage
+seen for the first time counts as allocated, and a ``weakref.finalize`` on that storage subtracts it
+when the last tensor using it dies. The peak of the second step is reported (the first step creates
+the optimizer state). Hand-written because no library does this accounting for a training step
+(``torch.cuda.memory`` needs a GPU; ``torch.utils.flop_counter`` counts FLOPs, not bytes).
+
+Assumptions for the GPU prediction (``--target cuda``, the default):
+
+* Attention runs in a fused SDPA kernel (FlashAttention for bf16/fp16, memory-efficient for fp32),
+  which keeps the output and a per-row log-sum-exp, never the (S*T) x (S*T) score matrix. The fake
+  run uses PyTorch's CPU flash kernel, whose saved tensors have the same sizes. An encoding that
+  computes scores itself (outside SDPA) shows its score matrix here as it would on a GPU.
+* Autocast follows CUDA's rules: besides the matmul-like ops CPU autocast already casts down, the
+  ops CUDA autocast runs in float32 (layer_norm, softmax, exp, log, pow, sum, ...; ``CUDA_FP32_OPS``)
+  get float32 inputs here too, which is what makes the q/k-norm outputs float32 on a GPU.
+* AdamW and gradient clipping use their multi-tensor (``foreach``) kernels, the CUDA default; AdamW's
+  ``foreach`` update holds one float32 temporary the size of the trainable parameters.
+* Every allocation is rounded up to 512 bytes (the CUDA caching allocator's granularity). Not
+  included: the CUDA context and cuBLAS/cuDNN workspaces (about 0.5-1 GiB), allocator fragmentation
+  (``memory_reserved`` is typically 5-15 % above the allocated peak), DDP gradient buckets (about
+  one more copy of the trainable gradients, in 25 MB buckets) and the fp16 ``GradScaler``'s small
+  buffers. ``fits_gib`` below keeps a margin for these.
+
+``--target cpu`` models a CPU run instead (CPU autocast rules, single-tensor AdamW, no rounding);
+``--measure`` also runs the same two steps for real on this CPU in a fresh subprocess and compares
+the extra memory of the second step (peak minus what was live before it): measured as ``VmHWM``
+after resetting it through ``/proc/self/clear_refs`` minus ``VmRSS`` before the step, with
+``MALLOC_MMAP_THRESHOLD_=65536`` so that freed tensors go back to the OS (the helpers of
+``depthpe bench attention``).
+
+Model code that reads tensor values on the host (input validation in ``DepthModel.forward`` and the
+camera checks of ``prepare_encoding``) cannot run on fake tensors; within this benchmark only,
+``check_inputs`` is replaced by a no-op and ``prepare_encoding`` runs on the real (tiny) camera
+tensors outside fake mode, its outputs still counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import weakref
+
+import torch
+
+HELP = "predict peak training memory per GPU (params, grads, AdamW state, activations) without a GPU"
+DESCRIPTION = __doc__
+PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
+CUDA_ALLOC_ROUND = 512
+GIB = 2**30
+MIB = 2**20
+# Names of the functions CUDA autocast runs in float32 (torch.amp documentation, "CUDA Ops that can
+# autocast to float32"); matched against torch.*, torch.Tensor.* and torch.nn.functional.* callables.
+CUDA_FP32_OPS = frozenset({
+    "__pow__", "__rpow__", "__rdiv__", "__rtruediv__", "acos", "asin", "cosh", "erfinv", "exp",
+    "expm1", "log", "log10", "log1p", "log2", "pow", "reciprocal", "rsqrt", "sinh", "tan", "softplus",
+    "layer_norm", "group_norm", "norm", "normalize", "cosine_similarity", "softmax", "log_softmax",
+    "softmin", "cumprod", "cumsum", "dist", "pdist", "cdist", "renorm", "logsumexp", "prod", "sum",
+    "l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "nll_loss", "kl_div", "cross_entropy",
+    "binary_cross_entropy_with_logits",
+})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default="quickstart", help="run config: a YAML file or a shipped config name")
+    parser.add_argument("--views", type=int, default=None,
+                        help="views S per sample (default: the largest of the config's data.views)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="samples B per GPU (default: the config's max_images_per_batch // S, at least 1)")
+    parser.add_argument("--precision", choices=sorted(PRECISIONS), default=None,
+                        help="autocast precision (default: the config's train.mixed_precision)")
+    parser.add_argument("--checkpointing", choices=["on", "off"], default=None,
+                        help="activation checkpointing of the aggregator blocks (default: the config's)")
+    parser.add_argument("--image-width", type=int, default=None, help="image width in px (default: the config's)")
+    parser.add_argument("--aspect", type=float, default=None,
+                        help="height / width (default: the largest of the config's data.aspect, the worst case)")
+    parser.add_argument("--target", choices=["cuda", "cpu"], default="cuda",
+                        help="which device's autocast rules and optimizer kernels to model (default cuda)")
+    parser.add_argument("--measure", action="store_true",
+                        help="also measure the real peak of the same step on this CPU (forces --target cpu)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the --measure run (default 1)")
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. model.global_pe=prope")
+    parser.add_argument("--_measure-child", dest="measure_child", action="store_true", help=argparse.SUPPRESS)
+
+
+# ----------------------------------------------------------------------------- the step to account
+class Setting:
+    """One memory question: run config ``cfg`` with S views, B samples, H x W images (px),
+    ``precision`` ("bf16" | "fp16" | "fp32"), ``checkpointing`` (bool) and ``target`` ("cuda" | "cpu")."""
+
+    def __init__(self, cfg, views: int, batch: int, height: int, width: int, precision: str,
+                 checkpointing: bool, target: str):
+        self.cfg, self.views, self.batch = cfg, views, batch
+        self.height, self.width = height, width
+        self.precision, self.checkpointing, self.target = precision, checkpointing, target
+
+    def model_config(self):
+        """The run's ``DepthModelConfig`` with random backbone weights and the chosen checkpointing."""
+        config = self.cfg.model_config()
+        config.pretrained, config.backbone_weights = False, None
+        config.gradient_checkpointing = self.checkpointing
+        return config
+
+    def describe(self) -> dict:
+        """JSON-friendly description (no config object)."""
+        return {"views": self.views, "batch": self.batch, "height": self.height, "width": self.width,
+                "precision": self.precision, "checkpointing": self.checkpointing, "target": self.target,
+                "global_pe": self.cfg.model_config().global_pe}
+
+
+def setting_from_args(args) -> Setting:
+    """Resolve the CLI options against the run config; raises ``SystemExit`` with a one-line message."""
+    from ..data.sampling import target_size
+    from ..run import load_run_config
+
+    if args.config.endswith((".yaml", ".yml")) and not os.path.isfile(args.config):
+        raise SystemExit(f"config file {args.config!r} does not exist")
+    cfg = load_run_config(args.config, args.overrides)
+    views = args.views if args.views is not None else int(cfg.data.views[1])
+    if views < 2:
+        raise SystemExit(f"--views must be >= 2 (the global attention needs two views), got {views}")
+    batch = args.batch if args.batch is not None else max(1, cfg.data.max_images_per_batch // views)
+    if batch < 1:
+        raise SystemExit(f"--batch must be >= 1, got {batch}")
+    width = args.image_width if args.image_width is not None else cfg.data.image_width
+    patch = cfg.model_config().patch_size
+    if width < patch or width % patch:
+        raise SystemExit(f"--image-width must be a positive multiple of the patch size {patch}, got {width}")
+    aspect = args.aspect if args.aspect is not None else float(cfg.data.aspect[1])
+    if aspect <= 0:
+        raise SystemExit(f"--aspect must be > 0, got {aspect}")
+    height, width = target_size(aspect, width, patch)
+    precision = args.precision or cfg.train.mixed_precision
+    if precision not in PRECISIONS:
+        precision = "fp32"  # "no" in the config
+    ckpt = cfg.model.gradient_checkpointing if args.checkpointing is None else args.checkpointing == "on"
+    target = "cpu" if args.measure or args.measure_child else args.target
+    return Setting(cfg, views, batch, height, width, precision, bool(ckpt), target)
+
+
+def make_cameras_real(setting: Setting) -> tuple[torch.Tensor, torch.Tensor]:
+    """Real float32 K (B, S, 3, 3) and w2c (B, S, 4, 4): normalized random cameras, view 0 identity."""
+    from .attention import make_cameras
+
+    K, w2c = make_cameras(setting.batch, setting.views, (setting.height, setting.width), "cpu")
+    return K.float(), w2c.float()
+
+
+def make_batch(setting: Setting) -> dict:
+    """A batch as the loader gives it: images (B, S, 3, H, W) in [0, 1], K, w2c, depth > 0 and an
+    all-true valid mask (B, S, H, W). Under fake mode the image/depth tensors are fake, the cameras real."""
+    B, S, H, W = setting.batch, setting.views, setting.height, setting.width
+    K, w2c = make_cameras_real(setting)
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(B, S, 3, H, W, generator=g)
+    depth = 1.0 + torch.rand(B, S, H, W, generator=g)
+    return {"images": images, "K": K, "w2c": w2c, "depth": depth, "valid": torch.ones(B, S, H, W, dtype=torch.bool)}
+
+
+def build_training(setting: Setting, fake_mode=None):
+    """(model in train mode, AdamW over its trainable parameters) as ``depthpe.run.building`` builds
+    them, with a random backbone; AdamW uses ``foreach`` kernels for ``target="cuda"``. With
+    ``fake_mode`` the model is built on the meta device (timm reads values while building) and its
+    tensors are then replaced by fake CPU tensors."""
+    from ..model import DepthModel
+
+    torch.manual_seed(setting.cfg.seed)
+    with torch.device("meta") if fake_mode else contextlib.nullcontext():
+        model = DepthModel(setting.model_config(), load_backbone_weights=False).train()
+    with fake_mode or contextlib.nullcontext():
+        if fake_mode:
+            model.to_empty(device="cpu")
+        return model, _adamw(model, setting)
+
+
+def _adamw(model, setting: Setting) -> torch.optim.AdamW:
+    """AdamW as the run builds it (``foreach`` kernels, the CUDA default, for ``target="cuda"``)."""
+    return torch.optim.AdamW(model.param_groups(setting.cfg.optim.weight_decay), lr=setting.cfg.optim.lr,
+                             betas=setting.cfg.optim.betas, foreach=setting.target == "cuda")
+
+
+def _autocast(setting: Setting):
+    dtype = PRECISIONS[setting.precision]
+    return torch.autocast("cpu", dtype=dtype or torch.float32, enabled=dtype is not None)
+
+
+def train_step(model, opt, batch: dict, setting: Setting, mark=lambda phase: None) -> None:
+    """One optimizer step as ``depthpe.run.step`` does it (one micro-batch): forward under autocast,
+    ``depth_loss``, backward, gradient clipping, AdamW step, ``zero_grad(set_to_none=True)``.
+    ``mark(phase)`` is called when "forward", "backward" and "optimizer" begin and with "end"."""
+    from ..losses import depth_loss
+
+    loss_cfg = setting.cfg.loss
+    mark("forward")
+    rules = CudaAutocastRules() if setting.target == "cuda" and setting.precision != "fp32" else contextlib.nullcontext()
+    with _autocast(setting), rules:
+        out = model(batch["images"], batch["K"], batch["w2c"])
+    loss = depth_loss(out["depth"], batch["depth"], batch["valid"], out.get("conf"),
+                      l1_weight=loss_cfg.l1_weight, gradient_weight=loss_cfg.gradient_weight,
+                      gradient_scales=loss_cfg.gradient_scales, conf_weight=loss_cfg.conf_weight,
+                      conf_alpha=loss_cfg.conf_alpha)["total"]
+    del out
+    mark("backward")
+    loss.backward()
+    del loss
+    mark("optimizer")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    torch.nn.utils.clip_grad_norm_(trainable, setting.cfg.optim.grad_clip, foreach=setting.target == "cuda")
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    mark("end")
+
+
+class CudaAutocastRules(torch.overrides.TorchFunctionMode):
+    """While CPU autocast is on, give the functions CUDA autocast runs in float32 (``CUDA_FP32_OPS``)
+    float32 copies of their low-precision floating-point tensor arguments, as CUDA autocast does."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", None) in CUDA_FP32_OPS and torch.is_autocast_enabled("cpu"):
+            args, kwargs = torch.utils._pytree.tree_map(_to_fp32, (args, kwargs))
+        return func(*args, **kwargs)
+
+
+def _to_fp32(x):
+    if isinstance(x, torch.Tensor) and x.dtype in (torch.bfloat16, torch.float16):
+        return x.float()
+    return x
+
+
+# ----------------------------------------------------------------------------- storage accounting
+class StorageTracker(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the bytes of live tensor storages: an operator output that does not alias an input
+    (no alias annotation in the operator's schema) is a new storage, counted until it is freed
+    (``weakref.finalize``). Allocations are rounded up to ``round_to`` bytes. ``peak`` is the
+    largest ``current`` seen; ``phase_peaks`` the largest per phase set by ``mark``."""
+
+    def __init__(self, round_to: int = 1):
+        super().__init__()
+        self.round_to = round_to
+        self.live: dict[int, int] = {}
+        self.current = self.peak = 0
+        self.phase = "setup"
+        self.phase_peaks: dict[str, int] = {}
+        self.phase_start: dict[str, int] = {}
+
+    def add(self, tensor: torch.Tensor) -> None:
+        """Count ``tensor``'s storage (once) until it is freed."""
+        storage = tensor.untyped_storage()
+        key = id(storage)
+        if key in self.live or storage.nbytes() == 0:
+            return
+        nbytes = -(-storage.nbytes() // self.round_to) * self.round_to
+        self.live[key] = nbytes
+        self.current += nbytes
+        self.peak = max(self.peak, self.current)
+        self.phase_peaks[self.phase] = max(self.phase_peaks.get(self.phase, 0), self.current)
+        weakref.finalize(storage, self._free, key)
+
+    def _free(self, key: int) -> None:
+        self.current -= self.live.pop(key, 0)
+
+    def mark(self, phase: str) -> None:
+        """Start ``phase``: record the bytes live now as its start and reset its peak."""
+        self.phase = phase
+        self.phase_start[phase] = self.current
+        self.phase_peaks[phase] = self.current
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        returns = func._schema.returns
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        for i, t in enumerate(outs):
+            aliased = i < len(returns) and returns[i].alias_info is not None
+            if isinstance(t, torch.Tensor) and not aliased:
+                self.add(t)
+            elif isinstance(t, (tuple, list)) and not aliased:  # Tensor[] outputs (foreach ops)
+                for x in t:
+                    if isinstance(x, torch.Tensor):
+                        self.add(x)
+        return out
+
+
+def storage_bytes(tensors) -> int:
+    """Bytes of the distinct storages of ``tensors`` (None entries skipped)."""
+    seen = {}
+    for t in tensors:
+        if t is not None:
+            s = t.untyped_storage()
+            seen[id(s)] = s.nbytes()
+    return sum(seen.values())
+
+
+def optimizer_state_bytes(opt: torch.optim.Optimizer) -> int:
+    """Bytes of the tensors in the optimizer state (AdamW: exp_avg, exp_avg_sq, step)."""
+    return storage_bytes(v for state in opt.state.values() for v in state.values() if isinstance(v, torch.Tensor))
+
+
+@contextlib.contextmanager
+def host_reads_patched(fake_mode):
+    """Within this benchmark only: skip ``DepthModel.forward``'s input validation (it reads values on
+    the host, which fake tensors do not have) and run ``prepare_encoding`` on the real camera tensors
+    outside fake mode (its camera checks read values too; the tracker still counts its outputs)."""
+    from unittest import mock
+
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from ..model import aggregator, depth_model
+
+    real_prepare = aggregator.prepare_encoding
+
+    def prepare_outside_fake(*args, **kwargs):
+        with unset_fake_temporarily():
+            return real_prepare(*args, **kwargs)
+
+    with contextlib.ExitStack() as stack:
+        if hasattr(depth_model, "check_inputs"):
+            stack.enter_context(mock.patch.object(depth_model, "check_inputs", lambda *a, **k: None))
+        stack.enter_context(mock.patch.object(aggregator, "prepare_encoding", prepare_outside_fake))
+        yield
+
+
+# ----------------------------------------------------------------------------- prediction
+def predict(setting: Setting, progress=None) -> dict:
+    """Predicted memory (bytes) of the second of two training steps of ``setting`` on fake tensors.
+
+    Returns {"params_trainable", "params_frozen", "grads", "optimizer", "batch", "persistent" (live
+    before step 2), "saved" (activations live after the forward and loss, step 2), "peak" (largest
+    live total in step 2), "peak_phase", "phase_peaks" {phase: bytes}, "extra" (peak - persistent)}."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    say = progress or (lambda msg: None)
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    K, w2c = make_cameras_real(setting)
+    B, S, H, W = setting.batch, setting.views, setting.height, setting.width
+    say("building the model on fake tensors")
+    model, opt = build_training(setting, fake)
+    with fake:
+        batch = {"images": torch.empty(B, S, 3, H, W), "K": K, "w2c": w2c, "depth": torch.empty(B, S, H, W),
+                 "valid": torch.empty(B, S, H, W, dtype=torch.bool)}
+    tracker = StorageTracker(CUDA_ALLOC_ROUND if setting.target == "cuda" else 1)
+    for t in [*model.parameters(), *model.buffers(), *batch.values()]:
+        tracker.add(t)
+    grads = {}
+
+    def mark(step: int):
+        def hook(phase: str):
+            say(f"step {step}/2: {phase}")
+            if phase == "optimizer":
+                grads[step] = storage_bytes(p.grad for p in model.parameters())
+            tracker.mark(f"{phase}{step}")
+        return hook
+
+    with fake, host_reads_patched(fake), tracker:
+        train_step(model, opt, batch, setting, mark(1))
+        train_step(model, opt, batch, setting, mark(2))
+    return _summary(model, opt, batch, tracker, grads[2])
+
+
+def _summary(model, opt, batch, tracker: StorageTracker, grads: int) -> dict:
+    """The numbers ``predict`` returns, from the tracker's phase marks of step 2."""
+    params = list(model.parameters())
+    step2 = {p: tracker.phase_peaks[f"{p}2"] for p in ("forward", "backward", "optimizer")}
+    peak_phase = max(step2, key=step2.get)
+    persistent = tracker.phase_start["forward2"]
+    return {
+        "params_trainable": storage_bytes(p for p in params if p.requires_grad),
+        "params_frozen": storage_bytes(p for p in params if not p.requires_grad),
+        "buffers": storage_bytes(model.buffers()),
+        "grads": grads, "optimizer": optimizer_state_bytes(opt),
+        "batch": storage_bytes(batch.values()), "persistent": persistent,
+        "saved": tracker.phase_start["backward2"] - persistent,
+        "peak": step2[peak_phase], "peak_phase": peak_phase, "phase_peaks": step2,
+        "extra": step2[peak_phase] - persistent,
+    }
+
+
+# ----------------------------------------------------------------------------- CPU measurement
+def measure_here(setting: Setting) -> dict:
+    """Measure, in this process, the extra resident memory (MiB) of the second of two real training
+    steps of ``setting`` on the CPU: ``VmHWM`` after the step (reset just before it) minus ``VmRSS``
+    before it. Meaningful only with ``MALLOC_MMAP_THRESHOLD_=65536`` (see ``measure_cpu``)."""
+    import gc
+
+    from .attention import _reset_peak_rss, _status_mib
+
+    batch = make_batch(setting)
+    model, opt = build_training(setting)
+    train_step(model, opt, batch, setting)  # creates the AdamW state; one-time allocations happen here
+    gc.collect()
+    reset = _reset_peak_rss()
+    before = _status_mib("VmRSS")
+    train_step(model, opt, batch, setting)
+    return {"extra_mib": _status_mib("VmHWM") - before, "rss_before_mib": before, "hwm_reset": reset}
+
+
+def child_argv(args, setting: Setting) -> list[str]:
+    """Command line of the ``--measure`` subprocess: the same question with every size spelled out."""
+    argv = [sys.executable, "-m", "depthpe.bench.memory", "--_measure-child", "--config", args.config,
+            "--views", str(setting.views), "--batch", str(setting.batch),
+            "--image-width", str(setting.width), "--aspect", repr(setting.height / setting.width),
+            "--precision", setting.precision, "--checkpointing", "on" if setting.checkpointing else "off",
+            "--threads", str(args.threads)]
+    return argv + list(args.overrides)
+
+
+def measure_cpu(args, setting: Setting) -> dict:
+    """Run ``measure_here`` in a fresh subprocess with ``MALLOC_MMAP_THRESHOLD_=65536`` (freed tensors
+    go back to the OS, so resident memory follows live tensors); returns its result dict."""
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    proc = subprocess.run(child_argv(args, setting), capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the CPU measurement failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run(args: argparse.Namespace) -> int:
+    setting = setting_from_args(args)
+    if args.measure_child:
+        torch.set_num_threads(args.threads)
+        print(json.dumps(measure_here(setting)))
+        return 0
+    raise NotImplementedError
+
+
+def main(argv=None) -> int:
+    """``python -m depthpe.bench.memory``: the benchmark without the ``depthpe`` command."""
+    parser = argparse.ArgumentParser(prog="depthpe bench memory", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
