@@ -227,6 +227,8 @@ def _predict_scenes(model, loader, device, global_value: dict, panels: int, prog
     scene, rendered panels, [(dataset, loss terms)] when ``loss_fn`` is given)."""
     from tqdm.auto import tqdm
 
+    from .model.depth_model import check_model_inputs
+
     rows, failures, frames, rendered, losses = [], [], {}, [], []
     for batch in tqdm(loader, desc="eval pass 2/2 (model)", disable=not progress, unit="scene"):
         name, scene = (x if isinstance(x, str) else x[0] for x in (batch["dataset"], batch["scene"]))
@@ -234,6 +236,7 @@ def _predict_scenes(model, loader, device, global_value: dict, panels: int, prog
             failures.append({"scene": f"{name}/{scene}", "error": batch["error"]})
             continue
         frames[f"{name}/{scene}"] = [int(i) for i in batch["frames"][0]]
+        check_model_inputs(model, batch["images"], batch["K"], batch["w2c"])
         out = model(batch["images"].to(device), batch["K"].to(device), batch["w2c"].to(device))
         pred = out["depth"][0].float().cpu()
         gt, valid = batch["depth"][0], batch["valid"][0]

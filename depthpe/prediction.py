@@ -241,6 +241,7 @@ def run_views(model, images: np.ndarray, K: np.ndarray, w2c: np.ndarray | None, 
     the model's ``scale_reference``), the
     model runs under ``dtype`` ("bf16" autocast or "fp32"), and depth is multiplied back in float64."""
     from .geometry import DegenerateSceneError, normalize_scene
+    from .model.depth_model import check_model_inputs
 
     param = next(model.parameters())
     S = len(images)
@@ -252,10 +253,15 @@ def run_views(model, images: np.ndarray, K: np.ndarray, w2c: np.ndarray | None, 
     except DegenerateSceneError as err:
         raise ConfigError(f"the cameras of one prediction do not move ({err}); depth needs camera motion "
                           "to have a scale (check the poses, or predict more views together)") from err
-    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)[None].to(param.device, torch.float32) / 255
-    K_t = torch.as_tensor(K, dtype=torch.float32, device=param.device)[None]
+    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)[None].to(torch.float32) / 255
+    K_t = torch.as_tensor(K, dtype=torch.float32)[None]
+    w2c_t = w2c_n.to(torch.float32)
+    try:  # checked here, on the CPU: forward checks only shapes (no host-device sync)
+        check_model_inputs(model, x, K_t, w2c_t)
+    except ValueError as err:
+        raise ConfigError(f"unusable input for the model: {err}") from err
     with _autocast(param.device, dtype):
-        out = model(x, K_t, w2c_n.to(param.device, torch.float32))
+        out = model(x.to(param.device), K_t.to(param.device), w2c_t.to(param.device))
     depth = (out["depth"][0].double() * s.to(param.device)[0]).float()
     return depth.cpu().numpy(), out["conf"][0].float().cpu().numpy()
 

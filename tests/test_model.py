@@ -6,6 +6,7 @@ import copy
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from depthpe.model import PRESETS, CheckpointMismatchError, ConfigError
 from depthpe.model import aggregator as aggregator_module
 from depthpe.model.backbone import BackboneWeightsError, build_backbone
 from depthpe.model.blocks import AggregatorBlock
+from depthpe.model.depth_model import check_inputs
 from depthpe.pe import available_encodings
 from depthpe.model.dpt import DPTHead, ResidualConvUnit, sincos_embed_2d, uv_grid
 
@@ -436,23 +438,49 @@ def test_predict_restores_training_mode():
 
 
 @pytest.mark.parametrize(
-    "mutate, message",
+    "mutate, message, static",
     [
-        (lambda i, k, w: (i[..., :50, :], k, w), "multiple of the patch size"),
-        (lambda i, k, w: (i[0], k, w), r"\(B, S, 3, H, W\)"),
-        (lambda i, k, w: (i, k[:, :2], w), "K must have shape"),
-        (lambda i, k, w: (i, k, w[:, :2]), "w2c must have shape"),
-        (lambda i, k, w: (i, k, w[..., :3]), "w2c must have shape"),
-        (lambda i, k, w: (i, k, w.clone().index_fill_(1, torch.tensor([1]), float("nan"))), "w2c contains NaN"),
-        (lambda i, k, w: (i, k.clone().index_fill_(1, torch.tensor([0]), float("inf")), w), "K contains NaN"),
-        (lambda i, k, w: (i * 255, k, w), r"\[0, 1\]"),
-        (lambda i, k, w: ((i * 255).to(torch.uint8), k, w), "float"),
+        (lambda i, k, w: (i[..., :50, :], k, w), "multiple of the patch size", True),
+        (lambda i, k, w: (i[0], k, w), r"\(B, S, 3, H, W\)", True),
+        (lambda i, k, w: (i, k[:, :2], w), "K must have shape", True),
+        (lambda i, k, w: (i, k, w[:, :2]), "w2c must have shape", True),
+        (lambda i, k, w: (i, k, w[..., :3]), "w2c must have shape", True),
+        (lambda i, k, w: ((i * 255).to(torch.uint8), k, w), "float", True),
+        (lambda i, k, w: (i, k, w.clone().index_fill_(1, torch.tensor([1]), float("nan"))), "w2c contains NaN", False),
+        (lambda i, k, w: (i, k.clone().index_fill_(1, torch.tensor([0]), float("inf")), w), "K contains NaN", False),
+        (lambda i, k, w: (i, -k, w), "non-positive focal", False),
+        (lambda i, k, w: (i * float("nan"), k, w), "images contain NaN", False),
+        (lambda i, k, w: (i * 255, k, w), r"\[0, 1\]", False),
     ],
 )
-def test_forward_rejects_bad_inputs(model, mutate, message):
+def test_forward_rejects_bad_inputs(model, mutate, message, static):
+    """Every bad input is refused by ``DepthModel.check_inputs`` (the boundary: predict, evaluation);
+    shape errors also by ``forward``, which reads no values (no host sync, compiles to one graph)."""
     images, K, w2c = mutate(*make_inputs(B=1, S=3))
     with pytest.raises(ValueError, match=message):
-        model(images, K, w2c)
+        model.check_inputs(images, K, w2c)
+    with pytest.raises(ValueError, match=message):
+        check_inputs(images, K, w2c, model.config.patch_size)
+    if static:
+        with pytest.raises(ValueError, match=message):
+            model(images, K, w2c)
+    else:
+        with pytest.raises(ValueError, match=message):
+            model.predict(images, K, w2c)
+
+
+def test_check_inputs_warns_for_large_translations_of_camera_encodings():
+    images, K, w2c = make_inputs(B=1, S=3)
+    far = w2c.clone()
+    far[..., :3, 3] *= 100.0
+    prope = DepthModel(tiny_config(global_pe="prope"))
+    with pytest.warns(UserWarning, match="not scale-invariant"):
+        prope.check_inputs(images, K, far)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DepthModel(tiny_config(global_pe="rope")).check_inputs(images, K, far)  # RoPE reads no cameras
+        DepthModel(tiny_config(global_pe="prope", pe_options={"max_translation": None})).check_inputs(
+            images, K, far)
 
 
 # --------------------------------------------------------------------------- backbone

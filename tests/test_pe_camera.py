@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from depthpe.geometry import invert_intrinsics, invert_w2c, normalize_intrinsics, normalize_scene
-from depthpe.pe import multiview_attention, prepare_encoding
+from depthpe.pe import check_encoding_cameras, multiview_attention, prepare_encoding, validate_cameras
 from depthpe.pe.camera import lift_intrinsics, projection_matrices
 from depthpe.pe.dppe import tadd_blockwise_channels
 from tests.test_pe_support import (
@@ -331,10 +332,14 @@ def test_bf16_logits_close_to_float64_for_normalized_poses():
     assert float((low - ref).abs().mean() / ref.std()) < 1e-2
 
 
-def test_large_translation_warns():
+def test_large_translation_warns_at_the_boundary_not_in_prepare():
     _, K, w2c, *_ = setup(17, trans=50.0)
     with pytest.warns(UserWarning, match="not scale-invariant"):
+        check_encoding_cameras("prope", K, w2c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # preparing reads no camera values (no host sync)
         prep("prope", K, w2c)
+        check_encoding_cameras("prope", K, w2c, max_translation=100.0)
 
 
 # --- 19. q/k norm ordering (encodings act on the tensors they are given) -----------------------
@@ -361,12 +366,18 @@ def test_clear_errors():
         enc.attend(q[:1], k[:1], v[:1])
     with pytest.raises(ValueError, match="needs cameras"):
         prep("prope", None, None)
+    with pytest.raises(ValueError, match="needs cameras"):
+        check_encoding_cameras("prope", None, None)
     with pytest.raises(ValueError, match="K must have shape"):
         prep("prope", K[..., :2, :], w2c)
-    with pytest.raises(ValueError, match="focal"):
-        prep("prope", -K, w2c)
-    with pytest.raises(ValueError, match="NaN"):
-        prep("gta", K, w2c * float("nan"))
+    # values are checked where data enters (check_encoding_cameras / validate_cameras), not in prepare
+    with pytest.raises(ValueError, match="non-positive focal"):
+        check_encoding_cameras("prope", -K, w2c)
+    with pytest.raises(ValueError, match="w2c contains NaN"):
+        check_encoding_cameras("gta", K, w2c * float("nan"))
+    with pytest.raises(ValueError, match="K contains NaN"):
+        validate_cameras(K * float("nan"), w2c, w2c.shape[1], method="prope")
+    check_encoding_cameras("rope", None, w2c * float("nan"))  # nor does RoPE read cameras
     with pytest.raises(TypeError):
         prep("prope", K, w2c, not_an_option=1)
 

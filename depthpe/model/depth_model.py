@@ -20,12 +20,13 @@ import torch.nn as nn
 from huggingface_hub import PyTorchModelHubMixin
 
 from .. import geometry
+from ..pe import check_encoding_cameras
 from .aggregator import Aggregator
 from .config import DepthModelConfig
 from .encoding_spec import encoding_pair
 from .dpt import DPTHead
 
-__all__ = ["DepthModel", "CheckpointMismatchError", "check_inputs"]
+__all__ = ["DepthModel", "CheckpointMismatchError", "check_inputs", "check_input_shapes", "check_model_inputs"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -81,12 +82,12 @@ def _check_config_matches_weights(model_cls, config: DepthModelConfig, config_pa
         )
 
 
-def check_inputs(images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor, patch_size: int) -> None:
-    """Validate model inputs; raise ``ValueError`` saying what is wrong and how to fix it.
+def check_input_shapes(images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor, patch_size: int) -> None:
+    """Check types, dtypes and shapes of model inputs (static: reads no tensor values, so
+    ``DepthModel.forward`` runs it without a host-device sync); raise ``TypeError`` / ``ValueError``.
 
-    images: (B, S, 3, H, W) float RGB in [0, 1], H and W multiples of ``patch_size``;
-    K: (B, S, 3, 3) pixel intrinsics (finite, positive focal lengths);
-    w2c: (B, S, 3, 4) or (B, S, 4, 4) OpenCV world-to-camera (finite).
+    images: (B, S, 3, H, W) float, H and W multiples of ``patch_size``; K: (B, S, 3, 3);
+    w2c: (B, S, 3, 4) or (B, S, 4, 4).
     """
     for name, t in (("images", images), ("K", K), ("w2c", w2c)):
         if not isinstance(t, torch.Tensor):
@@ -116,6 +117,18 @@ def check_inputs(images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor, patch
             f"w2c must have shape (B, S, 3, 4) or (B, S, 4, 4) with (B, S) = {(B, S)} to match "
             f"images, got {tuple(w2c.shape)}"
         )
+
+
+def check_inputs(images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor, patch_size: int) -> None:
+    """Validate model inputs, shapes and values; raise ``ValueError`` saying what is wrong and how to fix it.
+
+    images: (B, S, 3, H, W) float RGB in [0, 1], H and W multiples of ``patch_size``;
+    K: (B, S, 3, 3) pixel intrinsics (finite, positive focal lengths);
+    w2c: (B, S, 3, 4) or (B, S, 4, 4) OpenCV world-to-camera (finite).
+    Reads the values (one host-device sync): run it where data enters (``DepthModel.predict``,
+    evaluation, ``DepthModel.check_inputs``), not inside ``forward``.
+    """
+    check_input_shapes(images, K, w2c, patch_size)
     flags = torch.stack([
         torch.isfinite(K).all(),
         torch.isfinite(w2c).all(),
@@ -137,6 +150,19 @@ def check_inputs(images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor, patch
             f"{float(images.amax()):.3g}]); divide uint8 images by 255 and do not apply ImageNet "
             "normalization (the model does it)"
         )
+
+
+def check_model_inputs(model: nn.Module, images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor) -> None:
+    """``model.check_inputs(images, K, w2c)`` (``ValueError`` for NaN/inf, focal lengths, image range;
+    ``forward`` checks only shapes), looking through DDP (``.module``) and ``torch.compile``
+    wrappers; a module without ``check_inputs`` (e.g. a test oracle) is not checked.
+
+    images: (B, S, 3, H, W) in [0, 1]; K: (B, S, 3, 3) pixels; w2c: (B, S, 3|4, 4) OpenCV
+    world-to-camera. For the boundaries where data enters: evaluation, ``depthpe.predict``.
+    """
+    check = getattr(getattr(model, "module", model), "check_inputs", None)
+    if callable(check):
+        check(images, K, w2c)
 
 
 class DepthModel(
@@ -188,11 +214,27 @@ class DepthModel(
         intrinsics of these images; w2c: (B, S, 3|4, 4) normalized OpenCV world-to-camera
         (view 0 = identity, translations divided by the scene scale).
         Returns {"depth": (B, S, H, W) > 0, "conf": (B, S, H, W) > 1}, float32.
+
+        Only shapes are checked here (no host-device sync, so ``torch.compile`` captures one graph);
+        ``check_inputs`` checks the values (NaN, focal lengths, image range) where data enters.
         """
-        check_inputs(images, K, w2c, self.config.patch_size)
+        check_input_shapes(images, K, w2c, self.config.patch_size)
         layers = self.aggregator(images, K, w2c)
         depth, conf = self.depth_head(layers, images.shape[-2:])
         return {"depth": depth, "conf": conf}
+
+    def check_inputs(self, images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor) -> None:
+        """Validate the inputs of ``forward`` by shape and value; raise ``ValueError`` saying what is
+        wrong and how to fix it (module-level ``check_inputs``, then the cameras as the global
+        encoding reads them: ``depthpe.pe.check_encoding_cameras``, which warns for translations
+        longer than ``pe_options.max_translation``, default 10).
+
+        images: (B, S, 3, H, W) float RGB in [0, 1], H, W multiples of the patch size; K: (B, S, 3, 3)
+        pixel intrinsics; w2c: (B, S, 3|4, 4) OpenCV world-to-camera. One host-device sync: call
+        it where data enters (``predict`` and evaluation do), not in a training step.
+        """
+        check_inputs(images, K, w2c, self.config.patch_size)
+        check_encoding_cameras(self.config.global_pe, K, w2c, **self.config.pe_options)
 
     @torch.no_grad()
     def predict(
@@ -227,6 +269,7 @@ class DepthModel(
                 f"DepthModel.predict: {err} (scale is the length that becomes 1 in the model's "
                 "normalized frame, in your units, e.g. DepthModel.predict(..., scale=1.0))"
             ) from err
+        check_encoding_cameras(self.config.global_pe, K, w2c_n, **self.config.pe_options)
         param = next(self.parameters())
         dev, dt = param.device, param.dtype
         was_training = self.training

@@ -40,6 +40,8 @@ from .rope import apply_rope_2d
 
 __all__ = [
     "lift_intrinsics",
+    "memoized",
+    "camera_tensors",
     "validate_cameras",
     "projection_matrices",
     "TiledMatrix",
@@ -65,6 +67,42 @@ def lift_intrinsics(K: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def camera_tensors(
+    K: torch.Tensor | None,
+    w2c: torch.Tensor | None,
+    num_views: int,
+    *,
+    method: str,
+    need_K: bool = True,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Shape checks and float64 copies of the cameras, without looking at their values.
+
+    K: (B, S, 3, 3) pixel intrinsics or None; w2c: (B, S, 3|4, 4) OpenCV world-to-camera.
+    Returns ``(K (B,S,3,3) float64 or None, w2c (B,S,4,4) float64)``, detached. Raises
+    ``ValueError`` for missing cameras or wrong shapes (static checks only: no host-device sync, so
+    ``prepare_encoding`` stays traceable by ``torch.compile``). The values are checked by
+    ``validate_cameras`` where data enters (``DepthModel.check_inputs``, ``check_encoding_cameras``).
+    """
+    if w2c is None or (need_K and K is None):
+        raise ValueError(
+            f"encoding {method!r} needs cameras: pass K=(B, S, 3, 3) pixel intrinsics and "
+            "w2c=(B, S, 3|4, 4) world-to-camera extrinsics"
+        )
+    if w2c.ndim != 4 or w2c.shape[-1] != 4 or w2c.shape[-2] not in (3, 4):
+        raise ValueError(f"w2c must have shape (B, S, 3, 4) or (B, S, 4, 4), got {tuple(w2c.shape)}")
+    if w2c.shape[1] != num_views:
+        raise ValueError(f"w2c has {w2c.shape[1]} views but num_views={num_views}")
+    w2c64 = to_4x4(w2c.detach().to(torch.float64))
+    K64 = None
+    if K is not None:
+        if K.ndim != 4 or K.shape[-2:] != (3, 3) or K.shape[:2] != w2c.shape[:2]:
+            raise ValueError(
+                f"K must have shape (B, S, 3, 3) matching w2c {tuple(w2c.shape[:2])}, got {tuple(K.shape)}"
+            )
+        K64 = K.detach().to(torch.float64)
+    return K64, w2c64
+
+
 def validate_cameras(
     K: torch.Tensor | None,
     w2c: torch.Tensor | None,
@@ -80,39 +118,25 @@ def validate_cameras(
     world-to-camera. Raises ``ValueError`` naming the problem. Warns when a translation is longer
     than ``max_translation`` (camera encodings are not scale-invariant and lose precision in bf16
     for large translations: normalize the scene first, docs/conventions.md).
+    Reads the values (one host-device sync): call it where data enters, not inside ``forward``.
     """
-    if w2c is None or (need_K and K is None):
-        raise ValueError(
-            f"encoding {method!r} needs cameras: pass K=(B, S, 3, 3) pixel intrinsics and "
-            "w2c=(B, S, 3|4, 4) world-to-camera extrinsics"
+    K64, w2c64 = camera_tensors(K, w2c, num_views, method=method, need_K=need_K)
+    checks = [torch.isfinite(w2c64).all()]
+    if K64 is not None:
+        checks += [torch.isfinite(K64).all(), ((K64[..., 0, 0] > 0) & (K64[..., 1, 1] > 0)).all()]
+    values = [w2c64[..., :3, 3].norm(dim=-1).max()] + [c.to(torch.float64) for c in checks]
+    tmax, *flags = torch.stack(values).tolist()
+    for ok, message in zip(flags, ("w2c contains NaN or inf values", "K contains NaN or inf values",
+                                   "K has a non-positive focal length (fx or fy <= 0)")):
+        if not ok:
+            raise ValueError(message)
+    if max_translation is not None and tmax > max_translation:
+        warnings.warn(
+            f"{method}: a camera translation has norm {tmax:.3g} > {max_translation}; camera "
+            "encodings are not scale-invariant and lose precision for large translations. "
+            "Normalize the scene (depthpe.geometry.normalize_scene) before the model.",
+            stacklevel=3,
         )
-    if w2c.ndim != 4 or w2c.shape[-1] != 4 or w2c.shape[-2] not in (3, 4):
-        raise ValueError(f"w2c must have shape (B, S, 3, 4) or (B, S, 4, 4), got {tuple(w2c.shape)}")
-    if w2c.shape[1] != num_views:
-        raise ValueError(f"w2c has {w2c.shape[1]} views but num_views={num_views}")
-    w2c64 = to_4x4(w2c.detach().to(torch.float64))
-    if not torch.isfinite(w2c64).all():
-        raise ValueError("w2c contains NaN or inf values")
-    K64 = None
-    if K is not None:
-        if K.ndim != 4 or K.shape[-2:] != (3, 3) or K.shape[:2] != w2c.shape[:2]:
-            raise ValueError(
-                f"K must have shape (B, S, 3, 3) matching w2c {tuple(w2c.shape[:2])}, got {tuple(K.shape)}"
-            )
-        K64 = K.detach().to(torch.float64)
-        if not torch.isfinite(K64).all():
-            raise ValueError("K contains NaN or inf values")
-        if (K64[..., 0, 0] <= 0).any() or (K64[..., 1, 1] <= 0).any():
-            raise ValueError("K has a non-positive focal length (fx or fy <= 0)")
-    if max_translation is not None:
-        tmax = float(w2c64[..., :3, 3].norm(dim=-1).max())
-        if tmax > max_translation:
-            warnings.warn(
-                f"{method}: a camera translation has norm {tmax:.3g} > {max_translation}; camera "
-                "encodings are not scale-invariant and lose precision for large translations. "
-                "Normalize the scene (depthpe.geometry.normalize_scene) before the model.",
-                stacklevel=3,
-            )
     return K64, w2c64
 
 
@@ -131,18 +155,30 @@ def projection_matrices(
     return P, P_inv
 
 
+def memoized(cache: dict, key, compute):
+    """``compute()``, stored in ``cache[key]`` and reused in eager mode.
+
+    Under ``torch.compile`` the value is computed inline instead: a write to a Python dict inside a
+    checkpointed block or an ``autograd.Function`` is a side effect Dynamo cannot trace (a graph
+    break), and the compiled graph computes these small constant tables once anyway.
+    """
+    if torch.compiler.is_compiling():
+        return compute()
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]
+
+
 class _Cached:
-    """Holds float64 tensors and hands out copies in a work dtype/device, cached."""
+    """Holds float64 tensors and hands out copies in a work dtype/device (``memoized``)."""
 
     def __init__(self, **tensors: torch.Tensor):
         self._master = tensors
         self._cache: dict = {}
 
     def get(self, name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        key = (name, dtype, device)
-        if key not in self._cache:
-            self._cache[key] = self._master[name].to(device=device, dtype=dtype)
-        return self._cache[key]
+        return memoized(self._cache, (name, dtype, device),
+                        lambda: self._master[name].to(device=device, dtype=dtype))
 
 
 class TiledMatrix(_Cached):
@@ -187,7 +223,7 @@ class RotTransSplit(_Cached):
             out6[..., 3:].copy_(chunks[..., 3:])
         else:
             t = self.get("t", x.dtype, x.device)[:, None, :, None, None, :]
-            torch.add(chunks[..., 3:], t, out=out6[..., 3:])
+            out6[..., 3:].copy_(chunks[..., 3:] + t)  # not add(out=): a strided out= breaks Dynamo graphs
         if 6 * n6 < c:
             out[..., 6 * n6 :].copy_(x[..., 6 * n6 :])
 
@@ -218,16 +254,16 @@ class PropeRope:
         """Full-width tables (T, width): ``C`` = cos at every channel, ``Sn`` = +sin on the first
         channel of each pair and -sin on the second, so that the forward map is
         ``x * C + swap(x) * Sn`` with swap exchanging the two halves of each quarter."""
-        key = (width, dtype, device)
-        if key not in self._cache:
-            nf = width // 4
-            freqs = self.base ** (-torch.arange(nf, dtype=torch.float64) / nf)
-            ang = torch.stack([self.px, self.py], dim=-1)[..., None] * freqs  # (T, axis, nf)
-            cos, sin = ang.cos().unsqueeze(-2), ang.sin().unsqueeze(-2)  # (T, axis, 1, nf)
-            C = cos.expand(-1, 2, 2, nf).reshape(-1, width)
-            Sn = torch.cat([sin, -sin], dim=-2).reshape(-1, width)
-            self._cache[key] = (C.to(device, dtype), Sn.to(device, dtype))
-        return self._cache[key]
+        return memoized(self._cache, (width, dtype, device), lambda: self._tables(width, dtype, device))
+
+    def _tables(self, width: int, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+        nf = width // 4
+        freqs = self.base ** (-torch.arange(nf, dtype=torch.float64) / nf)
+        ang = torch.stack([self.px, self.py], dim=-1)[..., None] * freqs  # (T, axis, nf)
+        cos, sin = ang.cos().unsqueeze(-2), ang.sin().unsqueeze(-2)  # (T, axis, 1, nf)
+        C = cos.expand(-1, 2, 2, nf).reshape(-1, width)
+        Sn = torch.cat([sin, -sin], dim=-2).reshape(-1, width)
+        return C.to(device, dtype), Sn.to(device, dtype)
 
     def apply(self, x: torch.Tensor, out: torch.Tensor, inverse: bool = False) -> None:
         """Write the rotated x (..., T, width) into out (same shape).

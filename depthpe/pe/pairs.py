@@ -32,11 +32,12 @@ from .camera import (
     RotTransSplit,
     TiledMatrix,
     VggtRope,
+    camera_tensors,
     lift_intrinsics,
     validate_cameras,
 )
 
-__all__ = ["camera_maps", "make_pair_encoding", "uses_cameras", "uses_intrinsics"]
+__all__ = ["camera_maps", "make_pair_encoding", "uses_cameras", "uses_intrinsics", "check_encoding_cameras"]
 
 _NO_CAMERA = ("none", "2d", "vggt2d")
 _NO_INTRINSICS = ("Rt", "Rt2d", "R2d", "t2d")
@@ -50,6 +51,27 @@ def uses_cameras(name: str) -> bool:
 def uses_intrinsics(name: str) -> bool:
     """Whether transform ``name`` reads the intrinsics K."""
     return uses_cameras(name) and name not in _NO_INTRINSICS
+
+
+def check_encoding_cameras(method, K: torch.Tensor | None, w2c: torch.Tensor | None,
+                           **options) -> None:
+    """Check the cameras that encoding ``method`` (a preset name or {qk, vo}) will read, by value.
+
+    K: (B, S, 3, 3) pixel intrinsics; w2c: (B, S, 3|4, 4) OpenCV world-to-camera; ``options`` the
+    encoding's options (only ``max_translation``, default 10, is read here). Raises ``ValueError``
+    for missing, NaN/inf cameras or non-positive focal lengths and warns for translations longer
+    than ``max_translation`` (``validate_cameras``); does nothing for encodings without cameras.
+    ``prepare_encoding`` only checks shapes (no host sync inside ``forward``): call this where data
+    enters, as ``DepthModel.check_inputs`` does.
+    """
+    qk, vo = encoding_pair(method)
+    if not (uses_cameras(qk) or uses_cameras(vo)):
+        return
+    cams = w2c if w2c is not None else K
+    num_views = int(cams.shape[1]) if cams is not None and cams.ndim > 1 else 0
+    validate_cameras(K, w2c, num_views, method=encoding_label(method),
+                     need_K=uses_intrinsics(qk) or uses_intrinsics(vo),
+                     max_translation=options.get("max_translation", 10.0))
 
 
 def _rigid(E: torch.Tensor, rotation: bool, translation: bool) -> torch.Tensor:
@@ -139,8 +161,9 @@ def make_pair_encoding(spec, *, image_size, grid, num_special, patch_offset, K, 
     """Prepare the encoding of ``spec`` (a preset name or {qk, vo}); geometry as ``prepare_encoding``.
 
     K: (B, S, 3, 3) pixel intrinsics, w2c: (B, S, 3|4, 4) OpenCV world-to-camera (None allowed when
-    no transform of the pair reads them). Options: ``rope_base`` (2D RoPE base), ``max_translation``
-    (warn above this |t|), ``translation_scale`` (Rt / Rt2d), ``softmax`` (vo KRtAdd2d); the pair
+    no transform of the pair reads them; only their shapes are checked here, values by
+    ``check_encoding_cameras``). Options: ``rope_base`` (2D RoPE base), ``max_translation``
+    (``check_encoding_cameras`` warns above this |t|), ``translation_scale`` (Rt / Rt2d), ``softmax`` (vo KRtAdd2d); the pair
     {qk: urope, vo: none} takes URoPE's options instead. ``method``: the name used in messages.
     """
     qk, vo = encoding_pair(spec)
@@ -164,8 +187,7 @@ def make_pair_encoding(spec, *, image_size, grid, num_special, patch_offset, K, 
     Kbar = E = batch = None
     if uses_cameras(qk) or uses_cameras(vo):
         need_K = uses_intrinsics(qk) or uses_intrinsics(vo)
-        K64, E = validate_cameras(K, w2c, num_views, method=method, need_K=need_K,
-                                  max_translation=max_translation)
+        K64, E = camera_tensors(K, w2c, num_views, method=method, need_K=need_K)
         Kbar = normalize_intrinsics(K64, image_size) if need_K else None
         batch = E.shape[0]
     with torch.autocast(device_type="cpu" if E is None else E.device.type, enabled=False):
