@@ -64,6 +64,8 @@ HELP = "predict peak training memory per GPU (params, grads, AdamW state, activa
 DESCRIPTION = __doc__
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 CUDA_ALLOC_ROUND = 512
+FRAGMENTATION = 0.10  # margin for the caching allocator's reserved-but-unused memory
+CONTEXT_GIB = 1.0  # CUDA context, cuBLAS / cuDNN workspaces
 GIB = 2**30
 MIB = 2**20
 # Names of the functions CUDA autocast runs in float32 (torch.amp documentation, "CUDA Ops that can
@@ -207,12 +209,18 @@ def train_step(model, opt, batch: dict, setting: Setting, mark=lambda phase: Non
     """One optimizer step as ``depthpe.run.step`` does it (one micro-batch): forward under autocast,
     ``depth_loss``, backward, gradient clipping, AdamW step, ``zero_grad(set_to_none=True)``.
     ``mark(phase)`` is called when "forward", "backward" and "optimizer" begin and with "end"."""
+    # CUDA's float32 rules stay on for the whole step: checkpointing recomputes blocks in backward
+    cuda_rules = setting.target == "cuda" and setting.precision != "fp32"
+    with CudaAutocastRules() if cuda_rules else contextlib.nullcontext():
+        _step_body(model, opt, batch, setting, mark)
+
+
+def _step_body(model, opt, batch: dict, setting: Setting, mark) -> None:
     from ..losses import depth_loss
 
     loss_cfg = setting.cfg.loss
     mark("forward")
-    rules = CudaAutocastRules() if setting.target == "cuda" and setting.precision != "fp32" else contextlib.nullcontext()
-    with _autocast(setting), rules:
+    with _autocast(setting):
         out = model(batch["images"], batch["K"], batch["w2c"])
     loss = depth_loss(out["depth"], batch["depth"], batch["valid"], out.get("conf"),
                       l1_weight=loss_cfg.l1_weight, gradient_weight=loss_cfg.gradient_weight,
@@ -316,10 +324,11 @@ def optimizer_state_bytes(opt: torch.optim.Optimizer) -> int:
 
 
 @contextlib.contextmanager
-def host_reads_patched(fake_mode):
+def host_reads_patched():
     """Within this benchmark only: skip ``DepthModel.forward``'s input validation (it reads values on
-    the host, which fake tensors do not have) and run ``prepare_encoding`` on the real camera tensors
-    outside fake mode (its camera checks read values too; the tracker still counts its outputs)."""
+    the host, which fake tensors do not have), run ``prepare_encoding`` on the real camera tensors
+    outside fake mode (its camera checks read values too; the tracker still counts its outputs) and
+    keep ``CudaAutocastRules`` on in the blocks that checkpointing recomputes."""
     from unittest import mock
 
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -333,19 +342,37 @@ def host_reads_patched(fake_mode):
             return real_prepare(*args, **kwargs)
 
     with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(aggregator, "checkpoint", _checkpoint_with_rules))
         if hasattr(depth_model, "check_inputs"):
             stack.enter_context(mock.patch.object(depth_model, "check_inputs", lambda *a, **k: None))
         stack.enter_context(mock.patch.object(aggregator, "prepare_encoding", prepare_outside_fake))
         yield
 
 
+def _checkpoint_with_rules(function, *args, **kwargs):
+    """``torch.utils.checkpoint.checkpoint`` whose recomputation (in backward, where the autograd
+    engine does not see the forward's ``TorchFunctionMode``) also applies ``CudaAutocastRules`` when
+    they were on in the forward."""
+    from torch.utils.checkpoint import checkpoint
+
+    active = any(isinstance(mode, CudaAutocastRules) for mode in torch.overrides._get_current_function_mode_stack())
+
+    def run(*inner_args, **inner_kwargs):
+        with CudaAutocastRules() if active else contextlib.nullcontext():
+            return function(*inner_args, **inner_kwargs)
+
+    return checkpoint(run, *args, **kwargs)
+
+
 # ----------------------------------------------------------------------------- prediction
 def predict(setting: Setting, progress=None) -> dict:
-    """Predicted memory (bytes) of the second of two training steps of ``setting`` on fake tensors.
+    """Predicted memory (bytes) of a steady-state training step of ``setting`` on fake tensors (the
+    AdamW state exists already, as from the second step on). ``progress(message)`` hears each phase.
 
-    Returns {"params_trainable", "params_frozen", "grads", "optimizer", "batch", "persistent" (live
-    before step 2), "saved" (activations live after the forward and loss, step 2), "peak" (largest
-    live total in step 2), "peak_phase", "phase_peaks" {phase: bytes}, "extra" (peak - persistent)}."""
+    Returns {"params_trainable", "params_frozen", "buffers", "grads" (trainable, after backward),
+    "optimizer" (AdamW state), "batch", "persistent" (live before the step: the four before),
+    "saved" (activations live after forward and loss), "peak" (largest live total in the step),
+    "peak_phase", "phase_peaks" {forward|backward|optimizer: bytes}, "extra" (peak - persistent)}."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     say = progress or (lambda msg: None)
@@ -360,37 +387,46 @@ def predict(setting: Setting, progress=None) -> dict:
     tracker = StorageTracker(CUDA_ALLOC_ROUND if setting.target == "cuda" else 1)
     for t in [*model.parameters(), *model.buffers(), *batch.values()]:
         tracker.add(t)
-    grads = {}
+    grads = []
 
-    def mark(step: int):
-        def hook(phase: str):
-            say(f"step {step}/2: {phase}")
-            if phase == "optimizer":
-                grads[step] = storage_bytes(p.grad for p in model.parameters())
-            tracker.mark(f"{phase}{step}")
-        return hook
+    def mark(phase: str) -> None:
+        say(f"training step: {phase}")
+        if phase == "optimizer":
+            grads.append(storage_bytes(p.grad for p in model.parameters()))
+        tracker.mark(phase)
 
-    with fake, host_reads_patched(fake), tracker:
-        train_step(model, opt, batch, setting, mark(1))
-        train_step(model, opt, batch, setting, mark(2))
-    return _summary(model, opt, batch, tracker, grads[2])
+    with fake, host_reads_patched(), tracker:
+        say("creating the AdamW state")
+        init_optimizer_state(model, opt)
+        train_step(model, opt, batch, setting, mark)
+    return _summary(model, opt, batch, tracker, grads[0])
+
+
+def init_optimizer_state(model, opt: torch.optim.Optimizer) -> None:
+    """Create the optimizer state as the first step does (an AdamW step on zero gradients), without
+    running forward and backward; gradients are dropped again."""
+    for p in model.parameters():
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
 
 
 def _summary(model, opt, batch, tracker: StorageTracker, grads: int) -> dict:
-    """The numbers ``predict`` returns, from the tracker's phase marks of step 2."""
+    """The numbers ``predict`` returns, from the tracker's phase marks."""
     params = list(model.parameters())
-    step2 = {p: tracker.phase_peaks[f"{p}2"] for p in ("forward", "backward", "optimizer")}
-    peak_phase = max(step2, key=step2.get)
-    persistent = tracker.phase_start["forward2"]
+    phases = {p: tracker.phase_peaks[p] for p in ("forward", "backward", "optimizer")}
+    peak_phase = max(phases, key=phases.get)
+    persistent = tracker.phase_start["forward"]
     return {
         "params_trainable": storage_bytes(p for p in params if p.requires_grad),
         "params_frozen": storage_bytes(p for p in params if not p.requires_grad),
         "buffers": storage_bytes(model.buffers()),
         "grads": grads, "optimizer": optimizer_state_bytes(opt),
         "batch": storage_bytes(batch.values()), "persistent": persistent,
-        "saved": tracker.phase_start["backward2"] - persistent,
-        "peak": step2[peak_phase], "peak_phase": peak_phase, "phase_peaks": step2,
-        "extra": step2[peak_phase] - persistent,
+        "saved": tracker.phase_start["backward"] - persistent,
+        "peak": phases[peak_phase], "peak_phase": peak_phase, "phase_peaks": phases,
+        "extra": phases[peak_phase] - persistent,
     }
 
 
@@ -433,13 +469,69 @@ def measure_cpu(args, setting: Setting) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+# ----------------------------------------------------------------------------- report
+def fits(peak_bytes: int, capacity_gib: float) -> bool:
+    """Whether a predicted allocated peak fits a GPU of ``capacity_gib``: peak * (1 + FRAGMENTATION)
+    + CONTEXT_GIB (CUDA context, cuBLAS/cuDNN workspaces) must not exceed the capacity."""
+    return peak_bytes / GIB * (1 + FRAGMENTATION) + CONTEXT_GIB <= capacity_gib
+
+
+def breakdown_rows(result: dict) -> list[tuple[str, float]]:
+    """(part, GiB) rows of the breakdown table of one ``predict`` result."""
+    r = {k: v / GIB for k, v in result.items() if isinstance(v, int)}
+    return [
+        ("parameters, trainable (fp32)", r["params_trainable"]),
+        ("parameters, frozen backbone", r["params_frozen"] + r["buffers"]),
+        ("gradients (trainable)", r["grads"]),
+        ("AdamW state (trainable)", r["optimizer"]),
+        ("batch (images, depth, mask, cameras)", r["batch"]),
+        ("activations saved for backward", r["saved"]),
+        (f"activations + grads + temporaries at the peak ({result['peak_phase']})", r["extra"]),
+        ("peak (allocated)", r["peak"]),
+    ]
+
+
+def format_report(setting: Setting, result: dict, measured: dict | None, capacities=(24, 48, 80)) -> str:
+    """The printed report: setting, breakdown table in GiB, fit per GPU size, measurement if any."""
+    d = setting.describe()
+    lines = [f"training-step memory per GPU ({d['target']}): {setting.cfg.model.preset} "
+             f"global_pe={d['global_pe']}, B={d['batch']} x S={d['views']} views of {d['height']}x{d['width']} px, "
+             f"{d['precision']}, checkpointing {'on' if d['checkpointing'] else 'off'}",
+             "| part | GiB |", "|---|---|"]
+    lines += [f"| {name} | {gib:.3f} |" for name, gib in breakdown_rows(result)]
+    if setting.target == "cuda":
+        verdict = ", ".join(f"{c} GB: {'fits' if fits(result['peak'], c) else 'does not fit'}" for c in capacities)
+        lines.append(f"with {FRAGMENTATION:.0%} fragmentation + {CONTEXT_GIB:g} GiB CUDA context: {verdict}")
+    if measured is not None:
+        pred = result["extra"] / MIB
+        lines.append(f"CPU check, extra memory of the step: predicted {pred:.1f} MiB, measured "
+                     f"{measured['extra_mib']:.1f} MiB ({pred / measured['extra_mib'] - 1:+.1%})")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     setting = setting_from_args(args)
     if args.measure_child:
         torch.set_num_threads(args.threads)
         print(json.dumps(measure_here(setting)))
         return 0
-    raise NotImplementedError
+    t0 = time.perf_counter()
+
+    def progress(message: str) -> None:
+        if not args.quiet:
+            print(f"[{time.perf_counter() - t0:5.1f} s] {message}", file=sys.stderr, flush=True)
+
+    result = predict(setting, progress)
+    measured = None
+    if args.measure:
+        progress("measuring the same step on this CPU (fresh subprocess)")
+        measured = measure_cpu(args, setting)
+    print(format_report(setting, result, measured))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"config": args.config, "overrides": list(args.overrides), "setting": setting.describe(),
+                       "torch": torch.__version__, "predicted_bytes": result, "measured": measured}, f, indent=1)
+    return 0
 
 
 def main(argv=None) -> int:

@@ -14,6 +14,7 @@ BENCHMARKS = {
     "train": "depthpe.bench.train",
     "data": "depthpe.bench.data",
     "gpu-check": "depthpe.bench.gpu_check",
+    "memory": "depthpe.bench.memory",
 }
 
 
