@@ -66,6 +66,7 @@ PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 CUDA_ALLOC_ROUND = 512
 FRAGMENTATION = 0.10  # margin for the caching allocator's reserved-but-unused memory
 CONTEXT_GIB = 1.0  # CUDA context, cuBLAS / cuDNN workspaces
+CAPACITIES_GB = (24, 48, 80)  # GPU sizes the report answers for (taken as GiB)
 GIB = 2**30
 MIB = 2**20
 # Names of the functions CUDA autocast runs in float32 (torch.amp documentation, "CUDA Ops that can
@@ -97,6 +98,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="which device's autocast rules and optimizer kernels to model (default cuda)")
     parser.add_argument("--measure", action="store_true",
                         help="also measure the real peak of the same step on this CPU (forces --target cpu)")
+    parser.add_argument("--fit", action="store_true",
+                        help="also find the largest batch B at these views that fits 24, 48 and 80 GB "
+                             "(about 5 more predictions)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the --measure run (default 1)")
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -476,9 +480,9 @@ def fits(peak_bytes: int, capacity_gib: float) -> bool:
     return peak_bytes / GIB * (1 + FRAGMENTATION) + CONTEXT_GIB <= capacity_gib
 
 
-def breakdown_rows(result: dict) -> list[tuple[str, float]]:
-    """(part, GiB) rows of the breakdown table of one ``predict`` result."""
-    r = {k: v / GIB for k, v in result.items() if isinstance(v, int)}
+def breakdown_rows(result: dict, unit: int = GIB) -> list[tuple[str, float]]:
+    """(part, size in ``unit`` bytes) rows of the breakdown table of one ``predict`` result."""
+    r = {k: v / unit for k, v in result.items() if isinstance(v, int)}
     return [
         ("parameters, trainable (fp32)", r["params_trainable"]),
         ("parameters, frozen backbone", r["params_frozen"] + r["buffers"]),
@@ -491,22 +495,56 @@ def breakdown_rows(result: dict) -> list[tuple[str, float]]:
     ]
 
 
-def format_report(setting: Setting, result: dict, measured: dict | None, capacities=(24, 48, 80)) -> str:
-    """The printed report: setting, breakdown table in GiB, fit per GPU size, measurement if any."""
+def format_report(setting: Setting, result: dict, measured: dict | None = None, fit: dict | None = None) -> str:
+    """The printed report: setting, breakdown table (GiB, or MiB below 1 GiB), which GPU sizes the
+    setting fits, the largest batches (``fit``: {GB: B}) and the CPU measurement, when given."""
     d = setting.describe()
+    unit, name = (GIB, "GiB") if result["peak"] >= GIB else (MIB, "MiB")
     lines = [f"training-step memory per GPU ({d['target']}): {setting.cfg.model.preset} "
              f"global_pe={d['global_pe']}, B={d['batch']} x S={d['views']} views of {d['height']}x{d['width']} px, "
              f"{d['precision']}, checkpointing {'on' if d['checkpointing'] else 'off'}",
-             "| part | GiB |", "|---|---|"]
-    lines += [f"| {name} | {gib:.3f} |" for name, gib in breakdown_rows(result)]
+             f"| part | {name} |", "|---|---|"]
+    lines += [f"| {part} | {size:.3f} |" for part, size in breakdown_rows(result, unit)]
+    margin = f"with {FRAGMENTATION:.0%} fragmentation + {CONTEXT_GIB:g} GiB CUDA context"
     if setting.target == "cuda":
-        verdict = ", ".join(f"{c} GB: {'fits' if fits(result['peak'], c) else 'does not fit'}" for c in capacities)
-        lines.append(f"with {FRAGMENTATION:.0%} fragmentation + {CONTEXT_GIB:g} GiB CUDA context: {verdict}")
+        verdict = ", ".join(f"{c} GB: {'fits' if fits(result['peak'], c) else 'does not fit'}" for c in CAPACITIES_GB)
+        lines.append(f"{margin}: {verdict}")
+    if fit:
+        lines.append(f"largest batch at S={d['views']} ({margin}): "
+                     + ", ".join(f"{c} GB: B={b} ({b * d['views']} images)" for c, b in fit.items()))
     if measured is not None:
         pred = result["extra"] / MIB
         lines.append(f"CPU check, extra memory of the step: predicted {pred:.1f} MiB, measured "
                      f"{measured['extra_mib']:.1f} MiB ({pred / measured['extra_mib'] - 1:+.1%})")
     return "\n".join(lines)
+
+
+def largest_batches(setting: Setting, progress=None, capacities=CAPACITIES_GB) -> dict[int, int]:
+    """{capacity GB: largest B that ``fits``} at ``setting``'s views. The forward/backward peak grows
+    linearly in B, so B = 1 and B = 2 give the line; each answer is then predicted once to confirm
+    (and lowered while it does not fit). 0 when not even B = 1 fits."""
+    say = progress or (lambda msg: None)
+    cache: dict[int, dict] = {}
+
+    def at(b: int) -> dict:
+        if b not in cache:
+            say(f"fit: predicting B={b}")
+            cache[b] = predict(Setting(setting.cfg, setting.views, b, setting.height, setting.width,
+                                       setting.precision, setting.checkpointing, setting.target))
+        return cache[b]
+
+    def activation_peak(r: dict) -> int:
+        return max(r["phase_peaks"]["forward"], r["phase_peaks"]["backward"])
+
+    slope = activation_peak(at(2)) - activation_peak(at(1))
+    out = {}
+    for cap in capacities:
+        limit = ((cap - CONTEXT_GIB) / (1 + FRAGMENTATION)) * GIB
+        b = max(0, math.floor((limit - activation_peak(at(1))) / slope) + 1) if slope > 0 else 1
+        while b > 0 and not fits(at(b)["peak"], cap):
+            b -= 1
+        out[cap] = b
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -522,15 +560,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"[{time.perf_counter() - t0:5.1f} s] {message}", file=sys.stderr, flush=True)
 
     result = predict(setting, progress)
+    fit = largest_batches(setting, progress) if args.fit else None
     measured = None
     if args.measure:
         progress("measuring the same step on this CPU (fresh subprocess)")
         measured = measure_cpu(args, setting)
-    print(format_report(setting, result, measured))
+    print(format_report(setting, result, measured, fit))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": args.config, "overrides": list(args.overrides), "setting": setting.describe(),
-                       "torch": torch.__version__, "predicted_bytes": result, "measured": measured}, f, indent=1)
+                       "torch": torch.__version__, "predicted_bytes": result, "measured": measured,
+                       "largest_batch": fit}, f, indent=1)
     return 0
 
 

@@ -1,0 +1,102 @@
+"""`depthpe bench memory`: the fake-tensor prediction of training-step memory.
+
+The slow test compares the prediction with the measured peak of the same real step on this CPU
+(fresh subprocesses, as docs/benchmarks.md "Memory" reports); the others check the breakdown's
+bookkeeping and the effect of checkpointing and precision on tiny configs (a few seconds each)."""
+
+import argparse
+import json
+
+import pytest
+
+from depthpe.bench import memory
+from depthpe.cli import main
+
+MIB = 2**20
+
+
+def _setting(*argv: str) -> memory.Setting:
+    parser = argparse.ArgumentParser()
+    memory.add_arguments(parser)
+    return memory.setting_from_args(parser.parse_args(["--config", "quickstart", *argv]))
+
+
+@pytest.fixture(scope="module")
+def tiny_predictions():
+    """Predictions of the tiny preset at 8 views of 112 px: checkpointing off/on, fp32 and bf16."""
+    base = ("--views", "8", "--batch", "1", "--image-width", "112")
+    return {
+        (ckpt, prec): memory.predict(_setting(*base, "--checkpointing", ckpt, "--precision", prec))
+        for ckpt, prec in (("off", "fp32"), ("on", "fp32"), ("off", "bf16"))
+    }
+
+
+def test_breakdown_bookkeeping(tiny_predictions):
+    r = tiny_predictions[("off", "fp32")]
+    assert r["params_trainable"] > 0 and r["params_frozen"] > 0
+    assert r["grads"] == r["params_trainable"]  # fp32 gradients of the trainable parameters only
+    # AdamW: exp_avg and exp_avg_sq per trainable parameter, plus one scalar step per parameter
+    assert 2 * r["params_trainable"] <= r["optimizer"] < 2 * r["params_trainable"] + 4096
+    parts = r["params_trainable"] + r["params_frozen"] + r["buffers"] + r["optimizer"] + r["batch"]
+    assert r["persistent"] == pytest.approx(parts, rel=0.01)
+    assert r["peak"] == r["persistent"] + r["extra"] and r["saved"] > 0
+
+
+def test_checkpointing_and_bf16_save_activation_memory(tiny_predictions):
+    off, on, bf16 = (tiny_predictions[k] for k in (("off", "fp32"), ("on", "fp32"), ("off", "bf16")))
+    assert on["saved"] < 0.8 * off["saved"]
+    assert bf16["saved"] < off["saved"]
+    assert on["persistent"] == off["persistent"] == bf16["persistent"]  # same weights and state
+
+
+def test_activations_grow_with_views_and_batch():
+    small = memory.predict(_setting("--views", "4", "--batch", "1", "--image-width", "84"))
+    big = memory.predict(_setting("--views", "4", "--batch", "2", "--image-width", "84"))
+    assert 1.7 < big["saved"] / small["saved"] < 2.3
+    assert big["persistent"] - small["persistent"] == pytest.approx(small["batch"], rel=0.01)
+
+
+def test_cli_report_and_json(tmp_path, capsys):
+    out_json = tmp_path / "memory.json"
+    assert main(["bench", "memory", "--config", "quickstart", "--views", "4", "--image-width", "84",
+                 "--quiet", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "| peak (allocated) |" in out and "24 GB:" in out
+    data = json.loads(out_json.read_text())
+    assert data["setting"]["views"] == 4 and data["setting"]["target"] == "cuda"
+    assert data["predicted_bytes"]["peak"] > data["predicted_bytes"]["persistent"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--config", "no/such/config.yaml"], "does not exist"),
+    (["--config", "quickstart", "--views", "1"], "--views must be >= 2"),
+    (["--config", "quickstart", "--batch", "0"], "--batch must be >= 1"),
+    (["--config", "quickstart", "--image-width", "100"], "multiple of the patch size"),
+])
+def test_bad_input_is_one_line(argv, message):
+    parser = argparse.ArgumentParser()
+    memory.add_arguments(parser)
+    with pytest.raises(SystemExit, match=message):
+        memory.setting_from_args(parser.parse_args(argv))
+
+
+VALIDATION = [  # tiny preset, fp32: (views, batch, width, checkpointing)
+    ("8", "1", "84", "off"),
+    ("8", "1", "168", "on"),
+    ("4", "2", "224", "off"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("views, batch, width, ckpt", VALIDATION)
+def test_prediction_within_15_percent_of_measured_cpu_peak(views, batch, width, ckpt):
+    parser = argparse.ArgumentParser()
+    memory.add_arguments(parser)
+    args = parser.parse_args(["--config", "quickstart", "--views", views, "--batch", batch,
+                              "--image-width", width, "--checkpointing", ckpt, "--precision", "fp32",
+                              "--measure"])
+    setting = memory.setting_from_args(args)
+    predicted = memory.predict(setting)["extra"] / MIB
+    measured = memory.measure_cpu(args, setting)
+    assert measured["hwm_reset"]
+    assert predicted == pytest.approx(measured["extra_mib"], rel=0.15)
