@@ -29,9 +29,10 @@ def test_bench_data_rows_agree_with_the_view_range(synth_root, tmp_path, capsys)
                  "--batches", "3"]) == 0
     rows = _table(capsys.readouterr().out, ("0", "1"))
     assert set(rows) == {"0", "1"}
-    for samples_s, images_s, s_per_batch, relative in rows.values():
+    for samples_s, images_s, per_worker, s_per_batch, relative in rows.values():
         assert 2 <= images_s / samples_s <= 3  # images per sample = S, drawn from data.views = [2, 3]
-    assert rows["0"][3] == 1.0 and rows["1"][3] == pytest.approx(rows["1"][0] / rows["0"][0], abs=0.01)
+        assert per_worker == images_s  # 0 workers: the main process loads; 1 worker
+    assert rows["0"][4] == 1.0 and rows["1"][4] == pytest.approx(rows["1"][0] / rows["0"][0], abs=0.01)
 
 
 def test_bench_train_parts_shares_and_throughput_agree(synth_root, tmp_path, capsys):  # noqa: F811

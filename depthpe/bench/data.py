@@ -1,23 +1,47 @@
-"""``depthpe bench data``: training data loader throughput (samples/s and images/s) per worker count."""
+"""``depthpe bench data``: training data loader throughput (samples/s, images/s, images/s per worker)
+per worker count, optionally on scene files it writes itself (``--format jpeg``: stored frames like
+the converters write them) and next to the raw OpenCV decode + resize rate of the same images on one
+core (``--raw``), the physical limit of a loader worker."""
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
-HELP = "data loader throughput (samples/s) for a training config and several worker counts"
+import numpy as np
+
+HELP = "data loader throughput (samples/s, images/s per worker) for a training config and several worker counts"
+BENCH_SOURCE = "bench"  # source name (and dataset folder) of the scene files written by --format
+NOISE_STD = 3.0  # grey levels of pixel noise added to the rendered images (photo-like JPEG sizes)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default="quickstart", help="run config (its data section): a YAML file or a shipped config name")
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2], help="worker counts to measure")
     parser.add_argument("--batches", type=int, default=30, help="batches timed per worker count (after warm-up)")
+    parser.add_argument("--image-width", type=int, default=None, help="training image width (overrides data.image_width)")
+    parser.add_argument("--views", type=int, nargs=2, default=None, metavar=("MIN", "MAX"),
+                        help="views per sample (overrides data.views)")
+    parser.add_argument("--format", choices=("jpeg", "png"), default=None,
+                        help="write procedural scene files with images in this format and read them instead of "
+                             "data.sources (stored like the converters write them: JPEG quality 95, float16 depth)")
+    parser.add_argument("--frame-size", type=int, nargs=2, default=(480, 640), metavar=("H", "W"),
+                        help="stored frame size of the written scenes (default 480 640: a converter's --max-side 640)")
+    parser.add_argument("--scenes", type=int, default=3, help="scenes written with --format")
+    parser.add_argument("--frames", type=int, default=32, help="frames per written scene")
+    parser.add_argument("--scene-dir", default=None,
+                        help="folder for the written scenes, reused when it already holds them (default: a temporary folder)")
+    parser.add_argument("--raw", action="store_true",
+                        help="also measure cv2.imdecode + cv2.resize of the stored images on one core")
     parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. data.image_width=224")
 
 
 def measure_loader(data_cfg, *, num_workers: int, batches: int, seed: int = 0) -> dict:
     """Time ``batches`` batches of the training loader after a warm-up of ``max(2, num_workers)``
-    batches. Returns samples/s, images/s and seconds per batch."""
+    batches. Returns samples/s, images/s, images/s per worker (the main process counts as one
+    worker when ``num_workers`` is 0) and seconds per batch."""
     from ..data.dataset import build_train_loader
 
     warmup = max(2, num_workers)
@@ -31,20 +55,116 @@ def measure_loader(data_cfg, *, num_workers: int, batches: int, seed: int = 0) -
         samples += batch["images"].shape[0]
         images += batch["images"].shape[0] * batch["images"].shape[1]
     dt = time.perf_counter() - t0
-    return {"samples_per_s": samples / dt, "images_per_s": images / dt, "s_per_batch": dt / batches}
+    return {"samples_per_s": samples / dt, "images_per_s": images / dt,
+            "images_per_s_per_worker": images / dt / max(1, num_workers), "s_per_batch": dt / batches}
+
+
+def write_bench_scenes(root: Path, *, scenes: int, frames: int, frame_hw: tuple[int, int], fmt: str,
+                       seed: int = 0) -> Path:
+    """Write ``scenes`` procedural scenes of ``frames`` frames at ``frame_hw`` = (H, W) pixels to
+    ``root/bench/train`` (images in ``fmt``, JPEG quality 95, float16 depth: the converters' defaults)
+    unless its index.json exists. Scenes are rendered at half size and enlarged 2x (K exactly, depth
+    nearest) with pixel noise of ``NOISE_STD`` grey levels, which makes their JPEG sizes photo-like.
+    Returns the split folder."""
+    import cv2
+    import torch
+
+    from ..data.scene_file import write_index, write_scene
+    from ..data.synth import generate_scene
+    from ..geometry import resize_intrinsics
+
+    split_dir = root / BENCH_SOURCE / "train"
+    if (split_dir / "index.json").is_file():
+        return split_dir
+    split_dir.mkdir(parents=True, exist_ok=True)
+    (h, w), rng, entries = frame_hw, np.random.default_rng(seed), []
+    for i in range(scenes):
+        s = generate_scene(seed + i, frames, max(8, h // 2), max(8, w // 2))
+        fy, fx = h / s["depth"].shape[1], w / s["depth"].shape[2]
+        images = [np.clip(cv2.resize(im, (w, h), interpolation=cv2.INTER_LINEAR)
+                          + rng.normal(0, NOISE_STD, (h, w, 3)), 0, 255).astype(np.uint8) for im in s["images"]]
+        depth = np.stack([cv2.resize(d, (w, h), interpolation=cv2.INTER_NEAREST_EXACT) for d in s["depth"]])
+        K = resize_intrinsics(torch.from_numpy(s["K"]), fx, fy).numpy()
+        entries.append(write_scene(split_dir / f"scene_{i:03d}.h5", images=images, depth=depth, K=K, w2c=s["w2c"],
+                                   dataset=BENCH_SOURCE, scene_id=f"scene_{i:03d}", split="train", metric=False,
+                                   depth_units="scene", image_format=fmt))
+    write_index(split_dir, entries, dataset=BENCH_SOURCE, split="train")
+    return split_dir
+
+
+def stored_images(split_dir: Path, limit: int = 200) -> list[bytes]:
+    """The encoded image bytes of up to ``limit`` frames of the scene files listed in ``split_dir``."""
+    import h5py
+
+    from ..data.scene_file import read_index
+
+    out: list[bytes] = []
+    for entry in read_index(split_dir):
+        with h5py.File(split_dir / entry["path"], "r") as f:
+            out += [np.asarray(b).tobytes() for b in f["images"][: max(0, limit - len(out))]]
+    return out
+
+
+def raw_decode_rate(encoded: list[bytes], width: int, repeats: int = 3) -> float:
+    """Images/s of ``cv2.imdecode`` + ``cv2.resize`` (INTER_AREA, to ``width`` at the stored aspect)
+    of the encoded images on one core (OpenCV with one thread): the least work a loader does per view."""
+    import cv2
+
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            for data in encoded:
+                img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+                cv2.resize(img, (width, round(width * img.shape[0] / img.shape[1])), interpolation=cv2.INTER_AREA)
+        return repeats * len(encoded) / (time.perf_counter() - t0)
+    finally:
+        cv2.setNumThreads(threads)
+
+
+def _overrides(args: argparse.Namespace, scene_root: Path | None) -> list[str]:
+    """Config overrides of the command line flags (width, views, the written scenes as the only source)."""
+    out = list(args.overrides)
+    if args.image_width is not None:
+        out.append(f"data.image_width={args.image_width}")
+    if args.views is not None:
+        out.append(f"data.views=[{args.views[0]},{args.views[1]}]")
+    if scene_root is not None:
+        out.append(f"data.sources=[{{name: {BENCH_SOURCE}, root: '{scene_root}', split: train}}]")
+    return out
+
+
+def _print_table(args, cfg, rows, raw: float | None, split_dirs: list[Path]) -> None:
+    print(f"data loader, {args.config}: width {cfg.data.image_width}, views {cfg.data.views}, aspect "
+          f"{cfg.data.aspect}, {cfg.data.max_images_per_batch} images per batch")
+    if raw is not None:
+        print(f"raw OpenCV decode + resize to width {cfg.data.image_width} of the stored images, one core: "
+              f"{raw:.1f} images/s ({', '.join(str(d) for d in split_dirs)})")
+    print("| workers | samples/s | images/s | images/s per worker | s/batch | x first row |"
+          + (" per worker / raw |" if raw else ""))
+    print("|---|---|---|---|---|---|" + ("---|" if raw else ""))
+    base = rows[0][1]["samples_per_s"]
+    for w, r in rows:
+        print(f"| {w} | {r['samples_per_s']:.1f} | {r['images_per_s']:.1f} | {r['images_per_s_per_worker']:.1f} | "
+              f"{r['s_per_batch']:.3f} | {r['samples_per_s'] / base:.2f} |"
+              + (f" {r['images_per_s_per_worker'] / raw:.2f} |" if raw else ""))
 
 
 def run(args: argparse.Namespace) -> int:
     from ..run import load_run_config
 
-    cfg = load_run_config(args.config, args.overrides)
-    rows = [(w, measure_loader(cfg.data, num_workers=w, batches=args.batches, seed=cfg.seed)) for w in args.workers]
-    base = rows[0][1]["samples_per_s"]
-    print(f"data loader, {args.config}: width {cfg.data.image_width}, views {cfg.data.views}, "
-          f"{cfg.data.max_images_per_batch} images per batch")
-    print("| workers | samples/s | images/s | s/batch | x first row |")
-    print("|---|---|---|---|---|")
-    for w, r in rows:
-        print(f"| {w} | {r['samples_per_s']:.1f} | {r['images_per_s']:.1f} | {r['s_per_batch']:.3f} | "
-              f"{r['samples_per_s'] / base:.2f} |")
+    with tempfile.TemporaryDirectory(prefix="depthpe_bench_data_") as tmp:
+        scene_root = None
+        if args.format:
+            scene_root = Path(args.scene_dir or tmp)
+            write_bench_scenes(scene_root, scenes=args.scenes, frames=args.frames, frame_hw=tuple(args.frame_size),
+                               fmt=args.format)
+        cfg = load_run_config(args.config, _overrides(args, scene_root))
+        split_dirs = [s.split_dir for s in cfg.data.sources]
+        raw = None
+        if args.raw:
+            raw = raw_decode_rate([b for d in split_dirs for b in stored_images(d)], cfg.data.image_width)
+        rows = [(w, measure_loader(cfg.data, num_workers=w, batches=args.batches, seed=cfg.seed)) for w in args.workers]
+        _print_table(args, cfg, rows, raw, split_dirs)
     return 0

@@ -3,7 +3,9 @@ optimizer, images/s and peak memory, for a config (single process, no Accelerate
 
 The model runs under ``torch.autocast`` with bfloat16 or float16 when the config's
 ``train.mixed_precision`` says so (as training does), and recomputes blocks when
-``model.gradient_checkpointing`` is set."""
+``model.gradient_checkpointing`` is set. ``--compile`` compiles the aggregator blocks as
+``train.compile=true`` does; the warm-up steps (which then include the compilation) are timed
+separately."""
 
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ import torch
 
 HELP = "training step time split into data/forward/backward/optimizer, images/s and peak memory"
 PARTS = ("data", "forward", "backward", "optimizer")
-WARMUP_STEPS = 3
+WARMUP_STEPS = 3  # untimed steps before the timed ones (default of --warmup)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default="quickstart", help="run config: a YAML file or a shipped config name")
-    parser.add_argument("--steps", type=int, default=20, help="steps timed after 3 warm-up steps")
+    parser.add_argument("--steps", type=int, default=20, help="steps timed after the warm-up steps")
+    parser.add_argument("--warmup", type=int, default=WARMUP_STEPS, help="warm-up steps before the timed ones (default 3)")
+    parser.add_argument("--compile", action="store_true", help="compile the aggregator blocks (as train.compile=true)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--num-workers", type=int, default=1, help="data loader workers (default 1)")
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
@@ -38,21 +42,25 @@ def _autocast(device: torch.device, mixed_precision: str):
     return torch.autocast(device_type=device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
 
 
-def measure(cfg, device: torch.device, steps: int, num_workers: int) -> dict:
-    """Time ``steps`` training steps of ``cfg`` after ``WARMUP_STEPS`` untimed ones. Returns
-    {"seconds": {part: total s}, "images", "step_s", "images_per_s", "peak_mib", "peak_kind"}."""
+def measure(cfg, device: torch.device, steps: int, num_workers: int, *, warmup: int = WARMUP_STEPS,
+            compile: bool = False) -> dict:
+    """Time ``steps`` training steps of ``cfg`` after ``warmup`` untimed ones (with ``compile`` the
+    aggregator blocks are compiled first, as ``train.compile`` does). Returns {"seconds": {part: total
+    s}, "images", "step_s", "images_per_s", "warmup_s": [s per warm-up step], "peak_mib", "peak_kind"}."""
     from ..data.dataset import build_train_loader
     from ..losses import depth_loss
-    from ..run.building import build_model
+    from ..run.building import build_model, compile_blocks
 
     torch.manual_seed(cfg.seed)
     model = build_model(cfg).to(device).train()
+    if compile:
+        compile_blocks(model)
     opt = torch.optim.AdamW(model.param_groups(cfg.optim.weight_decay), lr=cfg.optim.lr)
-    it = iter(build_train_loader(cfg.data, seed=cfg.seed, num_workers=num_workers, num_steps=WARMUP_STEPS + steps))
-    totals, images = dict.fromkeys(PARTS, 0.0), 0
+    it = iter(build_train_loader(cfg.data, seed=cfg.seed, num_workers=num_workers, num_steps=warmup + steps))
+    totals, images, warmup_s = dict.fromkeys(PARTS, 0.0), 0, []
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    for i in range(WARMUP_STEPS + steps):
+    for i in range(warmup + steps):
         marks = [time.perf_counter()]
 
         def mark() -> None:
@@ -71,7 +79,9 @@ def measure(cfg, device: torch.device, steps: int, num_workers: int) -> dict:
         mark()
         opt.step()
         mark()
-        if i >= WARMUP_STEPS:
+        if i < warmup:
+            warmup_s.append(marks[-1] - marks[0])
+        else:
             for key, a, b in zip(PARTS, marks, marks[1:]):
                 totals[key] += b - a
             images += x[0].shape[0] * x[0].shape[1]
@@ -81,7 +91,7 @@ def measure(cfg, device: torch.device, steps: int, num_workers: int) -> dict:
     else:
         peak, kind = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process peak RSS"
     return {"seconds": totals, "images": images, "step_s": step, "images_per_s": images / (step * steps),
-            "peak_mib": peak, "peak_kind": kind}
+            "warmup_s": warmup_s, "peak_mib": peak, "peak_kind": kind}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,15 +102,17 @@ def run(args: argparse.Namespace) -> int:
     device = torch.device(args.device)
     if device.type == "cpu":  # same choice as the training loop: no more threads than free cores
         torch.set_num_threads(cfg.train.torch_threads or default_cpu_threads(args.num_workers, 1))
-    result = measure(cfg, device, args.steps, args.num_workers)
+    compiled = args.compile or cfg.train.compile
+    result = measure(cfg, device, args.steps, args.num_workers, warmup=args.warmup, compile=compiled)
     print(f"training step, {args.config} ({cfg.model_config().global_pe}), device {device}, "
           f"{cfg.train.mixed_precision} mixed precision, {args.num_workers} data worker(s), "
-          f"{torch.get_num_threads()} torch threads")
+          f"{torch.get_num_threads()} torch threads, {'compiled' if compiled else 'eager'} aggregator blocks")
     print("| part | s/step | share |")
     print("|---|---|---|")
     for key, total in result["seconds"].items():
         print(f"| {key} | {total / args.steps:.4f} | {total / args.steps / result['step_s']:.2f} |")
     print(f"| total | {result['step_s']:.4f} | 1.00 |")
+    print(f"warm-up steps (s, incl. compilation when compiled): {[round(t, 2) for t in result['warmup_s']]}")
     print(f"images/s: {result['images_per_s']:.1f}; peak memory: {result['peak_mib']:.0f} MiB ({result['peak_kind']})")
     if args.json:
         with open(args.json, "w") as f:

@@ -1,5 +1,6 @@
-"""What a run builds before its first step: the model (new, or from a VGGT-format checkpoint), the
-AdamW optimizer with its weight-decay groups, and the CPU thread count."""
+"""What a run builds before its first step: the model (new, or from a VGGT-format checkpoint; its
+aggregator blocks compiled with ``train.compile``), the AdamW optimizer with its weight-decay groups,
+the data loader options of the device, and the CPU thread count."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import torch
 
 from .schema import RunConfig
 
-__all__ = ["build_model", "build_optimizer", "apply_optim_settings", "default_cpu_threads"]
+__all__ = ["build_model", "compile_blocks", "build_optimizer", "apply_optim_settings", "loader_options",
+           "default_cpu_threads"]
 
 
 def build_model(cfg: RunConfig, *, resuming: bool = False):
@@ -25,6 +27,24 @@ def build_model(cfg: RunConfig, *, resuming: bool = False):
     return DepthModel(config, load_backbone_weights=not cfg.model.init_from)
 
 
+def compile_blocks(model: torch.nn.Module) -> int:
+    """Compile every aggregator block of ``model`` with ``torch.compile`` (default inductor backend,
+    automatic dynamic shapes), in place (``nn.Module.compile``): parameter names and state-dict keys
+    stay those of the eager model (no ``_orig_mod.`` prefix), so checkpoints of eager and compiled
+    runs load into each other. All blocks share one compiled forward, which makes compiling the blocks
+    much faster than compiling the whole model (docs/training.md#torchcompile). Returns the number of
+    blocks compiled; raises ``ValueError`` when the model has none."""
+    from ..model.blocks import AggregatorBlock
+
+    blocks = [m for m in model.modules() if isinstance(m, AggregatorBlock)]
+    if not blocks:
+        raise ValueError(f"train.compile: {type(model).__name__} has no AggregatorBlock to compile "
+                         "(set train.compile=false)")
+    for block in blocks:
+        block.compile()
+    return len(blocks)
+
+
 def build_optimizer(model, cfg: RunConfig) -> torch.optim.AdamW:
     """AdamW over the trainable parameters: weight decay ``optim.weight_decay`` except for the
     parameters the model exempts (norms, biases, tokens; ``DepthModel.no_weight_decay_names``)."""
@@ -38,6 +58,15 @@ def apply_optim_settings(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> No
     for group in optimizer.param_groups:
         group["weight_decay"] = cfg.optim.weight_decay if group.get("name") == "decay" else 0.0
         group["betas"] = tuple(cfg.optim.betas)
+
+
+def loader_options(cfg: RunConfig, device: torch.device | str) -> dict:
+    """Keyword arguments of ``build_train_loader`` for a run on ``device``: ``train.num_workers`` and
+    ``train.grad_accum``, and page-locked (pinned) batches only on CUDA, where they make the
+    host-to-device copies of ``run_step`` asynchronous (on CPU pinning would only cost time).
+    Workers are persistent whenever there are any (``depthpe.data.dataset.loader_kwargs``)."""
+    return {"num_workers": cfg.train.num_workers, "grad_accum": cfg.train.grad_accum,
+            "pin_memory": torch.device(device).type == "cuda"}
 
 
 def default_cpu_threads(num_workers: int, num_processes: int) -> int:

@@ -88,7 +88,9 @@ class TrainLoopConfig:
     smoothing: EMA decay of logged metrics; checkpoint_every / keep_checkpoints: 0 = never / keep all;
     max_nonfinite_in_row: stop after this many skipped (non-finite) steps in a row; cpu: force CPU;
     torch_threads: intra-op threads on CPU (None = cores per process minus data workers);
-    report_to: trackers (``tensorboard``, ``wandb``; ``[]`` = none besides train.log).
+    report_to: trackers (``tensorboard``, ``wandb``; ``[]`` = none besides train.log);
+    compile: compile the model's aggregator blocks with ``torch.compile`` (in place: checkpoints
+    keep their keys, eager and compiled runs resume from each other's checkpoints).
     """
 
     steps: int = 240_000
@@ -103,6 +105,7 @@ class TrainLoopConfig:
     cpu: bool = False
     torch_threads: Optional[int] = None
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
+    compile: bool = False
 
     def __post_init__(self):
         for key in ("steps", "grad_accum", "log_every", "max_nonfinite_in_row"):

@@ -20,7 +20,7 @@ from .. import losses
 from .schema import OptimConfig, RunConfig
 from .state import TrainState
 
-__all__ = ["lr_at", "StepResult", "run_step", "NonFiniteError"]
+__all__ = ["lr_at", "StepResult", "batch_to_device", "run_step", "NonFiniteError"]
 
 
 class NonFiniteError(RuntimeError):
@@ -64,14 +64,26 @@ def _zero_loss(trainable, depth: torch.Tensor) -> torch.Tensor:
     return sum((p * 0).sum() for p in local) + 0 * depth.sum().nan_to_num()
 
 
+MODEL_INPUTS = ("images", "K", "w2c", "depth", "valid")
+
+
+def batch_to_device(batch: dict, device: torch.device) -> list[torch.Tensor]:
+    """``batch``'s images, K, w2c, depth and valid on ``device``. On CUDA the copies are
+    asynchronous (``non_blocking``; the loader pins its batches there, ``loader_options``), so the
+    copy of the next tensor starts while the previous one is in flight; on CPU they are the batch's
+    own tensors (no copy)."""
+    non_blocking = torch.device(device).type == "cuda"
+    return [batch[key].to(device, non_blocking=non_blocking) for key in MODEL_INPUTS]
+
+
 def _micro_batch(model, batch: dict, cfg: RunConfig, accelerator, trainable) -> tuple[dict, bool]:
     """Forward and backward of one micro-batch; returns (detached loss terms, loss was finite).
     A non-finite loss back-propagates a zero instead, so every process joins the gradient all-reduce."""
-    device = accelerator.device
+    images, K, w2c, depth, valid = batch_to_device(batch, accelerator.device)
     with accelerator.autocast():
-        out = model(batch["images"].to(device), batch["K"].to(device), batch["w2c"].to(device))
+        out = model(images, K, w2c)
     terms = losses.depth_loss(
-        out["depth"], batch["depth"].to(device), batch["valid"].to(device), out.get("conf"),
+        out["depth"], depth, valid, out.get("conf"),
         l1_weight=cfg.loss.l1_weight, gradient_weight=cfg.loss.gradient_weight,
         gradient_scales=cfg.loss.gradient_scales, conf_weight=cfg.loss.conf_weight, conf_alpha=cfg.loss.conf_alpha,
     )

@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 
 from ..model.training_inputs import TrainingInputs
-from .building import apply_optim_settings, build_model, build_optimizer, default_cpu_threads
+from .building import (apply_optim_settings, build_model, build_optimizer, compile_blocks, default_cpu_threads,
+                       loader_options)
 from .checkpoints import STATE_FILE, publish_final, remove_incomplete, rotate_checkpoints, save_checkpoint
 from .loading import save_run_config
 from .lock import run_lock
@@ -159,13 +160,16 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
                               init_kwargs=tracker_init_kwargs(Path(cfg.output_dir)))
     with accelerator.main_process_first():  # init_from: the main process downloads, the others read the cache
         model = build_model(cfg, resuming=checked.checkpoint is not None)
+    if cfg.train.compile:  # in place, before DDP/FSDP wrap it: state-dict keys stay the eager ones
+        log.info(f"train.compile: {compile_blocks(model)} aggregator blocks compiled with torch.compile "
+                 "(the first steps, and each new batch shape, compile; later steps run compiled)")
     model, optimizer = accelerator.prepare(model, build_optimizer(model, cfg))
     state = TrainState(cfg.train.smoothing, world_size=accelerator.num_processes)
     if checked.checkpoint is not None:
         _restore(accelerator, checked, state, optimizer, cfg)
     loader = build_train_loader(cfg.data, seed=cfg.seed, rank=accelerator.process_index,
                                 world_size=accelerator.num_processes, start_step=state.step, num_steps=cfg.train.steps,
-                                num_workers=cfg.train.num_workers, grad_accum=cfg.train.grad_accum)
+                                **loader_options(cfg, accelerator.device))
     hub = None
     if accelerator.is_main_process and cfg.hub.repo_id:
         from ..hub import TrainingPushes
