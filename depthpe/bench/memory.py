@@ -519,12 +519,14 @@ def format_report(setting: Setting, result: dict, measured: dict | None = None, 
     return "\n".join(lines)
 
 
-def largest_batches(setting: Setting, progress=None, capacities=CAPACITIES_GB) -> dict[int, int]:
+def largest_batches(setting: Setting, progress=None, known: dict | None = None,
+                    capacities=CAPACITIES_GB) -> dict[int, int]:
     """{capacity GB: largest B that ``fits``} at ``setting``'s views. The forward/backward peak grows
     linearly in B, so B = 1 and B = 2 give the line; each answer is then predicted once to confirm
-    (and lowered while it does not fit). 0 when not even B = 1 fits."""
+    (and lowered while it does not fit). 0 when not even B = 1 fits. ``known``: {B: ``predict``
+    result} already computed for this setting."""
     say = progress or (lambda msg: None)
-    cache: dict[int, dict] = {}
+    cache: dict[int, dict] = dict(known or {})
 
     def at(b: int) -> dict:
         if b not in cache:
@@ -560,7 +562,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"[{time.perf_counter() - t0:5.1f} s] {message}", file=sys.stderr, flush=True)
 
     result = predict(setting, progress)
-    fit = largest_batches(setting, progress) if args.fit else None
+    fit = largest_batches(setting, progress, {setting.batch: result}) if args.fit else None
     measured = None
     if args.measure:
         progress("measuring the same step on this CPU (fresh subprocess)")
