@@ -455,7 +455,8 @@ def measure_here(setting: Setting) -> dict:
 
 def child_argv(args, setting: Setting) -> list[str]:
     """Command line of the ``--measure`` subprocess: the same question with every size spelled out."""
-    argv = [sys.executable, "-m", "depthpe.bench.memory", "--_measure-child", "--config", args.config,
+    argv = [sys.executable, "-c", "import sys; from depthpe.cli import main; sys.exit(main(sys.argv[1:]))",
+            "bench", "memory", "--_measure-child", "--config", args.config,
             "--views", str(setting.views), "--batch", str(setting.batch),
             "--image-width", str(setting.width), "--aspect", repr(setting.height / setting.width),
             "--precision", setting.precision, "--checkpointing", "on" if setting.checkpointing else "off",
@@ -574,15 +575,3 @@ def run(args: argparse.Namespace) -> int:
                        "torch": torch.__version__, "predicted_bytes": result, "measured": measured,
                        "largest_batch": fit}, f, indent=1)
     return 0
-
-
-def main(argv=None) -> int:
-    """``python -m depthpe.bench.memory``: the benchmark without the ``depthpe`` command."""
-    parser = argparse.ArgumentParser(prog="depthpe bench memory", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
