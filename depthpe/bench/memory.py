@@ -82,6 +82,7 @@ CUDA_FP32_OPS = frozenset({
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``depthpe bench memory`` (sizes default to the run config's worst case)."""
     parser.add_argument("--config", default="quickstart", help="run config: a YAML file or a shipped config name")
     parser.add_argument("--views", type=int, default=None,
                         help="views S per sample (default: the largest of the config's data.views)")
@@ -98,9 +99,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="which device's autocast rules and optimizer kernels to model (default cuda)")
     parser.add_argument("--measure", action="store_true",
                         help="also measure the real peak of the same step on this CPU (forces --target cpu)")
-    parser.add_argument("--fit", action="store_true",
-                        help="also find the largest batch B at these views that fits 24, 48 and 80 GB "
-                             "(about 5 more predictions)")
+    parser.add_argument("--fit", choices=["batch", "views"], default=None,
+                        help="also find the largest batch B at these views (batch), or the largest S at "
+                             "this batch (views), that fits 24, 48 and 80 GB (about 5-8 more predictions)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the --measure run (default 1)")
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -496,9 +497,11 @@ def breakdown_rows(result: dict, unit: int = GIB) -> list[tuple[str, float]]:
     ]
 
 
-def format_report(setting: Setting, result: dict, measured: dict | None = None, fit: dict | None = None) -> str:
+def format_report(setting: Setting, result: dict, measured: dict | None = None,
+                  fit: tuple[str, dict] | None = None) -> str:
     """The printed report: setting, breakdown table (GiB, or MiB below 1 GiB), which GPU sizes the
-    setting fits, the largest batches (``fit``: {GB: B}) and the CPU measurement, when given."""
+    setting fits, the largest sizes (``fit``: ("batch" | "views", {GB: value})) and the CPU
+    measurement, when given."""
     d = setting.describe()
     unit, name = (GIB, "GiB") if result["peak"] >= GIB else (MIB, "MiB")
     lines = [f"training-step memory per GPU ({d['target']}): {setting.cfg.model.preset} "
@@ -511,8 +514,9 @@ def format_report(setting: Setting, result: dict, measured: dict | None = None, 
         verdict = ", ".join(f"{c} GB: {'fits' if fits(result['peak'], c) else 'does not fit'}" for c in CAPACITIES_GB)
         lines.append(f"{margin}: {verdict}")
     if fit:
-        lines.append(f"largest batch at S={d['views']} ({margin}): "
-                     + ", ".join(f"{c} GB: B={b} ({b * d['views']} images)" for c, b in fit.items()))
+        field, found = fit
+        lines.append(f"largest {'B' if field == 'batch' else 'S'} that fits ({margin}): "
+                     + ", ".join(f"{c} GB: {_fit_text(field, n, d)}" for c, n in found.items()))
     if measured is not None:
         pred = result["extra"] / MIB
         lines.append(f"CPU check, extra memory of the step: predicted {pred:.1f} MiB, measured "
@@ -520,37 +524,56 @@ def format_report(setting: Setting, result: dict, measured: dict | None = None, 
     return "\n".join(lines)
 
 
-def largest_batches(setting: Setting, progress=None, known: dict | None = None,
-                    capacities=CAPACITIES_GB) -> dict[int, int]:
-    """{capacity GB: largest B that ``fits``} at ``setting``'s views. The forward/backward peak grows
-    linearly in B, so B = 1 and B = 2 give the line; each answer is then predicted once to confirm
-    (and lowered while it does not fit). 0 when not even B = 1 fits. ``known``: {B: ``predict``
-    result} already computed for this setting."""
+def _fit_text(field: str, n: int, d: dict) -> str:
+    """"B=2 x S=24 (48 images)" for a ``largest`` answer ``n`` of ``field``; "none" for 0."""
+    if not n:
+        return "none"
+    b, s = (n, d["views"]) if field == "batch" else (d["batch"], n)
+    return f"B={b} x S={s} ({b * s} images)"
+
+
+def largest(setting: Setting, field: str, progress=None, known: dict | None = None,
+            capacities=CAPACITIES_GB) -> dict[int, int]:
+    """{capacity GB: largest value of ``field`` ("batch" B, or "views" S) that ``fits``}, the other
+    sizes as in ``setting``; 0 when not even the smallest value (B = 1, S = 2) fits. The
+    forward/backward peak grows linearly in B and in S (attention memory is linear in tokens), so two
+    predictions give a line (B = 1 and 2, or S and 2 S); each answer is then confirmed by predicting
+    it and the next value (and moved until the first fits and the second does not).
+    ``known``: {value: ``predict`` result} already computed."""
     say = progress or (lambda msg: None)
     cache: dict[int, dict] = dict(known or {})
+    lo = 1 if field == "batch" else 2
+    first = 1 if field == "batch" else setting.views
 
-    def at(b: int) -> dict:
-        if b not in cache:
-            say(f"fit: predicting B={b}")
-            cache[b] = predict(Setting(setting.cfg, setting.views, b, setting.height, setting.width,
+    def at(n: int) -> dict:
+        if n not in cache:
+            say(f"fit: predicting {field}={n}")
+            sizes = {"views": setting.views, "batch": setting.batch, field: n}
+            cache[n] = predict(Setting(setting.cfg, sizes["views"], sizes["batch"], setting.height, setting.width,
                                        setting.precision, setting.checkpointing, setting.target))
-        return cache[b]
+        return cache[n]
 
-    def activation_peak(r: dict) -> int:
-        return max(r["phase_peaks"]["forward"], r["phase_peaks"]["backward"])
+    def activation_peak(n: int) -> int:
+        return max(at(n)["phase_peaks"]["forward"], at(n)["phase_peaks"]["backward"])
 
-    slope = activation_peak(at(2)) - activation_peak(at(1))
+    slope = (activation_peak(2 * first) - activation_peak(first)) / first
     out = {}
     for cap in capacities:
         limit = ((cap - CONTEXT_GIB) / (1 + FRAGMENTATION)) * GIB
-        b = max(0, math.floor((limit - activation_peak(at(1))) / slope) + 1) if slope > 0 else 1
-        while b > 0 and not fits(at(b)["peak"], cap):
-            b -= 1
-        out[cap] = b
+        n = max(lo, first + math.floor((limit - activation_peak(first)) / slope)) if slope > 0 else lo
+        while n > lo and not fits(at(n)["peak"], cap):
+            n -= 1
+        if not fits(at(n)["peak"], cap):
+            out[cap] = 0
+            continue
+        while fits(at(n + 1)["peak"], cap):
+            n += 1
+        out[cap] = n
     return out
 
 
 def run(args: argparse.Namespace) -> int:
+    """Predict (and with ``--fit`` / ``--measure`` also search / measure), print the report; exit status."""
     setting = setting_from_args(args)
     if args.measure_child:
         torch.set_num_threads(args.threads)
@@ -563,7 +586,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"[{time.perf_counter() - t0:5.1f} s] {message}", file=sys.stderr, flush=True)
 
     result = predict(setting, progress)
-    fit = largest_batches(setting, progress, {setting.batch: result}) if args.fit else None
+    fit = None
+    if args.fit:
+        known = {getattr(setting, args.fit): result} if args.fit == "views" or setting.batch == 1 else {}
+        fit = (args.fit, largest(setting, args.fit, progress, known))
     measured = None
     if args.measure:
         progress("measuring the same step on this CPU (fresh subprocess)")
@@ -573,5 +599,5 @@ def run(args: argparse.Namespace) -> int:
         with open(args.json, "w") as f:
             json.dump({"config": args.config, "overrides": list(args.overrides), "setting": setting.describe(),
                        "torch": torch.__version__, "predicted_bytes": result, "measured": measured,
-                       "largest_batch": fit}, f, indent=1)
+                       "largest": None if fit is None else {"field": fit[0], "by_capacity_gb": fit[1]}}, f, indent=1)
     return 0
