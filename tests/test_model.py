@@ -313,6 +313,55 @@ def test_gradient_checkpointing_matches_plain():
         ckpt(images, K, w2c)  # no checkpointing outside training
 
 
+def _count_block_calls(m: DepthModel) -> dict[str, int]:
+    """Forward calls of every AggregatorBlock of ``m`` by name (forward hooks, also on recompute)."""
+    calls: dict[str, int] = {}
+    for name, mod in m.named_modules():
+        if isinstance(mod, AggregatorBlock):
+            calls[name] = 0
+            mod.register_forward_pre_hook(lambda *_, _n=name: calls.__setitem__(_n, calls[_n] + 1))
+    return calls
+
+
+def test_gradient_checkpointing_covers_every_aggregator_block():
+    """Every frame and global block is recomputed in the backward pass (checkpointed) when
+    gradient_checkpointing is on, and only then; there are no other aggregator blocks."""
+    images, K, w2c = make_inputs(B=1, S=2)
+    for checkpointing, expected in ((True, 2), (False, 1)):
+        torch.manual_seed(0)
+        m = DepthModel(tiny_config(gradient_checkpointing=checkpointing, global_pe="prope")).train()
+        calls = _count_block_calls(m)
+        assert len(calls) == 2 * m.config.num_blocks
+        m(images, K, w2c)["depth"].mean().backward()
+        assert calls == {name: expected for name in calls}, calls
+        m.eval()
+        with torch.no_grad():
+            m(images, K, w2c)
+        assert calls == {name: expected + 1 for name in calls}  # no recompute outside training
+
+
+def test_aggregator_keeps_only_the_head_layers_patch_tokens():
+    """The aggregator returns one (B, S, h*w, 2C) tensor per head layer (cat of the frame and global
+    block outputs, patch tokens only) and keeps no other block's output: a layer the head reads
+    twice is one tensor, and each kept tensor owns exactly its own storage."""
+    torch.manual_seed(0)
+    m = DepthModel(tiny_config(head_layers=[1, 1, 2, 3])).eval()
+    images, K, w2c = make_inputs(B=1, S=2)
+    seen = {}
+    for kind in ("frame", "global"):
+        for i, block in enumerate(getattr(m.aggregator, f"{kind}_blocks")):
+            block.register_forward_hook(lambda _m, _a, out, _k=(kind, i): seen.__setitem__(_k, out))
+    with torch.no_grad():
+        outs = m.aggregator(images, K, w2c)
+    B, S, h, w, C, ns = 1, 2, H // 14, W // 14, m.config.embed_dim, m.config.num_special_tokens
+    assert len(outs) == 4 and outs[0] is outs[1] and len({id(o) for o in outs}) == 3
+    for layer, out in zip(m.config.head_layers, outs):
+        frame = seen[("frame", layer)].reshape(B * S, -1, C)[:, ns:]
+        glob = seen[("global", layer)].reshape(B * S, -1, C)[:, ns:]
+        torch.testing.assert_close(out, torch.cat([frame, glob], -1).reshape(B, S, h * w, 2 * C), rtol=0, atol=0)
+        assert out.untyped_storage().nbytes() == out.numel() * out.element_size()
+
+
 # --------------------------------------------------------------------------- save / load
 
 

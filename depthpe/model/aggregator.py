@@ -89,6 +89,9 @@ class Aggregator(nn.Module):
         return torch.cat([first, rest], dim=1)
 
     def _run(self, block: nn.Module, x: torch.Tensor, enc) -> torch.Tensor:
+        """block(x, enc); with ``gradient_checkpointing`` (training, grad enabled) through
+        non-reentrant ``torch.utils.checkpoint`` (every frame and global block goes through here),
+        which ``torch.compile`` captures without a graph break."""
         if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
             return checkpoint(block, x, enc, use_reentrant=False)
         return block(x, enc)
@@ -118,13 +121,16 @@ class Aggregator(nn.Module):
         frame_enc = prepare_encoding("rope", num_views=1, **geometry)
         global_enc = prepare_encoding(c.global_pe, K=K, w2c=w2c, **geometry, **c.pe_options)
 
-        outputs = {}
+        outputs = {}  # only the head layers' outputs are kept (the DPT head reads nothing else)
         for i in range(len(self.frame_blocks)):
             tokens = self._run(self.frame_blocks[i], tokens, frame_enc)
             frame_out = tokens
             tokens = self._run(self.global_blocks[i], tokens.reshape(B, S * T, C), global_enc)
             tokens = tokens.reshape(B * S, T, C)
             if i in self.head_layers:
-                both = torch.cat([frame_out, tokens], dim=-1)[:, self.num_special:]
+                # Patch tokens only, sliced before the concatenation: the kept tensor holds no
+                # special tokens and no reference to the blocks' full outputs.
+                ns = self.num_special
+                both = torch.cat([frame_out[:, ns:], tokens[:, ns:]], dim=-1)
                 outputs[i] = both.reshape(B, S, h * w, 2 * C)
         return [outputs[i] for i in self.head_layers]

@@ -163,8 +163,8 @@ def make_pair_encoding(spec, *, image_size, grid, num_special, patch_offset, K, 
     K: (B, S, 3, 3) pixel intrinsics, w2c: (B, S, 3|4, 4) OpenCV world-to-camera (None allowed when
     no transform of the pair reads them; only their shapes are checked here, values by
     ``check_encoding_cameras``). Options: ``rope_base`` (2D RoPE base), ``max_translation``
-    (``check_encoding_cameras`` warns above this |t|), ``translation_scale`` (Rt / Rt2d), ``softmax`` (vo KRtAdd2d); the pair
-    {qk: urope, vo: none} takes URoPE's options instead. ``method``: the name used in messages.
+    (``check_encoding_cameras`` warns above this |t|), ``translation_scale`` (Rt / Rt2d),
+    ``softmax`` (vo KRtAdd2d); the pair {qk: urope, vo: none} takes URoPE's options instead. ``method``: the name used in messages.
     """
     qk, vo = encoding_pair(spec)
     method = method or encoding_label(spec)
