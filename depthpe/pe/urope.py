@@ -119,6 +119,28 @@ def _phases(pos: torch.Tensor, d: int, base: float, dtype) -> torch.Tensor:
     return torch.complex(ang.cos(), ang.sin())
 
 
+def _as_planes(x: torch.Tensor) -> torch.Tensor:
+    """(..., d) -> (..., 2, d/2): plane 0 holds the first member of every rotate-half pair
+    (channel ``half*d/2 + m``), plane 1 the second (``half*d/2 + m + d/4``), both in the index
+    order ``half*d/4 + m`` of ``_phases``. The same permutation for q and k keeps every logit."""
+    d = x.shape[-1]
+    return x.unflatten(-1, (2, 2, d // 4)).transpose(-3, -2).flatten(-2)
+
+
+def _cos_sin(pos: torch.Tensor, d: int, base: float, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin (..., d/2) of the angles of ``_phases`` for positions (..., 2) = (y, x)."""
+    nf = d // 4
+    freqs = base ** (-torch.arange(nf, dtype=torch.float64, device=pos.device) / nf)
+    ang = (pos.to(dtype).unsqueeze(-1) * freqs.to(dtype)).flatten(-2)
+    return ang.cos(), ang.sin()
+
+
+def _rotate_planes(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate every (a, b) pair of planes x (..., 2, d/2) by the angles of cos, sin (..., d/2)."""
+    a, b = x[..., 0, :], x[..., 1, :]
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-2)
+
+
 class URoPE(Encoding):
     """Prepared URoPE; ``attend`` loops over chunks of query views (see module docstring)."""
 
@@ -204,8 +226,13 @@ class URoPE(Encoding):
 
         Memory: the rotated keys of a chunk are not kept for backward; a saved-tensor hook
         recomputes them from the permuted keys and the positions (one complex multiply).
+        Under ``torch.compile`` the same attention runs as plain real-valued tensor code
+        (``_attend_traced``: no hooks, no custom autograd function, no caches), and the
+        compiler's own partitioner decides what to keep for backward.
         """
         self._check(q, k, v)
+        if torch.compiler.is_compiling():
+            return self._attend_traced(q, k, v, dropout_p)
         B, H, N, d = q.shape
         with torch.autocast(device_type=q.device.type, enabled=False):
             q_rot, kc = self._rotated(q, k)
@@ -231,6 +258,34 @@ class URoPE(Encoding):
             del k_rot
             outs.append(o.unsqueeze(2) if c == 1 else o.view(B, c, H, self.T, -1).transpose(1, 2))
         return torch.cat(outs, dim=2).flatten(2, 3)  # (B, H, S, T, dv) -> (B, H, N, dv)
+
+    def _attend_traced(self, q, k, v, dropout_p: float):
+        """``attend`` written for tracing: real (a, b) channel planes instead of complex views.
+
+        q, k, v: (B, heads, S*T, head_dim). Same logits as the eager path up to float rounding
+        (both permute q and k channels alike; the planes put the a and b members of every
+        rotation pair in two contiguous halves).
+        """
+        B, H, N, d = q.shape
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            wd = work_dtype(q.dtype)
+            cos_q, sin_q = _cos_sin(self.query_pos, d, self.base, wd)  # (N, d/2)
+            q_rot = _rotate_planes(_as_planes(q.to(wd)), cos_q, sin_q).flatten(-2).to(q.dtype)
+            kp = _as_planes(k.to(wd)).unflatten(1, (self.G, H // self.G))  # (B, G, H/G, N, 2, d/2)
+        q_views = q_rot.unflatten(2, (self.S, self.T))  # (B, H, S, T, d)
+        outs = []
+        for i0 in range(0, self.S, self.view_chunk):
+            i1 = min(i0 + self.view_chunk, self.S)
+            c = i1 - i0
+            with torch.autocast(device_type=q.device.type, enabled=False):
+                cos_k, sin_k = _cos_sin(self.key_pos[:, i0:i1], d, self.base, wd)  # (B, c, G, N, d/2)
+                k_rot = _rotate_planes(kp.unsqueeze(1), cos_k[:, :, :, None], sin_k[:, :, :, None])
+                k_rot = k_rot.reshape(B * c, H, N, d).to(q.dtype)
+            q_c = q_views[:, :, i0:i1].transpose(1, 2).reshape(B * c, H, self.T, d)
+            v_c = v.unsqueeze(1).expand(B, c, H, N, v.shape[-1]).reshape(B * c, H, N, v.shape[-1])
+            o = F.scaled_dot_product_attention(q_c, k_rot, v_c, dropout_p=dropout_p)
+            outs.append(o.view(B, c, H, self.T, -1).transpose(1, 2))
+        return torch.cat(outs, dim=2).flatten(2, 3)
 
     def _recompute_hooks(self, k_rot, kr_const, i0, i1, out_dtype):
         """Saved-tensor hooks that store a recipe instead of the rotated keys ``k_rot``."""
