@@ -100,3 +100,13 @@ def test_prediction_within_15_percent_of_measured_cpu_peak(views, batch, width, 
     measured = memory.measure_cpu(args, setting)
     assert measured["hwm_reset"]
     assert predicted == pytest.approx(measured["extra_mib"], rel=0.15)
+
+
+@pytest.mark.slow
+def test_largest_batch_fits_and_the_next_does_not():
+    setting = _setting("--views", "4", "--batch", "1", "--image-width", "84")
+    found = memory.largest(setting, "batch", capacities=(1.2,))[1.2]  # 1.2 GiB: about 0.18 GiB usable
+    assert found >= 1
+    at = [memory.predict(memory.Setting(setting.cfg, 4, b, 84, 84, "fp32", False, "cuda"))["peak"]
+          for b in (found, found + 1)]
+    assert memory.fits(at[0], 1.2) and not memory.fits(at[1], 1.2)
