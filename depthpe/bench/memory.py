@@ -6,14 +6,15 @@ of a run config (the number ``torch.cuda.max_memory_allocated`` reports), split 
 the activations saved for backward and the peak with temporaries, for a chosen number of views S,
 batch B, image width, precision and activation checkpointing.
 
-How: the model is built under ``torch._subclasses.fake_tensor.FakeTensorMode`` (tensors with shapes,
-dtypes and strides but no data, so a 1.2B-parameter model costs nothing) and two training steps run
-on it as the training loop runs them: forward under autocast, ``depthpe.losses.depth_loss``,
-backward (recomputing blocks with checkpointing), gradient clipping, ``AdamW.step`` and
-``zero_grad(set_to_none=True)``. A ``TorchDispatchMode`` sees every operator's outputs; each storage
-seen for the first time counts as allocated, and a ``weakref.finalize`` on that storage subtracts it
-when the last tensor using it dies. The peak of the second step is reported (the first step creates
-the optimizer state). Hand-written because no library does this accounting for a training step
+How: the model is built on the meta device and moved to fake tensors
+(``torch._subclasses.fake_tensor.FakeTensorMode``: shapes, dtypes and strides but no data, so a
+1.2B-parameter model costs nothing). The AdamW state is created (an AdamW step on zero gradients),
+then one training step runs as the training loop runs it: forward under autocast,
+``depthpe.losses.depth_loss``, backward (recomputing blocks with checkpointing), gradient clipping,
+``AdamW.step`` and ``zero_grad(set_to_none=True)``. A ``TorchDispatchMode`` sees every operator's
+outputs; an output that aliases no input (no alias annotation in the operator's schema) is a new
+storage, counted until a ``weakref.finalize`` on that storage sees it freed. The largest total during
+the step is the peak. Hand-written because no library does this accounting for a training step
 (``torch.cuda.memory`` needs a GPU; ``torch.utils.flop_counter`` counts FLOPs, not bytes).
 
 Assumptions for the GPU prediction (``--target cuda``, the default):
@@ -31,11 +32,11 @@ Assumptions for the GPU prediction (``--target cuda``, the default):
   included: the CUDA context and cuBLAS/cuDNN workspaces (about 0.5-1 GiB), allocator fragmentation
   (``memory_reserved`` is typically 5-15 % above the allocated peak), DDP gradient buckets (about
   one more copy of the trainable gradients, in 25 MB buckets) and the fp16 ``GradScaler``'s small
-  buffers. ``fits_gib`` below keeps a margin for these.
+  buffers. ``fits`` keeps a margin for the first two; ``--fit`` searches the largest B or S that fits.
 
 ``--target cpu`` models a CPU run instead (CPU autocast rules, single-tensor AdamW, no rounding);
-``--measure`` also runs the same two steps for real on this CPU in a fresh subprocess and compares
-the extra memory of the second step (peak minus what was live before it): measured as ``VmHWM``
+``--measure`` also runs two real steps on this CPU in a fresh subprocess and compares the extra
+memory of the second step (peak minus what was live before it) with the prediction: ``VmHWM``
 after resetting it through ``/proc/self/clear_refs`` minus ``VmRSS`` before the step, with
 ``MALLOC_MMAP_THRESHOLD_=65536`` so that freed tensors go back to the OS (the helpers of
 ``depthpe bench attention``).
