@@ -15,6 +15,7 @@ BENCHMARKS = {
     "data": "depthpe.bench.data",
     "gpu-check": "depthpe.bench.gpu_check",
     "memory": "depthpe.bench.memory",
+    "model": "depthpe.bench.model",
 }
 
 

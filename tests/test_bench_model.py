@@ -1,0 +1,74 @@
+"""``depthpe bench model`` on a tiny config: the printed medians are the JSON runs' medians, one step
+really runs forward and backward (gradients reach the trainable parameters), the peak memory of a
+larger input is larger, and bad arguments give one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import pytest
+import torch
+
+from depthpe.bench import model as bench_model
+
+TINY = ["--config", "quickstart", "--views", "2", "--height", "28", "--width", "28", "--threads", "1"]
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    bench_model.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_table_reports_the_medians_of_the_json_runs(tmp_path, capsys):
+    out = tmp_path / "model.json"
+    assert bench_model.run(_args(*TINY, "--repeats", "3", "--json", str(out))) == 0
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert len(data["wall_s"]) == len(data["cpu_s"]) == 3 and len(data["warmup_s"]) == 1
+    row = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| step")][0]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert float(cells[0]) == pytest.approx(statistics.median(data["wall_s"]) * 1e3, abs=0.06)
+    assert float(cells[2]) == pytest.approx(statistics.median(data["cpu_s"]) * 1e3, abs=0.06)
+    assert float(cells[4]) == pytest.approx(2 / statistics.median(data["wall_s"]), rel=0.01)
+    assert "global_pe prope" in text and "S=2 28x28" in text
+
+
+def test_one_step_backpropagates_into_every_trainable_parameter():
+    from depthpe.run import load_run_config
+
+    cfg = load_run_config("quickstart", [])
+    model, forward = bench_model.build(cfg, "none", torch.device("cpu"))
+    inputs = bench_model.make_inputs(1, 2, 28, 28, "cpu")
+    timing = bench_model.time_steps(model, forward, inputs, repeats=1, warmup=0)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    assert trainable and all(p.grad is not None for p in trainable)
+    assert all(p.grad is None for p in model.parameters() if not p.requires_grad)
+    assert timing["wall_s"][0] > 0
+
+
+def test_peak_memory_grows_with_the_input():
+    from depthpe.run import load_run_config
+
+    cfg = load_run_config("quickstart", [])
+    model, forward = bench_model.build(cfg, "none", torch.device("cpu"))
+    peaks = []
+    for views in (2, 6):
+        inputs = bench_model.make_inputs(1, views, 84, 84, "cpu")
+        step = bench_model.time_steps(model, forward, inputs, repeats=1, warmup=1)["step"]
+        peaks.append(bench_model.peak_step_mib(step, torch.device("cpu"))[0])
+    assert peaks[1] > peaks[0] > 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--views", "1"], "--views must be >= 2"),
+    (["--height", "30"], "positive multiples of 14"),
+    (["--repeats", "0"], "--repeats and --batch must be >= 1"),
+])
+def test_bad_arguments_give_one_line_errors(argv, message, capsys):
+    from depthpe.cli import main
+
+    assert main(["bench", "model", *TINY, *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
