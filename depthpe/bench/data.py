@@ -162,9 +162,12 @@ def run(args: argparse.Namespace) -> int:
                                fmt=args.format)
         cfg = load_run_config(args.config, _overrides(args, scene_root))
         split_dirs = [s.split_dir for s in cfg.data.sources]
+        # Workers are forked before this process uses OpenCV's thread pool (0 workers, --raw): a worker
+        # forked after that hangs in cv2.setNumThreads (worker_init_fn) on the inherited pool.
+        order = sorted(args.workers, key=lambda w: w == 0)
+        measured = {w: measure_loader(cfg.data, num_workers=w, batches=args.batches, seed=cfg.seed) for w in order}
         raw = None
         if args.raw:
             raw = raw_decode_rate([b for d in split_dirs for b in stored_images(d)], cfg.data.image_width)
-        rows = [(w, measure_loader(cfg.data, num_workers=w, batches=args.batches, seed=cfg.seed)) for w in args.workers]
-        _print_table(args, cfg, rows, raw, split_dirs)
+        _print_table(args, cfg, [(w, measured[w]) for w in args.workers], raw, split_dirs)
     return 0

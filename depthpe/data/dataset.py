@@ -187,7 +187,9 @@ def build_sample(
     if jitter is not None:
         images, _ = jitter_views(images, rng, jitter)
     return {
-        "images": torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2))).float().div_(255),
+        # (S, H, W, 3) uint8 -> (S, 3, H, W) float32 in one pass (transpose and conversion together)
+        "images": torch.from_numpy(images).permute(0, 3, 1, 2).to(torch.float32, memory_format=torch.contiguous_format)
+        .div_(255),
         "depth": depth_n.float(),
         "valid": valid,
         "K": K.float(),

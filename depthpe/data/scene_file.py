@@ -113,10 +113,15 @@ def encode_image(image: np.ndarray, fmt: str = "jpeg", quality: int = 95) -> np.
     return buf.reshape(-1)
 
 
+_IMREAD_RGB = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.10
+
+
 def decode_image(data: np.ndarray) -> np.ndarray:
     """Decode JPEG/PNG bytes (1-D uint8) to an RGB uint8 image (H, W, 3). Strict: raises
     ``ValueError`` (``image_bytes.ImageBytesError``) for truncated or corrupt bytes, which OpenCV
     alone would decode with a grey lower part, and for images larger than ``MAX_FRAME_SIDE``."""
+    if _IMREAD_RGB is not None:  # the decoder writes RGB directly: the same pixels, one pass less
+        return decode_image_bytes(data, _IMREAD_RGB)
     return cv2.cvtColor(decode_image_bytes(data, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
 
 
@@ -491,6 +496,9 @@ class SceneReader:
         become 0, or raise ``SceneFileError`` when the reader is strict)."""
         i = self._check_index(i)
         d = self.read_raw_depth(i)
+        if np.isfinite(d).all():  # the usual case: only negative values to clear
+            d[d < 0] = 0
+            return d
         nonfinite = ~np.isfinite(d)
         if self.strict and nonfinite.any():
             raise self._error(
