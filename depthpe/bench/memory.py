@@ -377,7 +377,8 @@ def predict(setting: Setting, progress=None) -> dict:
 
     Returns {"params_trainable", "params_frozen", "buffers", "grads" (trainable, after backward),
     "optimizer" (AdamW state), "batch", "persistent" (live before the step: the four before),
-    "saved" (activations live after forward and loss), "peak" (largest live total in the step),
+    "saved" (activations live after forward and loss), "saved_before_head" (of those, live when the
+    depth head starts), "peak" (largest live total in the step),
     "peak_phase", "phase_peaks" {forward|backward|optimizer: bytes}, "extra" (peak - persistent)}."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -401,11 +402,16 @@ def predict(setting: Setting, progress=None) -> dict:
             grads.append(storage_bytes(p.grad for p in model.parameters()))
         tracker.mark(phase)
 
+    head_start = []  # live bytes when the depth head starts (aggregator activations saved by then)
+    hook = model.depth_head.register_forward_pre_hook(lambda *_: head_start.append(tracker.current))
     with fake, host_reads_patched(), tracker:
         say("creating the AdamW state")
         init_optimizer_state(model, opt)
         train_step(model, opt, batch, setting, mark)
-    return _summary(model, opt, batch, tracker, grads[0])
+    hook.remove()
+    result = _summary(model, opt, batch, tracker, grads[0])
+    result["saved_before_head"] = head_start[-1] - result["persistent"]
+    return result
 
 
 def init_optimizer_state(model, opt: torch.optim.Optimizer) -> None:
@@ -493,6 +499,8 @@ def breakdown_rows(result: dict, unit: int = GIB) -> list[tuple[str, float]]:
         ("AdamW state (trainable)", r["optimizer"]),
         ("batch (images, depth, mask, cameras)", r["batch"]),
         ("activations saved for backward", r["saved"]),
+        ("  of which before the depth head (backbone, aggregator)", r["saved_before_head"]),
+        ("  of which depth head and loss", r["saved"] - r["saved_before_head"]),
         (f"activations + grads + temporaries at the peak ({result['peak_phase']})", r["extra"]),
         ("peak (allocated)", r["peak"]),
     ]
