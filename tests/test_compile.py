@@ -17,11 +17,7 @@ import torch
 from depthpe import DepthModel
 from depthpe.pe import available_encodings
 
-# URoPE (depthpe/pe/urope.py) is being rewritten by its owner and still breaks the graph (its
-# saved-tensor hooks compare data pointers, validate_cameras reads values); it joins
-# COMPILED_ENCODINGS once the rewrite lands.
-PENDING_UROPE_REWRITE = ["urope"]
-COMPILED_ENCODINGS = [pe for pe in available_encodings() if pe not in PENDING_UROPE_REWRITE]
+COMPILED_ENCODINGS = list(available_encodings())
 # Explained without the ``slow`` marker (one case keeps the property in every quick run).
 QUICK_CASE = ("prope", True)
 
@@ -58,8 +54,7 @@ def _cases():
 
 
 def test_every_preset_encoding_is_covered():
-    assert set(COMPILED_ENCODINGS) | set(PENDING_UROPE_REWRITE) == set(available_encodings())
-    assert {"none", "rope", "prope", "dppe_dual", "dppe_tadd", "gta"} <= set(COMPILED_ENCODINGS)
+    assert {"none", "rope", "prope", "dppe_dual", "dppe_tadd", "gta", "urope"} <= set(COMPILED_ENCODINGS)
 
 
 @pytest.mark.parametrize("global_pe, checkpointing", list(_cases()))

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from ..geometry import invert_intrinsics
 from .base import Encoding, register_encoding, token_positions
-from .camera import validate_cameras, work_dtype
+from .camera import camera_tensors, work_dtype
 
 __all__ = ["URoPE", "make_urope", "default_anchors", "project_key_positions"]
 
@@ -372,7 +372,8 @@ def make_urope(*, image_size, grid, num_special, patch_offset, K, w2c, num_views
     anchors: depth anchors (normalized scene units), one per head group; default
     ``default_anchors()`` = 4 log-spaced over 0.5..8. view_chunk: query views per SDPA call.
     """
-    K64, E = validate_cameras(K, w2c, num_views, method="urope", max_translation=max_translation)
+    # shapes only: values are checked where data enters (``check_encoding_cameras``; max_translation is read there)
+    K64, E = camera_tensors(K, w2c, num_views, method="urope")
     anchors = default_anchors() if anchors is None else list(anchors)
     if not anchors or any(not (a > 0) for a in anchors):
         raise ValueError(f"urope anchors must be a non-empty list of positive depths, got {anchors}")
