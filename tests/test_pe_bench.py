@@ -105,3 +105,14 @@ def test_json_skips_cli_callbacks(tmp_path):
     args._run = args._bench_run = lambda a: 0
     assert attention.run(args) == 0
     assert "_run" not in json.loads((tmp_path / "b.json").read_text())["config"]
+
+
+def test_scaling_curve_over_views_with_cpu_clock(tmp_path, capsys):
+    out, data = _run([*TINY[2:], "--views", "2", "3", "--methods", "rope", "urope", "--repeats", "2",
+                      "--no-memory", "--clock", "cpu"], tmp_path, capsys)
+    assert set(data["by_views"]) == {"2", "3"} and data["results"] == data["by_views"]["2"]
+    assert data["config"]["clock"] == "cpu"
+    for views, res in data["by_views"].items():
+        assert out.count(f"S={views} T=7") == 1
+        ratio = res["urope"]["fwd_bwd_ms"] / res["rope"]["fwd_bwd_ms"]
+        assert f"| urope | " in out and f"{ratio:.2f}" in out.split("per number of views")[1]

@@ -46,7 +46,9 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--views", type=int, default=8, help="views S (default 8)")
+    parser.add_argument("--views", type=int, nargs="+", default=[8],
+                        help="views S (default 8); several values measure a scaling curve, one table each "
+                             "and a summary of the time ratios per S")
     parser.add_argument("--tokens-per-view", type=int, default=261,
                         help="tokens per view T = special + h*w (default 261 = 5 + 16x16)")
     parser.add_argument("--special", type=int, default=5, help="special tokens per view (default 5)")
@@ -60,6 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: torch's default); 1 is far less noisy "
                              "on a shared, oversubscribed machine")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="wall time (default) or process CPU time, which on a shared machine does "
+                             "not count the time other jobs hold the core (use with --threads 1)")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     parser.add_argument("--_memory-child", dest="memory_child", default=None, help=argparse.SUPPRESS)
@@ -149,15 +154,19 @@ class Setup:
             torch.cuda.synchronize()
 
 
-def _timed(fn, setup: Setup) -> float:
+def _timed(fn, setup: Setup, clock=time.perf_counter) -> tuple[float, object]:
+    """(milliseconds of ``fn()`` on ``clock``, its result); CUDA work is waited for."""
     setup.sync()
-    t0 = time.perf_counter()
+    t0 = clock()
     res = fn()
     setup.sync()
-    return (time.perf_counter() - t0) * 1e3, res
+    return (clock() - t0) * 1e3, res
 
 
-def time_methods(setup: Setup, methods, repeats: int) -> dict:
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def time_methods(setup: Setup, methods, repeats: int, clock: str = "wall") -> dict:
     encs = {m: setup.prepare(m) for m in methods}
     for m in methods:  # warm-up
         setup.step(encs[m])
@@ -165,9 +174,9 @@ def time_methods(setup: Setup, methods, repeats: int) -> dict:
     prep = {m: [] for m in methods}
     for _ in range(repeats):
         for m in methods:
-            ms, encs[m] = _timed(lambda: setup.prepare(m), setup)  # noqa: B023
+            ms, encs[m] = _timed(lambda: setup.prepare(m), setup, CLOCKS[clock])  # noqa: B023
             prep[m].append(ms)
-            ms, _ = _timed(lambda: setup.step(encs[m]), setup)  # noqa: B023
+            ms, _ = _timed(lambda: setup.step(encs[m]), setup, CLOCKS[clock])  # noqa: B023
             fb[m].append(ms)
     return {m: {"fwd_bwd_ms": statistics.median(fb[m]), "prepare_ms": statistics.median(prep[m]),
                 "spread": (max(fb[m]) - min(fb[m])) / statistics.median(fb[m]),
@@ -215,7 +224,8 @@ def peak_memory_mib(setup: Setup, method: str) -> float:
 
 def _child_argv(args, method: str) -> list[str]:
     argv = [sys.executable, "-m", "depthpe.bench.attention", "--_memory-child", method]
-    for flag, val in (("--views", args.views), ("--tokens-per-view", args.tokens_per_view),
+    views = args.views[0] if isinstance(args.views, list) else args.views
+    for flag, val in (("--views", views), ("--tokens-per-view", args.tokens_per_view),
                       ("--special", args.special), ("--heads", args.heads),
                       ("--head-dim", args.head_dim), ("--batch", args.batch),
                       ("--device", args.device), ("--dtype", args.dtype),
@@ -255,7 +265,7 @@ def format_table(results: dict, base: str = "rope") -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
+def _check_methods(args) -> None:
     for m in args.methods:
         try:
             parse_method(m)
@@ -263,28 +273,59 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit(f"unknown method {m!r}: {err}") from None
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda requested but CUDA is not available")
+    if any(s < 1 for s in args.views):
+        raise SystemExit(f"--views must be >= 1, got {args.views}")
+
+
+def measure_views(args, views: int) -> dict:
+    """Time (and unless ``--no-memory`` peak memory) of every method at ``views`` views."""
+    one = argparse.Namespace(**{**vars(args), "views": views})
+    methods = list(dict.fromkeys((["rope"] if "rope" not in args.methods else []) + args.methods))
+    results = time_methods(Setup(one), methods, args.repeats, args.clock)
+    if not args.no_memory:
+        for m, mib in memory_methods(one, methods).items():
+            results[m]["peak_mib"] = mib
+    return results
+
+
+def format_curve(by_views: dict, base: str = "rope") -> str:
+    """Markdown table: per method, time ratio to ``base`` (and the run spread) at every S."""
+    views = list(by_views)
+    lines = ["| method | " + " | ".join(f"S={s}" for s in views) + " |", "|---" * (len(views) + 1) + "|"]
+    for m in by_views[views[0]]:
+        cells = [f"{r[m]['fwd_bwd_ms'] / r[base]['fwd_bwd_ms']:.2f} (±{r[m]['spread'] / 2:.2f})"
+                 for r in by_views.values()]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    args.views = args.views if isinstance(args.views, list) else [args.views]
+    _check_methods(args)
     if args.threads:
         torch.set_num_threads(args.threads)
-    setup = Setup(args)
     if args.memory_child:
-        print(peak_memory_mib(setup, args.memory_child))
+        print(peak_memory_mib(Setup(argparse.Namespace(**{**vars(args), "views": args.views[0]})),
+                              args.memory_child))
         return 0
-    methods = list(dict.fromkeys((["rope"] if "rope" not in args.methods else []) + args.methods))
-    results = time_methods(setup, methods, args.repeats)
-    if not args.no_memory:
-        for m, mib in memory_methods(args, methods).items():
-            results[m]["peak_mib"] = mib
-    print(f"one global attention layer: B={args.batch} S={args.views} T={args.tokens_per_view} "
-          f"(grid {setup.grid[0]}x{setup.grid[1]} + {args.special} special) heads={args.heads} "
-          f"head_dim={args.head_dim} {args.dtype} on {args.device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, median of {args.repeats}")
-    print(format_table(results))
+    by_views = {}
+    for views in args.views:
+        by_views[views] = results = measure_views(args, views)
+        grid = grid_for(args.tokens_per_view, args.special)
+        print(f"one global attention layer: B={args.batch} S={views} T={args.tokens_per_view} "
+              f"(grid {grid[0]}x{grid[1]} + {args.special} special) heads={args.heads} "
+              f"head_dim={args.head_dim} {args.dtype} on {args.device}, torch {torch.__version__}, "
+              f"{torch.get_num_threads()} threads, {args.clock} clock, median of {args.repeats}")
+        print(format_table(results), flush=True)
+    if len(by_views) > 1:
+        print("\ntime ratio to rope per number of views (± half the run spread):")
+        print(format_curve(by_views))
     if args.json:
         meta = {k: v for k, v in vars(args).items()
                 if k not in ("json", "memory_child") and not k.startswith("_")}  # CLI callbacks
         with open(args.json, "w") as f:
-            json.dump({"config": meta, "torch": torch.__version__,
-                       "threads": torch.get_num_threads(), "results": results}, f, indent=2)
+            json.dump({"config": meta, "torch": torch.__version__, "threads": torch.get_num_threads(),
+                       "results": by_views[args.views[0]], "by_views": by_views}, f, indent=2)
     return 0
 
 
