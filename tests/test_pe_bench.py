@@ -9,6 +9,7 @@ import json
 import statistics
 
 import pytest
+import torch
 
 from depthpe.bench import attention
 
@@ -116,3 +117,10 @@ def test_scaling_curve_over_views_with_cpu_clock(tmp_path, capsys):
         assert out.count(f"S={views} T=7") == 1
         ratio = res["urope"]["fwd_bwd_ms"] / res["rope"]["fwd_bwd_ms"]
         assert f"| urope | " in out and f"{ratio:.2f}" in out.split("per number of views")[1]
+
+
+def test_rope_per_view_reference_equals_rope():
+    setup = attention.Setup(_args(*TINY))
+    rope, per_view = setup.prepare("rope"), setup.prepare("rope-per-view")
+    q, k, v = setup.qkv
+    assert torch.allclose(per_view.attend(q, k, v), rope.attend(q, k, v), atol=1e-6)

@@ -17,7 +17,9 @@ What is measured, per method, with the same path the model uses (``prepare_encod
   not cache, so RSS follows live tensors; ``ru_maxrss`` is useless here because Linux carries it
   over from the parent process across exec).
 
-Ratios are against ``rope`` (VGGT 2D RoPE around the same SDPA call).
+Ratios are against ``rope`` (VGGT 2D RoPE around the same SDPA call). The reference method
+``rope-per-view`` is RoPE computed with one SDPA call per query view, as URoPE must: its ratio is the
+cost of that split alone.
 
 ``--methods`` takes preset names and pairs written ``qk=A,vo=B`` (``depthpe.model.encoding_spec``);
 more ``key=value`` items set encoding options, e.g. ``qk=KRtAdd2d,vo=KRtAdd2d,softmax=blockwise``
@@ -36,6 +38,7 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 HELP = "time and peak memory of one global attention layer per positional encoding"
 DESCRIPTION = __doc__
@@ -55,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS,
+                        help="presets, pairs qk=A,vo=B[,option=value] and the reference rope-per-view")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     parser.add_argument("--repeats", type=int, default=7)
@@ -119,6 +123,25 @@ def parse_method(text: str) -> tuple[str | dict, dict]:
     return method, options
 
 
+PER_VIEW_REFERENCE = "rope-per-view"
+
+
+class RopePerView:
+    """Benchmark reference, not an encoding: RoPE attention computed with one SDPA call per query
+    view (queries of one view against all keys), as URoPE must (its keys are rotated differently for
+    every query view). Same result as ``rope``; its time over ``rope``'s is the cost of splitting the
+    attention by query view alone, the floor of any exact per-query-view encoding on this kernel."""
+
+    def __init__(self, rope, tokens_per_view: int):
+        self.rope, self.T = rope, tokens_per_view
+
+    def attend(self, q, k, v, *, dropout_p: float = 0.0):
+        """q, k, v: (B, heads, S*T, head_dim) -> (B, heads, S*T, head_dim)."""
+        qr, kr = self.rope.transform_q(q), self.rope.transform_k(k)
+        outs = [F.scaled_dot_product_attention(qc, kr, v, dropout_p=dropout_p) for qc in qr.split(self.T, dim=2)]
+        return torch.cat(outs, dim=2)
+
+
 class Setup:
     """Inputs of one benchmark configuration."""
 
@@ -127,8 +150,9 @@ class Setup:
         self.image_size = (14 * self.grid[0], 14 * self.grid[1])
         self.device = torch.device(args.device)
         self.dtype = DTYPES[args.dtype]
-        self.K, self.w2c = make_cameras(args.batch, args.views, self.image_size, self.device)
-        shape = (args.batch, args.heads, args.views * args.tokens_per_view, args.head_dim)
+        views = args.views[0] if isinstance(args.views, list) else args.views  # the first S of a curve
+        self.K, self.w2c = make_cameras(args.batch, views, self.image_size, self.device)
+        shape = (args.batch, args.heads, views * args.tokens_per_view, args.head_dim)
         g = torch.Generator(device=self.device).manual_seed(1)
         self.qkv = [torch.randn(shape, generator=g, device=self.device, dtype=self.dtype)
                     .requires_grad_() for _ in range(3)]
@@ -136,9 +160,12 @@ class Setup:
         self.special = args.special
 
     def prepare(self, method: str):
-        """Prepare ``method`` (a preset, or ``qk=A,vo=B[,option=value...]``, see ``parse_method``)."""
+        """Prepare ``method`` (a preset, ``qk=A,vo=B[,option=value...]`` (see ``parse_method``), or
+        the reference ``rope-per-view``)."""
         from depthpe.pe import prepare_encoding
 
+        if method == PER_VIEW_REFERENCE:
+            return RopePerView(self.prepare("rope"), self.special + self.grid[0] * self.grid[1])
         spec, options = parse_method(method)
         return prepare_encoding(spec, K=self.K, w2c=self.w2c, image_size=self.image_size,
                                 grid=self.grid, num_special=self.special, patch_offset=1, **options)
@@ -267,6 +294,8 @@ def format_table(results: dict, base: str = "rope") -> str:
 
 def _check_methods(args) -> None:
     for m in args.methods:
+        if m == PER_VIEW_REFERENCE:
+            continue
         try:
             parse_method(m)
         except ValueError as err:
@@ -305,8 +334,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.memory_child:
-        print(peak_memory_mib(Setup(argparse.Namespace(**{**vars(args), "views": args.views[0]})),
-                              args.memory_child))
+        print(peak_memory_mib(Setup(args), args.memory_child))
         return 0
     by_views = {}
     for views in args.views:
