@@ -499,8 +499,9 @@ def breakdown_rows(result: dict, unit: int = GIB) -> list[tuple[str, float]]:
         ("AdamW state (trainable)", r["optimizer"]),
         ("batch (images, depth, mask, cameras)", r["batch"]),
         ("activations saved for backward", r["saved"]),
-        ("  of which before the depth head (backbone, aggregator)", r["saved_before_head"]),
-        ("  of which depth head and loss", r["saved"] - r["saved_before_head"]),
+        ("  live when the depth head starts (with autocast's low-precision weight copies)", r["saved_before_head"]),
+        ("  added by the depth head and loss (net of those copies, freed when autocast ends)",
+         r["saved"] - r["saved_before_head"]),
         (f"activations + grads + temporaries at the peak ({result['peak_phase']})", r["extra"]),
         ("peak (allocated)", r["peak"]),
     ]
