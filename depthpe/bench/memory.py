@@ -175,8 +175,8 @@ def make_cameras_real(setting: Setting) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def make_batch(setting: Setting) -> dict:
-    """A batch as the loader gives it: images (B, S, 3, H, W) in [0, 1], K, w2c, depth > 0 and an
-    all-true valid mask (B, S, H, W). Under fake mode the image/depth tensors are fake, the cameras real."""
+    """A real batch as the loader gives it (for ``--measure``): images (B, S, 3, H, W) in [0, 1],
+    K (B, S, 3, 3), w2c (B, S, 4, 4), depth (B, S, H, W) > 0 and an all-true valid mask (B, S, H, W)."""
     B, S, H, W = setting.batch, setting.views, setting.height, setting.width
     K, w2c = make_cameras_real(setting)
     g = torch.Generator().manual_seed(0)
