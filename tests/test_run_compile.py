@@ -88,3 +88,36 @@ def test_compiled_run_resumes_exactly_and_checkpoints_load_across_eager_and_comp
     assert max((eager[k] - switched[k]).abs().max().item() for k in eager) < 1e-4
     back = load_file(train(_config(synth_root, compiled_out, False), resume=str(ckpt)) / "model.safetensors")
     assert max((compiled[k] - back[k]).abs().max().item() for k in compiled) < 1e-4
+
+
+@pytest.mark.slow
+def test_two_processes_train_compiled_like_one_eager_process(synth_root, tmp_path):  # noqa: F811
+    """``accelerate launch --multi_gpu --num_processes 2`` (gloo, CPU) with train.compile: the blocks are
+    compiled before DDP wraps the model, checkpoints keep the eager keys, and the weights equal those of
+    one eager process with the same global batch (2 micro-batches) up to kernel rounding."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from depthpe.run import dump_run_config
+
+    out = tmp_path / "ddp"
+    config = tmp_path / "config.yaml"
+    config.write_text(dump_run_config(_config(synth_root, out, True, steps=3)))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "HF_HOME": str(tmp_path / "hf")}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+           str(port), "-m", "depthpe.train", "--config", str(config)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-4000:]
+    assert "world size 2 (MULTI_CPU" in log and "aggregator blocks compiled with torch.compile" in log
+    state = load_file(out / "checkpoints" / "step_0000002" / "state" / "model.safetensors")
+    assert not any("_orig_mod" in k or k.startswith("module.") for k in state)
+    two = load_file(out / "final" / "model.safetensors")
+    one = load_file(train(_config(synth_root, tmp_path / "one", False, steps=3, grad_accum=2)) / "model.safetensors")
+    assert max((one[k] - two[k]).abs().max().item() for k in two) < 1e-4
