@@ -101,6 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="which device's autocast rules and optimizer kernels to model (default cuda)")
     parser.add_argument("--measure", action="store_true",
                         help="also measure the real peak of the same step on this CPU (forces --target cpu)")
+    parser.add_argument("--ddp", action="store_true",
+                        help="multi-GPU DDP: add its gradient buckets (one more copy of the trainable gradients)")
     parser.add_argument("--fit", choices=["batch", "views"], default=None,
                         help="also find the largest batch B at these views (batch), or the largest S at "
                              "this batch (views), that fits 24, 48 and 80 GB (about 5-8 more predictions)")
@@ -117,10 +119,16 @@ class Setting:
     ``precision`` ("bf16" | "fp16" | "fp32"), ``checkpointing`` (bool) and ``target`` ("cuda" | "cpu")."""
 
     def __init__(self, cfg, views: int, batch: int, height: int, width: int, precision: str,
-                 checkpointing: bool, target: str):
+                 checkpointing: bool, target: str, ddp: bool = False):
         self.cfg, self.views, self.batch = cfg, views, batch
         self.height, self.width = height, width
         self.precision, self.checkpointing, self.target = precision, checkpointing, target
+        self.ddp = ddp
+
+    def with_sizes(self, views: int, batch: int) -> "Setting":
+        """The same question at S = ``views``, B = ``batch``."""
+        return Setting(self.cfg, views, batch, self.height, self.width, self.precision, self.checkpointing,
+                       self.target, self.ddp)
 
     def model_config(self):
         """The run's ``DepthModelConfig`` with random backbone weights and the chosen checkpointing."""
@@ -133,7 +141,7 @@ class Setting:
         """JSON-friendly description (no config object)."""
         return {"views": self.views, "batch": self.batch, "height": self.height, "width": self.width,
                 "precision": self.precision, "checkpointing": self.checkpointing, "target": self.target,
-                "global_pe": self.cfg.model_config().global_pe}
+                "global_pe": self.cfg.model_config().global_pe, "ddp": self.ddp}
 
 
 def setting_from_args(args) -> Setting:
@@ -163,7 +171,7 @@ def setting_from_args(args) -> Setting:
         precision = "fp32"  # "no" in the config
     ckpt = cfg.model.gradient_checkpointing if args.checkpointing is None else args.checkpointing == "on"
     target = "cpu" if args.measure or args.measure_child else args.target
-    return Setting(cfg, views, batch, height, width, precision, bool(ckpt), target)
+    return Setting(cfg, views, batch, height, width, precision, bool(ckpt), target, ddp=args.ddp)
 
 
 def make_cameras_real(setting: Setting) -> tuple[torch.Tensor, torch.Tensor]:
@@ -377,7 +385,8 @@ def predict(setting: Setting, progress=None) -> dict:
     AdamW state exists already, as from the second step on). ``progress(message)`` hears each phase.
 
     Returns {"params_trainable", "params_frozen", "buffers", "grads" (trainable, after backward),
-    "optimizer" (AdamW state), "batch", "persistent" (live before the step: the four before),
+    "optimizer" (AdamW state), "batch", "ddp_buckets" (with ``setting.ddp``), "persistent" (live
+    before the step: parameters, buffers, AdamW state, batch, DDP buckets),
     "saved" (activations live after forward and loss), "saved_before_head" (of those, live when the
     depth head starts), "peak" (largest live total in the step),
     "peak_phase", "phase_peaks" {forward|backward|optimizer: bytes}, "extra" (peak - persistent)}."""
@@ -392,8 +401,10 @@ def predict(setting: Setting, progress=None) -> dict:
     with fake:
         batch = {"images": torch.empty(B, S, 3, H, W), "K": K, "w2c": w2c, "depth": torch.empty(B, S, H, W),
                  "valid": torch.empty(B, S, H, W, dtype=torch.bool)}
+        # DDP (gradient_as_bucket_view=False, the default) keeps its own copy of the gradients
+        buckets = [torch.empty_like(p) for p in model.parameters() if p.requires_grad and setting.ddp]
     tracker = StorageTracker(CUDA_ALLOC_ROUND if setting.target == "cuda" else 1)
-    for t in [*model.parameters(), *model.buffers(), *batch.values()]:
+    for t in [*model.parameters(), *model.buffers(), *batch.values(), *buckets]:
         tracker.add(t)
     grads = []
 
@@ -415,6 +426,7 @@ def predict(setting: Setting, progress=None) -> dict:
     hook.remove()
     result = _summary(model, opt, batch, tracker, grads[0])
     result["saved_before_head"] = head_start[-1] - result["persistent"]
+    result["ddp_buckets"] = storage_bytes(buckets)
     return result
 
 
@@ -502,6 +514,7 @@ def breakdown_rows(result: dict, unit: int = GIB) -> list[tuple[str, float]]:
         ("gradients (trainable)", r["grads"]),
         ("AdamW state (trainable)", r["optimizer"]),
         ("batch (images, depth, mask, cameras)", r["batch"]),
+        *([("DDP gradient buckets", r["ddp_buckets"])] if r["ddp_buckets"] else []),
         ("activations saved for backward", r["saved"]),
         ("  live when the depth head starts (with autocast's low-precision weight copies)", r["saved_before_head"]),
         ("  added by the depth head and loss (net of those copies, freed when autocast ends)",
@@ -563,8 +576,7 @@ def largest(setting: Setting, field: str, progress=None, known: dict | None = No
         if n not in cache:
             say(f"fit: predicting {field}={n}")
             sizes = {"views": setting.views, "batch": setting.batch, field: n}
-            cache[n] = predict(Setting(setting.cfg, sizes["views"], sizes["batch"], setting.height, setting.width,
-                                       setting.precision, setting.checkpointing, setting.target))
+            cache[n] = predict(setting.with_sizes(sizes["views"], sizes["batch"]))
         return cache[n]
 
     def activation_peak(n: int) -> int:
