@@ -56,6 +56,16 @@ def test_activations_grow_with_views_and_batch():
     assert big["persistent"] - small["persistent"] == pytest.approx(small["batch"], rel=0.01)
 
 
+def test_ddp_adds_one_copy_of_the_trainable_gradients(tiny_predictions):
+    plain = tiny_predictions[("off", "fp32")]
+    ddp = memory.predict(_setting("--views", "8", "--batch", "1", "--image-width", "112",
+                                  "--checkpointing", "off", "--precision", "fp32", "--ddp"))
+    assert ddp["ddp_buckets"] == plain["grads"] and plain["ddp_buckets"] == 0
+    # the tracker rounds every allocation up to 512 bytes, as the CUDA allocator does
+    assert ddp["persistent"] - plain["persistent"] == pytest.approx(ddp["ddp_buckets"], rel=0.01)
+    assert ddp["peak"] - plain["peak"] == pytest.approx(ddp["ddp_buckets"], rel=0.01)
+
+
 def test_cli_report_and_json(tmp_path, capsys):
     out_json = tmp_path / "memory.json"
     assert main(["bench", "memory", "--config", "quickstart", "--views", "4", "--image-width", "84",
