@@ -19,6 +19,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..pe.camera import memoized
+
 __all__ = [
     "uv_grid",
     "sincos_embed_2d",
@@ -69,11 +71,28 @@ def sincos_embed_2d(grid: torch.Tensor, channels: int, omega_0: float = 100.0) -
     return emb.float().reshape(h, w, channels)
 
 
-def add_uv_pos_embed(x: torch.Tensor, image_size: tuple[int, int], ratio: float = 0.1) -> torch.Tensor:
-    """x (N, C, h, w) + ratio * sin-cos UV embedding of its own grid, aspect = image W/H."""
+def uv_pos_embed(
+    size: tuple[int, int], channels: int, image_size: tuple[int, int], ratio: float, dtype, device
+) -> torch.Tensor:
+    """(1, channels, h, w) = ratio * sin-cos UV embedding of an (h, w) grid, aspect = image W/H."""
     H, W = image_size
-    emb = sincos_embed_2d(uv_grid(x.shape[-2], x.shape[-1], W / H, device=x.device), x.shape[1])
-    return x + ratio * emb.permute(2, 0, 1).unsqueeze(0).to(x.dtype)
+    emb = sincos_embed_2d(uv_grid(size[0], size[1], W / H, device=device), channels)
+    return ratio * emb.permute(2, 0, 1).unsqueeze(0).to(dtype)
+
+
+_UV_EMBED_CACHE: dict = {}
+
+
+def add_uv_pos_embed(x: torch.Tensor, image_size: tuple[int, int], ratio: float = 0.1) -> torch.Tensor:
+    """x (N, C, h, w) + ratio * sin-cos UV embedding of its own grid, aspect = image W/H.
+
+    The embedding is a constant of (h, w, C, image size, dtype, device): computed once and reused
+    in eager mode (``depthpe.pe.camera.memoized``), computed in the graph under ``torch.compile``.
+    """
+    size, C = (x.shape[-2], x.shape[-1]), x.shape[1]
+    key = (size, C, tuple(image_size), float(ratio), x.dtype, x.device)
+    emb = memoized(_UV_EMBED_CACHE, key, lambda: uv_pos_embed(size, C, image_size, ratio, x.dtype, x.device))
+    return x + emb
 
 
 class ResidualConvUnit(nn.Module):
@@ -86,12 +105,18 @@ class ResidualConvUnit(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(x)
-        return self.conv2(F.relu(self.conv1(x))) + x
+        # conv1's output is a fresh tensor its backward does not read: rectify it in place.
+        return self.conv2(F.relu(self.conv1(x), inplace=True)) + x
 
 
 class FeatureFusionBlock(nn.Module):
     """Fuse a coarser path ``x`` with an optional skip: ``y = x + resConfUnit1(skip)``,
-    ``resConfUnit2(y)``, bilinear resize (align_corners=True) to ``size`` or x2, ``out_conv`` 1x1."""
+    ``resConfUnit2(y)``, bilinear resize (align_corners=True) to ``size`` or x2, ``out_conv`` 1x1.
+
+    The 1x1 ``out_conv`` runs *before* the resize: a 1x1 conv (channel mixing + bias) commutes with
+    bilinear resizing (spatial mixing with weights summing to 1), so the result equals VGGT's order
+    (resize, then conv) up to float rounding, with the conv on 4x fewer pixels.
+    """
 
     def __init__(self, features: int, has_residual: bool = True):
         super().__init__()
@@ -104,11 +129,10 @@ class FeatureFusionBlock(nn.Module):
     def forward(self, x: torch.Tensor, skip: torch.Tensor | None = None, size=None) -> torch.Tensor:
         if skip is not None:
             x = x + self.resConfUnit1(skip)
-        x = self.resConfUnit2(x)
+        x = self.out_conv(self.resConfUnit2(x))
         if size is None:
             size = (x.shape[-2] * 2, x.shape[-1] * 2)
-        x = F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=True)
-        return self.out_conv(x)
+        return F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=True)
 
 
 class DPTHead(nn.Module):
@@ -183,8 +207,12 @@ class DPTHead(nn.Module):
         h, w = H // self.patch_size, W // self.patch_size
         levels = []
         for i, t in enumerate(flat):
-            x = self.norm(t).transpose(1, 2).reshape(t.shape[0], t.shape[2], h, w)
-            x = add_uv_pos_embed(self.projects[i](x), (H, W))
+            # projects[i] is a 1x1 conv: one matmul over the token channels, then the
+            # channels-last (N, C, h, w) view of the tokens (no copy).
+            proj = self.projects[i]
+            x = F.linear(self.norm(t), proj.weight.flatten(1), proj.bias)  # (N, h*w, C)
+            x = x.transpose(1, 2).reshape(t.shape[0], x.shape[2], h, w)
+            x = add_uv_pos_embed(x, (H, W))
             levels.append(self.resize_layers[i](x))
         s = self.scratch
         l1, l2, l3, l4 = (getattr(s, f"layer{i + 1}_rn")(x) for i, x in enumerate(levels))
