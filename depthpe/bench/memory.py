@@ -41,10 +41,10 @@ after resetting it through ``/proc/self/clear_refs`` minus ``VmRSS`` before the 
 ``MALLOC_MMAP_THRESHOLD_=65536`` so that freed tensors go back to the OS (the helpers of
 ``depthpe bench attention``).
 
-Model code that reads tensor values on the host (input validation in ``DepthModel.forward`` and the
-camera checks of ``prepare_encoding``) cannot run on fake tensors; within this benchmark only,
-``check_inputs`` is replaced by a no-op and ``prepare_encoding`` runs on the real (tiny) camera
-tensors outside fake mode, its outputs still counted.
+Model code that reads tensor values on the host cannot run on fake tensors; within this benchmark
+only, ``prepare_encoding`` runs on the real (tiny) camera tensors outside fake mode, its outputs
+still counted, and ``depth_model.check_inputs`` is replaced by a no-op in case ``forward`` calls it
+(it used to; the value checks now happen where data enters).
 """
 
 from __future__ import annotations
