@@ -25,6 +25,7 @@ __all__ = [
     "uv_grid",
     "sincos_embed_2d",
     "add_uv_pos_embed",
+    "conv1x1",
     "ResidualConvUnit",
     "FeatureFusionBlock",
     "DPTHead",
@@ -74,7 +75,8 @@ def sincos_embed_2d(grid: torch.Tensor, channels: int, omega_0: float = 100.0) -
 def uv_pos_embed(
     size: tuple[int, int], channels: int, image_size: tuple[int, int], ratio: float, dtype, device
 ) -> torch.Tensor:
-    """(1, channels, h, w) = ratio * sin-cos UV embedding of an (h, w) grid, aspect = image W/H."""
+    """(1, channels, h, w) = ratio * sin-cos UV embedding of an (h, w) grid, aspect = image W/H,
+    channels-last (the layout of the head's activations)."""
     H, W = image_size
     emb = sincos_embed_2d(uv_grid(size[0], size[1], W / H, device=device), channels)
     return ratio * emb.permute(2, 0, 1).unsqueeze(0).to(dtype)
@@ -93,6 +95,17 @@ def add_uv_pos_embed(x: torch.Tensor, image_size: tuple[int, int], ratio: float 
     key = (size, C, tuple(image_size), float(ratio), x.dtype, x.device)
     emb = memoized(_UV_EMBED_CACHE, key, lambda: uv_pos_embed(size, C, image_size, ratio, x.dtype, x.device))
     return x + emb
+
+
+def conv1x1(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    """A 1x1 ``conv`` (stride 1, no padding) as one matmul over the channels.
+
+    x: (N, C, h, w), channels-last (the head's layout: its activations start as a view of the
+    tokens) -> (N, C', h, w) channels-last. torch's CPU 1x1 convolution of a small batch takes a
+    path that copies to and returns NCHW, and a head mixing both layouts runs slower.
+    """
+    y = F.linear(x.permute(0, 2, 3, 1), conv.weight.flatten(1), conv.bias)
+    return y.permute(0, 3, 1, 2)
 
 
 class ResidualConvUnit(nn.Module):
@@ -129,7 +142,7 @@ class FeatureFusionBlock(nn.Module):
     def forward(self, x: torch.Tensor, skip: torch.Tensor | None = None, size=None) -> torch.Tensor:
         if skip is not None:
             x = x + self.resConfUnit1(skip)
-        x = self.out_conv(self.resConfUnit2(x))
+        x = conv1x1(self.out_conv, self.resConfUnit2(x))
         if size is None:
             size = (x.shape[-2] * 2, x.shape[-1] * 2)
         return F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=True)
@@ -208,7 +221,7 @@ class DPTHead(nn.Module):
         levels = []
         for i, t in enumerate(flat):
             # projects[i] is a 1x1 conv: one matmul over the token channels, then the
-            # channels-last (N, C, h, w) view of the tokens (no copy).
+            # channels-last (N, C, h, w) view of the tokens (no copy); see ``conv1x1``.
             proj = self.projects[i]
             x = F.linear(self.norm(t), proj.weight.flatten(1), proj.bias)  # (N, h*w, C)
             x = x.transpose(1, 2).reshape(t.shape[0], x.shape[2], h, w)
