@@ -19,7 +19,7 @@ from depthpe.model.backbone import BackboneWeightsError, build_backbone
 from depthpe.model.blocks import AggregatorBlock
 from depthpe.model.depth_model import check_inputs
 from depthpe.pe import available_encodings
-from depthpe.model.dpt import DPTHead, ResidualConvUnit, sincos_embed_2d, uv_grid
+from depthpe.model.dpt import DPTHead, FeatureFusionBlock, ResidualConvUnit, conv1x1, sincos_embed_2d, uv_grid
 
 H, W = 56, 70  # 4 x 5 patches: small and non-square
 
@@ -647,6 +647,25 @@ def test_residual_conv_unit_adds_relu_of_input():
     torch.nn.init.zeros_(rcu.conv2.bias)
     x = torch.randn(1, 4, 5, 5)
     torch.testing.assert_close(rcu(x), torch.relu(x))
+
+
+def test_fusion_block_equals_vggt_order_of_resize_and_out_conv():
+    """out_conv (1x1) before the bilinear resize equals VGGT's resize-then-conv (float64), and
+    conv1x1 equals the Conv2d it applies; the head's activations stay channels-last."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    block = FeatureFusionBlock(8).double()
+    x, skip = (torch.randn(2, 8, 5, 7, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+               for _ in range(2))
+    for size in (None, (9, 11)):
+        y = block.resConfUnit2(x + block.resConfUnit1(skip))
+        y = F.interpolate(y, size=size or (10, 14), mode="bilinear", align_corners=True)
+        ref = block.out_conv(y)
+        got = block(x, skip, size=size)
+        torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+        assert got.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(conv1x1(block.out_conv, x), block.out_conv(x), rtol=1e-12, atol=1e-12)
 
 
 def test_dpt_uv_pos_embed_values():
