@@ -219,3 +219,44 @@ def test_compiles_without_graph_breaks_and_matches_eager():
     assert explained.graph_break_count == 0, explained.break_reasons
     compiled = torch.compile(attend, backend="aot_eager", fullgraph=True)
     assert (compiled(q, k, v) - enc.attend(q, k, v)).abs().max() < 1e-5
+
+
+def test_enclosing_saved_tensor_hooks_get_every_tensor_but_the_rotated_keys():
+    """Activation checkpointing drops and recomputes what its saved-tensor hooks receive: URoPE's own
+    hooks (which replace the rotated keys by a recipe) must hand every other saved tensor on to them,
+    e.g. the log-sum-exp (B, heads, T) that SDPA saves for each query view."""
+    _, K, w2c, q, k, v = setup(7)
+    enc = prep(K, w2c)
+    qkv = [t.clone().requires_grad_() for t in (q, k, v)]
+    seen = []
+
+    def pack(t):
+        seen.append(tuple(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = enc.attend(*qkv)
+    assert seen.count((B, H, T)) == S  # one log-sum-exp per query view
+    grads = torch.autograd.grad(out.square().sum(), qkv)
+    qkv_e = [t.clone().requires_grad_() for t in (q, k, v)]
+    grads_e = torch.autograd.grad(enc.attend(*qkv_e).square().sum(), qkv_e)
+    for g, g_e in zip(grads, grads_e):
+        assert rel_err(g, g_e) < 1e-13
+
+
+def test_model_gradients_equal_with_and_without_checkpointing():
+    from depthpe import DepthModel
+
+    torch.manual_seed(0)
+    images = torch.rand(1, 3, 3, 28, 42)
+    K = torch.tensor([[30.0, 0, 20.5], [0, 30.0, 13.5], [0, 0, 1]]).expand(1, 3, 3, 3).clone()
+    w2c = torch.eye(4).repeat(1, 3, 1, 1)
+    w2c[0, :, 0, 3] = torch.tensor([0.0, 0.4, -0.3])
+    grads = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        model = DepthModel.from_preset("tiny", global_pe="urope", gradient_checkpointing=checkpointing).train()
+        model(images, K, w2c)["depth"].square().mean().backward()
+        grads.append([p.grad for p in model.parameters() if p.requires_grad])
+    assert all(g is not None for g in grads[1])
+    assert max((a - b).abs().max().item() for a, b in zip(*grads)) < 1e-6

@@ -288,19 +288,25 @@ class URoPE(Encoding):
         return torch.cat(outs, dim=2).flatten(2, 3)
 
     def _recompute_hooks(self, k_rot, kr_const, i0, i1, out_dtype):
-        """Saved-tensor hooks that store a recipe instead of the rotated keys ``k_rot``."""
+        """Saved-tensor hooks that store a recipe instead of the rotated keys ``k_rot``.
+
+        Every other tensor goes to the hooks that were active before (``outer``), e.g. those of
+        activation checkpointing, which then drops and recomputes it as for any other layer:
+        saved-tensor hooks do not nest by themselves (the innermost pair gets every tensor).
+        """
         sig = (k_rot.data_ptr(), k_rot.shape, k_rot.stride(), k_rot.dtype)
+        outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
 
         def pack(t):
             if (t.data_ptr(), t.shape, t.stride(), t.dtype) == sig:
                 return _Recompute()
-            return t
+            return _Outer(outer[0](t)) if outer is not None else t
 
         def unpack(x):
             if isinstance(x, _Recompute):
                 with torch.no_grad(), torch.autocast(device_type=kr_const.device.type, enabled=False):
                     return self._chunk_keys(kr_const, i0, i1, out_dtype, keep_phases=True)
-            return x
+            return outer[1](x.packed) if isinstance(x, _Outer) else x
 
         return pack, unpack
 
@@ -333,6 +339,13 @@ def _complex(dtype):
 
 class _Recompute:
     """Marker stored by the saved-tensor hook in place of a chunk's rotated keys."""
+
+
+class _Outer:
+    """What the enclosing saved-tensor hooks (e.g. activation checkpointing's) packed for a tensor."""
+
+    def __init__(self, packed):
+        self.packed = packed
 
 
 class _RotateKeys(torch.autograd.Function):
