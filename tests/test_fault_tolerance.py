@@ -89,10 +89,13 @@ def _child(config: str, fault, arg: int) -> None:
 
 
 def _run_killed(tmp_path: Path, cfg, fault, arg: int) -> Path:
-    """Run training with ``fault(arg)`` installed in a forked child; check it died of SIGKILL."""
+    """Run training with ``fault(arg)`` installed in a child process; check it died of SIGKILL.
+
+    The child is spawned, not forked: a fork is unsafe once autograd has started a device thread in
+    this process (an earlier test running backward on fake CUDA tensors does, e.g. bench memory)."""
     config = tmp_path / "config.yaml"
     config.write_text(dump_run_config(cfg))
-    child = multiprocessing.get_context("fork").Process(target=_child, args=(str(config), fault, arg))
+    child = multiprocessing.get_context("spawn").Process(target=_child, args=(str(config), fault, arg))
     child.start()
     child.join(timeout=240)
     if child.is_alive():
