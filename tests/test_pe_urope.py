@@ -261,3 +261,25 @@ def test_model_gradients_equal_with_and_without_checkpointing():
         grads.append([p.grad for p in model.parameters() if p.requires_grad])
     assert all(g is not None for g in grads[1])
     assert max((a - b).abs().max().item() for a, b in zip(*grads)) < 1e-6
+
+
+def test_under_autocast_the_hooks_still_replace_the_rotated_keys():
+    """With autocast on and float32 q, k (as after the blocks' q/k norm), SDPA would cast its inputs
+    itself and save the casts, which the hooks cannot recognise: the rotated keys of every query
+    view would be kept. URoPE casts first, so the enclosing hooks see one (B, heads, N, d) tensor,
+    the value tensor, and no key copies."""
+    _, K, w2c, q, k, v = setup(8)
+    enc = prep(K.float(), w2c.float())
+    qkv = [t.float().requires_grad_() for t in (q, k, v)]
+    seen = []
+
+    def pack(t):
+        seen.append(t)
+        return t
+
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = enc.attend(*qkv)
+    full = {t.untyped_storage().data_ptr() for t in seen if tuple(t.shape) == (B, H, N, q.shape[-1])}
+    assert out.dtype == torch.bfloat16 and len(full) == 1
+    out.float().sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in qkv)

@@ -238,6 +238,8 @@ class URoPE(Encoding):
             q_rot, kc = self._rotated(q, k)
         kr = torch.view_as_real(kc)  # (B, G, H/G, N, d/2, 2), work dtype
         kr_const = kr.detach()
+        dt = _attention_dtype(q)  # cast here, not by autocast inside SDPA: the hooks must see k_rot itself
+        q_rot, v = q_rot.to(dt), v.to(dt)
         q_views = q_rot.unflatten(2, (self.S, self.T))  # (B, H, S, T, d)
         outs = []
         for n, q_blk in enumerate(q_views.split(self.view_chunk, dim=2)):  # (B, H, c, T, d)
@@ -245,14 +247,14 @@ class URoPE(Encoding):
             c = q_blk.shape[2]
             i1 = i0 + c
             with torch.autocast(device_type=q.device.type, enabled=False):
-                k_rot = _RotateKeys.apply(kr, self, i0, i1, q.dtype)
+                k_rot = _RotateKeys.apply(kr, self, i0, i1, dt)
             if c == 1:
                 q_c, v_c = q_blk.squeeze(2), v
             else:
                 q_c = q_blk.transpose(1, 2).reshape(B * c, H, self.T, d)
                 v_c = v.unsqueeze(1).expand(B, c, H, N, v.shape[-1]).reshape(B * c, H, N, v.shape[-1])
             with torch.autograd.graph.saved_tensors_hooks(
-                *self._recompute_hooks(k_rot, kr_const, i0, i1, q.dtype)
+                *self._recompute_hooks(k_rot, kr_const, i0, i1, dt)
             ):
                 o = F.scaled_dot_product_attention(q_c, k_rot, v_c, dropout_p=dropout_p)
             del k_rot
@@ -327,6 +329,14 @@ class URoPE(Encoding):
         )
 
     transform_q = transform_k = _no_transform
+
+
+def _attention_dtype(q: torch.Tensor) -> torch.dtype:
+    """The dtype SDPA computes in for ``q``: autocast's lower precision when autocast is on for q's
+    device (it would cast q, k and v to it), else q's own dtype."""
+    if torch.is_autocast_enabled(q.device.type):
+        return torch.get_autocast_dtype(q.device.type)
+    return q.dtype
 
 
 def _real(cdtype):
