@@ -82,13 +82,9 @@ def build(cfg, compile_mode: str, device):
     return model, forward
 
 
-def _sync(device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def time_steps(model, forward, inputs, repeats: int, warmup: int) -> dict:
     """Wall and process-CPU seconds of ``repeats`` steps after ``warmup`` untimed ones."""
+    from .train import _sync
     device = inputs[0].device
 
     def step():

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from ..geometry import invert_intrinsics
 from .base import Encoding, register_encoding, token_positions
-from .camera import camera_tensors, work_dtype
+from .camera import camera_tensors, memoized, work_dtype
 
 __all__ = ["URoPE", "make_urope", "default_anchors", "project_key_positions"]
 
@@ -180,23 +180,18 @@ class URoPE(Encoding):
         """(B, i1-i0, G, 1, N, d/2) complex key phases for query views i0..i1-1."""
         if self.cache_tables:
             key = ("k", d, cdtype, device)
-            if key not in self._cache:
-                self._cache[key] = _phases(self.key_pos.to(device), d, self.base, _real(cdtype))
-            return self._cache[key][:, i0:i1, :, None]
+            table = memoized(self._cache, key, lambda: _phases(self.key_pos.to(device), d, self.base, _real(cdtype)))
+            return table[:, i0:i1, :, None]
         pos = self._key_pos_as(_real(cdtype), device)[:, i0:i1]
         return _phases(pos, d, self.base, _real(cdtype))[:, :, :, None]
 
     def _key_pos_as(self, dtype, device) -> torch.Tensor:
         key = ("pos", dtype, device)
-        if key not in self._cache:
-            self._cache[key] = self.key_pos.to(device=device, dtype=dtype)
-        return self._cache[key]
+        return memoized(self._cache, key, lambda: self.key_pos.to(device=device, dtype=dtype))
 
     def _query_phases(self, d: int, cdtype, device) -> torch.Tensor:
         key = ("q", d, cdtype, device)
-        if key not in self._cache:
-            self._cache[key] = _phases(self.query_pos.to(device), d, self.base, _real(cdtype))
-        return self._cache[key]
+        return memoized(self._cache, key, lambda: _phases(self.query_pos.to(device), d, self.base, _real(cdtype)))
 
     # -- attention -----------------------------------------------------------------------------
     def _rotated(self, q: torch.Tensor, k: torch.Tensor):
