@@ -20,6 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..pe.camera import memoized
+from .resize import resize_bilinear
 
 __all__ = [
     "uv_grid",
@@ -145,7 +146,7 @@ class FeatureFusionBlock(nn.Module):
         x = conv1x1(self.out_conv, self.resConfUnit2(x))
         if size is None:
             size = (x.shape[-2] * 2, x.shape[-1] * 2)
-        return F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=True)
+        return resize_bilinear(x, size)
 
 
 class DPTHead(nn.Module):
@@ -234,6 +235,6 @@ class DPTHead(nn.Module):
         x = s.refinenet2(x, l2, size=l1.shape[-2:])
         x = s.refinenet1(x, l1)
         x = s.output_conv1(x)
-        x = F.interpolate(x, size=(H, W), mode="bilinear", align_corners=True)
+        x = resize_bilinear(x, (H, W))
         x = add_uv_pos_embed(x, (H, W))
         return s.output_conv2(x)
