@@ -229,6 +229,7 @@ def test_train_log_training_inputs_and_val_panels_in_every_tracker(synth_root, t
                                   "every": 0, "views": 3, "max_scenes": 1, "panels": 1}))
     log_text = (out / "train.log").read_text()
     assert "world size 1" in log_text and "validation at step 2" in log_text and "training done: 2 steps" in log_text
+    assert "[RANK" not in log_text  # a single process's messages carry no rank prefix
     inputs = read_training_inputs(final)
     assert inputs.image_width == 42 and inputs.aspect == (0.5, 1.0) and inputs.views == (2, 3)
     assert json.loads((out / "val_summary.json").read_text())["step"] == 2

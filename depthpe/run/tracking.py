@@ -23,10 +23,21 @@ _LOGGER = "depthpe.run"
 
 
 def get_run_logger():
-    """The run's logger (an Accelerate ``MultiProcessAdapter``: main process only by default)."""
-    from accelerate.logging import get_logger
+    """The run's logger: an Accelerate ``MultiProcessAdapter`` (main process only by default) whose
+    messages carry a ``[RANK i]`` prefix only when the run has more than one process."""
+    from accelerate.logging import MultiProcessAdapter
+    from accelerate.state import PartialState
 
-    return get_logger(_LOGGER)
+    class _RunLogger(MultiProcessAdapter):
+        def process(self, msg, kwargs):
+            msg, kwargs = logging.LoggerAdapter.process(self, msg, kwargs)  # without Accelerate's prefix
+            kwargs.setdefault("stacklevel", 2)
+            state = PartialState()
+            if state.num_processes > 1:
+                msg = f"[RANK {state.process_index}] {msg}"
+            return msg, kwargs
+
+    return _RunLogger(logging.getLogger(_LOGGER), {})
 
 
 class _ConsoleHandler(logging.Handler):
