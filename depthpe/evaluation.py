@@ -169,9 +169,7 @@ def evaluate(
         scale_reference=scale_reference,
     )
     indices = _scene_indices(dataset, max_scenes, selection, seed, scenes)[rank::world]
-    loader_kw = _loader_kwargs(num_workers, False, 2)
-    loader_kw["persistent_workers"] = False
-    loader = DataLoader(dataset, batch_size=1, sampler=indices, collate_fn=collate_eval, **loader_kw)
+    loader = _scene_loader(dataset, indices, num_workers)
     show = progress and rank == 0
     global_value = _global_medians(loader, accelerator, show)
     was_training = model.training
@@ -184,6 +182,18 @@ def evaluate(
                 model, loader, device, global_value, panels if rank == 0 else 0, show, loss_fn)
     finally:
         model.train(was_training)
+    return _gathered_result(accelerator, rows, failures, frames, losses, global_value, rendered)
+
+
+def _scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
+    """One scene per batch, in the order of ``indices``; workers end with the pass."""
+    loader_kw = _loader_kwargs(num_workers, False, 2)
+    loader_kw["persistent_workers"] = False
+    return DataLoader(dataset, batch_size=1, sampler=indices, collate_fn=collate_eval, **loader_kw)
+
+
+def _gathered_result(accelerator, rows, failures, frames, losses, global_value, rendered) -> EvalResult:
+    """Every process's rows, failures, frames and losses gathered into one ``EvalResult``."""
     all_rows = [r for part in _gather([rows], accelerator) for r in part]
     all_failures = [f for part in _gather([failures], accelerator) for f in part]
     all_frames: dict = {}

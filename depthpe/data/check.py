@@ -201,10 +201,7 @@ def check_scene(
     report = SceneReport(path=str(path))
     reader = SceneReader(path)
     try:
-        attrs = reader.attrs
-        report.dataset, report.split = str(attrs["dataset"]), str(attrs["split"])
-        report.scene_id = str(attrs["scene_id"])
-        report.num_frames, report.height, report.width = attrs["num_frames"], attrs["height"], attrs["width"]
+        _read_header(report, reader.attrs)
         _compare_with_index(report, expected)
         K, w2c = reader.read_cameras()
         report.problems += camera_problems(K, w2c, report.height, report.width, rotation_atol)
@@ -229,6 +226,13 @@ def check_scene(
     finally:
         reader.close()
     return report
+
+
+def _read_header(report: SceneReport, attrs: dict) -> None:
+    """Copy the scene's identity and size from its file attributes into ``report``."""
+    report.dataset, report.split = str(attrs["dataset"]), str(attrs["split"])
+    report.scene_id = str(attrs["scene_id"])
+    report.num_frames, report.height, report.width = attrs["num_frames"], attrs["height"], attrs["width"]
 
 
 def _compare_with_index(report: SceneReport, expected: dict | None) -> None:
