@@ -43,3 +43,44 @@ def test_bench_data_on_written_jpeg_scenes_reports_per_worker_and_raw_rates(tmp_
         assert 2 <= images_s / samples_s <= 3
         assert of_raw == pytest.approx(per_worker / raw, abs=0.01)
     assert rows["2"][2] == pytest.approx(rows["2"][1] / 2, rel=0.01)  # per worker = images/s / workers
+
+
+def test_written_scenes_store_depth_with_the_chosen_codec(tmp_path):
+    from depthpe.bench import data as bench_data
+    from depthpe.data import scene_file
+
+    # the CLI spells the codecs out (no h5py import to build its parser): they must match scene_file's
+    assert bench_data.DEPTH_COMPRESSIONS == scene_file.DEPTH_COMPRESSIONS
+    assert bench_data.DEFAULT_DEPTH_COMPRESSION == scene_file.DEFAULT_DEPTH_COMPRESSION
+    for codec, expected in (("none", None), ("gzip", "gzip"), ("lzf", "lzf")):
+        split = write_bench_scenes(tmp_path / codec, scenes=1, frames=2, frame_hw=(16, 20), fmt="jpeg",
+                                   depth_compression=codec)
+        with h5py.File(split / "scene_000.h5") as f:
+            assert f["depth"].compression == expected
+
+
+def test_bench_data_depth_compression_flag_reaches_the_written_scenes(tmp_path, monkeypatch, capsys):
+    import depthpe.bench.data as bench_data
+
+    monkeypatch.setattr(bench_data, "measure_loader", lambda *a, **k: {
+        "samples_per_s": 1.0, "images_per_s": 2.0, "images_per_s_per_worker": 2.0, "s_per_batch": 1.0})
+    assert main(["bench", "data", "--config", "quickstart", "--format", "jpeg", "--frame-size", "16", "20",
+                 "--scenes", "1", "--frames", "2", "--workers", "0", "--batches", "1", "--depth-compression", "gzip",
+                 "--depth-codecs", "--scene-dir", str(tmp_path)]) == 0
+    with h5py.File(tmp_path / "bench" / "train" / "scene_000.h5") as f:
+        assert f["depth"].compression == "gzip"
+    table = capsys.readouterr().out.split("reading 2 stored float16 depth frames of 16x20 per codec")[1]
+    rows = [line for line in table.splitlines() if line.startswith("| as stored") or line.startswith("| sensor-like")]
+    assert len(rows) == 2 and all(row.count(" ms / ") == 3 for row in rows)
+    none_kb = float(rows[1].split("|")[2].split("ms / ")[1].split(" KB")[0])
+    assert 16 * 20 * 2 / 1e3 <= none_kb < 5  # uncompressed: 2 bytes per pixel, plus a share of the HDF5 header
+
+
+def test_sensor_like_depth_keeps_dtype_holes_and_scale():
+    from depthpe.bench.data import SENSOR_HOLES, sensor_like
+
+    depth = np.full((4, 30, 40), 2.0, np.float16)
+    noisy = sensor_like(depth)
+    assert noisy.dtype == np.float16 and noisy.shape == depth.shape
+    assert abs((noisy == 0).mean() - SENSOR_HOLES) < 0.02
+    assert abs(float(noisy[noisy > 0].astype(np.float32).mean()) - 2.0) < 0.01 and noisy[noisy > 0].std() > 0

@@ -14,7 +14,10 @@ import numpy as np
 
 HELP = "data loader throughput (samples/s, images/s per worker) for a training config and several worker counts"
 BENCH_SOURCE = "bench"  # source name (and dataset folder) of the scene files written by --format
+# scene_file.DEPTH_COMPRESSIONS and its default, spelled out so that the CLI does not import h5py / cv2
+DEPTH_COMPRESSIONS, DEFAULT_DEPTH_COMPRESSION = ("none", "lzf", "gzip"), "none"
 NOISE_STD = 3.0  # grey levels of pixel noise added to the rendered images (photo-like JPEG sizes)
+SENSOR_NOISE, SENSOR_HOLES = 0.005, 0.05  # relative noise, hole fraction: --depth-codecs' sensor-like depth
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "data.sources (stored like the converters write them: JPEG quality 95, float16 depth)")
     parser.add_argument("--frame-size", type=int, nargs=2, default=(480, 640), metavar=("H", "W"),
                         help="stored frame size of the written scenes (default 480 640: a converter's --max-side 640)")
+    parser.add_argument("--depth-compression", choices=DEPTH_COMPRESSIONS, default=DEFAULT_DEPTH_COMPRESSION,
+                        help="HDF5 codec of the written scenes' depth (write_scene's depth_compression; "
+                             "'gzip' is the layout of files written before it existed)")
+    parser.add_argument("--depth-codecs", action="store_true",
+                        help="also time reading the stored depth frames with each depth codec (ms and KB per frame), "
+                             "as stored and with sensor-like noise")
     parser.add_argument("--scenes", type=int, default=3, help="scenes written with --format")
     parser.add_argument("--frames", type=int, default=32, help="frames per written scene")
     parser.add_argument("--scene-dir", default=None,
@@ -60,12 +69,12 @@ def measure_loader(data_cfg, *, num_workers: int, batches: int, seed: int = 0) -
 
 
 def write_bench_scenes(root: Path, *, scenes: int, frames: int, frame_hw: tuple[int, int], fmt: str,
-                       seed: int = 0) -> Path:
+                       seed: int = 0, depth_compression: str = DEFAULT_DEPTH_COMPRESSION) -> Path:
     """Write ``scenes`` procedural scenes of ``frames`` frames at ``frame_hw`` = (H, W) pixels to
-    ``root/bench/train`` (images in ``fmt``, JPEG quality 95, float16 depth: the converters' defaults)
-    unless its index.json exists. Scenes are rendered at half size and enlarged 2x (K exactly, depth
-    nearest) with pixel noise of ``NOISE_STD`` grey levels, which makes their JPEG sizes photo-like.
-    Returns the split folder."""
+    ``root/bench/train`` (images in ``fmt``, JPEG quality 95, float16 depth stored with
+    ``depth_compression``: the converters' defaults) unless its index.json exists. Scenes are
+    rendered at half size and enlarged 2x (K exactly, depth nearest) with pixel noise of
+    ``NOISE_STD`` grey levels, which makes their JPEG sizes photo-like. Returns the split folder."""
     import cv2
     import torch
 
@@ -87,9 +96,20 @@ def write_bench_scenes(root: Path, *, scenes: int, frames: int, frame_hw: tuple[
         K = resize_intrinsics(torch.from_numpy(s["K"]), fx, fy).numpy()
         entries.append(write_scene(split_dir / f"scene_{i:03d}.h5", images=images, depth=depth, K=K, w2c=s["w2c"],
                                    dataset=BENCH_SOURCE, scene_id=f"scene_{i:03d}", split="train", metric=False,
-                                   depth_units="scene", image_format=fmt))
+                                   depth_units="scene", image_format=fmt, depth_compression=depth_compression))
     write_index(split_dir, entries, dataset=BENCH_SOURCE, split="train")
     return split_dir
+
+
+def _write_in_child(root: Path, **kwargs) -> None:
+    """``write_bench_scenes(root, **kwargs)`` in a spawned process: writing resizes and encodes
+    480x640 frames with OpenCV's thread pool, and a loader worker forked from a process that used that
+    pool hangs in ``cv2.setNumThreads`` (``worker_init_fn``) on the inherited pool."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        pool.apply(write_bench_scenes, (root,), kwargs)
 
 
 def stored_images(split_dir: Path, limit: int = 200) -> list[bytes]:
@@ -121,6 +141,64 @@ def raw_decode_rate(encoded: list[bytes], width: int, repeats: int = 3) -> float
         return repeats * len(encoded) / (time.perf_counter() - t0)
     finally:
         cv2.setNumThreads(threads)
+
+
+def stored_depth(split_dir: Path, limit: int = 96) -> np.ndarray:
+    """The stored depth (N, H, W) of up to ``limit`` frames of the scene files listed in ``split_dir``."""
+    import h5py
+
+    from ..data.scene_file import read_index
+
+    out: list[np.ndarray] = []
+    for entry in read_index(split_dir):
+        with h5py.File(split_dir / entry["path"], "r") as f:
+            out += list(f["depth"][: max(0, limit - len(out))])
+    return np.stack(out)
+
+
+def sensor_like(depth: np.ndarray, seed: int = 0) -> np.ndarray:
+    """``depth`` with the texture of sensor depth, in its own dtype: relative noise of
+    ``SENSOR_NOISE`` and ``SENSOR_HOLES`` of the pixels set to 0 (smooth rendered depth compresses
+    far better than measured depth)."""
+    rng = np.random.default_rng(seed)
+    noisy = depth.astype(np.float32) * (1 + SENSOR_NOISE * rng.standard_normal(depth.shape, dtype=np.float32))
+    noisy[rng.random(depth.shape) < SENSOR_HOLES] = 0
+    return noisy.astype(depth.dtype)
+
+
+def depth_codec_rates(depth: np.ndarray, folder: Path, repeats: int = 3) -> dict[str, tuple[float, float]]:
+    """For each depth codec of ``write_scene``: (ms to read one frame of ``depth`` (N, H, W) stored
+    with it, the median over ``repeats`` passes; KB per frame in the file)."""
+    import h5py
+
+    from ..data.scene_file import depth_filters
+
+    out = {}
+    for codec in DEPTH_COMPRESSIONS:
+        path = folder / f"depth_{codec}.h5"
+        with h5py.File(path, "w") as f:
+            f.create_dataset("depth", data=depth, chunks=(1, *depth.shape[1:]), **depth_filters(codec))
+        times = []
+        with h5py.File(path, "r") as f:
+            node = f["depth"]
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                for i in range(len(depth)):
+                    node[i]
+                times.append((time.perf_counter() - t0) / len(depth))
+        out[codec] = (1e3 * float(np.median(times)), path.stat().st_size / len(depth) / 1e3)
+    return out
+
+
+def _print_depth_codecs(split_dirs: list[Path], folder: Path) -> None:
+    depth = np.concatenate([stored_depth(d) for d in split_dirs])
+    print(f"\nreading {len(depth)} stored {depth.dtype} depth frames of {depth.shape[1]}x{depth.shape[2]} per codec "
+          "(ms per frame / KB per frame):")
+    print("| depth | " + " | ".join(DEPTH_COMPRESSIONS) + " |")
+    print("|---|" + "---|" * len(DEPTH_COMPRESSIONS))
+    for name, variant in (("as stored", depth), ("sensor-like", sensor_like(depth))):
+        rates = depth_codec_rates(variant, folder)
+        print(f"| {name} | " + " | ".join(f"{ms:.2f} ms / {kb:.0f} KB" for ms, kb in rates.values()) + " |")
 
 
 def _overrides(args: argparse.Namespace, scene_root: Path | None) -> list[str]:
@@ -158,8 +236,8 @@ def run(args: argparse.Namespace) -> int:
         scene_root = None
         if args.format:
             scene_root = Path(args.scene_dir or tmp)
-            write_bench_scenes(scene_root, scenes=args.scenes, frames=args.frames, frame_hw=tuple(args.frame_size),
-                               fmt=args.format)
+            _write_in_child(scene_root, scenes=args.scenes, frames=args.frames, frame_hw=tuple(args.frame_size),
+                            fmt=args.format, depth_compression=args.depth_compression)
         cfg = load_run_config(args.config, _overrides(args, scene_root))
         split_dirs = [s.split_dir for s in cfg.data.sources]
         # Workers are forked before this process uses OpenCV's thread pool (0 workers, --raw): a worker
@@ -170,4 +248,6 @@ def run(args: argparse.Namespace) -> int:
         if args.raw:
             raw = raw_decode_rate([b for d in split_dirs for b in stored_images(d)], cfg.data.image_width)
         _print_table(args, cfg, [(w, measured[w]) for w in args.workers], raw, split_dirs)
+        if args.depth_codecs:
+            _print_depth_codecs(split_dirs, Path(tmp))
     return 0
