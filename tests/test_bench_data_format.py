@@ -84,3 +84,17 @@ def test_sensor_like_depth_keeps_dtype_holes_and_scale():
     assert noisy.dtype == np.float16 and noisy.shape == depth.shape
     assert abs((noisy == 0).mean() - SENSOR_HOLES) < 0.02
     assert abs(float(noisy[noisy > 0].astype(np.float32).mean()) - 2.0) < 0.01 and noisy[noisy > 0].std() > 0
+
+
+def test_bench_data_profile_attributes_time_to_every_step(tmp_path, capsys):
+    from depthpe.bench.data import PROFILE_STEPS
+
+    assert main(["bench", "data", "--config", "quickstart", "--format", "jpeg", "--frame-size", "56", "70",
+                 "--image-width", "42", "--views", "2", "3", "--scenes", "2", "--frames", "4", "--workers", "0",
+                 "--batches", "2", "--profile", "--scene-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.split("cProfile, MultiViewDataset.__getitems__")[1]
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in out.splitlines() if line.startswith("| ")}
+    for step in PROFILE_STEPS:  # a renamed function would leave its step at 0
+        assert float(rows[step][2].strip(" |")) > 0, step
+    shares = [float(r[1].rstrip("%")) for name, r in rows.items() if name not in ("step", "---")]
+    assert sum(shares) == pytest.approx(100, abs=0.5)

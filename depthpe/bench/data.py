@@ -1,11 +1,14 @@
 """``depthpe bench data``: training data loader throughput (samples/s, images/s, images/s per worker)
 per worker count, optionally on scene files it writes itself (``--format jpeg``: stored frames like
 the converters write them) and next to the raw OpenCV decode + resize rate of the same images on one
-core (``--raw``), the physical limit of a loader worker."""
+core (``--raw``), the physical limit of a loader worker; ``--depth-codecs`` times reading the stored
+depth with each codec of ``write_scene`` (and its size), ``--profile`` shows where the time of
+building a batch goes (cProfile, in this process)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--depth-codecs", action="store_true",
                         help="also time reading the stored depth frames with each depth codec (ms and KB per frame), "
                              "as stored and with sensor-like noise")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile building the batches in this process (cProfile of "
+                             "MultiViewDataset.__getitems__ over --batches batches): share of each step")
     parser.add_argument("--scenes", type=int, default=3, help="scenes written with --format")
     parser.add_argument("--frames", type=int, default=32, help="frames per written scene")
     parser.add_argument("--scene-dir", default=None,
@@ -130,17 +136,29 @@ def raw_decode_rate(encoded: list[bytes], width: int, repeats: int = 3) -> float
     of the encoded images on one core (OpenCV with one thread): the least work a loader does per view."""
     import cv2
 
-    threads = cv2.getNumThreads()
-    cv2.setNumThreads(1)
-    try:
+    with _one_thread():
         t0 = time.perf_counter()
         for _ in range(repeats):
             for data in encoded:
                 img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
                 cv2.resize(img, (width, round(width * img.shape[0] / img.shape[1])), interpolation=cv2.INTER_AREA)
         return repeats * len(encoded) / (time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """OpenCV and torch with one thread inside the block, as in a loader worker; restored after."""
+    import cv2
+    import torch
+
+    threads = cv2.getNumThreads(), torch.get_num_threads()
+    cv2.setNumThreads(1)
+    torch.set_num_threads(1)
+    try:
+        yield
     finally:
-        cv2.setNumThreads(threads)
+        cv2.setNumThreads(threads[0])
+        torch.set_num_threads(threads[1])
 
 
 def stored_depth(split_dir: Path, limit: int = 96) -> np.ndarray:
@@ -201,6 +219,59 @@ def _print_depth_codecs(split_dirs: list[Path], folder: Path) -> None:
         print(f"| {name} | " + " | ".join(f"{ms:.2f} ms / {kb:.0f} KB" for ms, kb in rates.values()) + " |")
 
 
+# --profile: step of building a batch -> the functions whose cumulative time it is (cProfile names)
+PROFILE_STEPS = {
+    "JPEG decoding (cv2.imdecode)": ("<imdecode>",),
+    "image bytes read + checks": ("read_image",),  # minus the decoding inside it
+    "depth read + float16 -> float32": ("read_depth",),
+    "crop + resize (image, depth, mask)": ("crop_and_resize",),
+    "colour jitter": ("jitter_views",),
+    "uint8 -> float32 images": ("_images_to_float",),
+    "depth / scale": ("_scaled_depth",),
+    "normalization (cameras, median depth)": ("_normalize_views",),
+}
+
+
+def profile_batches(data_cfg, *, batches: int, seed: int = 0) -> tuple[int, float, dict[str, float]]:
+    """cProfile of ``MultiViewDataset.__getitems__`` over ``batches`` training batches (after one
+    warm-up batch) in this process, OpenCV and torch with one thread as in a worker -> (images,
+    seconds in ``__getitems__``, seconds per ``PROFILE_STEPS`` step)."""
+    import cProfile
+    import pstats
+
+    from ..data.dataset import MultiViewDataset
+    from ..data.sampling import DynamicBatchSampler
+
+    dataset = MultiViewDataset(data_cfg, train=True)
+    keys = list(DynamicBatchSampler(data_cfg, dataset.scene_counts, seed=seed, num_steps=batches + 1))
+    dataset.__getitems__(keys[0])
+    profiler = cProfile.Profile()
+    with _one_thread():
+        profiler.runcall(lambda: [dataset.__getitems__(k) for k in keys[1:]])
+    stats = pstats.Stats(profiler).stats  # (file, line, name) -> (calls, prim. calls, tottime, cumtime, callers)
+    cumulative = {name: 0.0 for names in PROFILE_STEPS.values() for name in names}
+    total = 0.0
+    for (_, _, name), (_, _, _, cum, _) in stats.items():
+        if name in cumulative:
+            cumulative[name] += cum
+        if name == "__getitems__":
+            total = max(total, cum)
+    steps = {step: sum(cumulative[n] for n in names) for step, names in PROFILE_STEPS.items()}
+    steps["image bytes read + checks"] -= steps["JPEG decoding (cv2.imdecode)"]
+    images = sum(k.num_views for batch in keys[1:] for k in batch)
+    return images, total, steps
+
+
+def _print_profile(data_cfg, batches: int, seed: int) -> None:
+    images, total, steps = profile_batches(data_cfg, batches=batches, seed=seed)
+    print(f"\nbuilding {batches} batches in this process (cProfile, MultiViewDataset.__getitems__): {images} images, "
+          f"{total:.2f} s, {1e3 * total / images:.2f} ms per image")
+    print("| step | share | ms per image |")
+    print("|---|---|---|")
+    for step, seconds in [*steps.items(), ("rest (stacking, masking, Python)", total - sum(steps.values()))]:
+        print(f"| {step} | {100 * seconds / total:.1f}% | {1e3 * seconds / images:.2f} |")
+
+
 def _overrides(args: argparse.Namespace, scene_root: Path | None) -> list[str]:
     """Config overrides of the command line flags (width, views, the written scenes as the only source)."""
     out = list(args.overrides)
@@ -250,4 +321,6 @@ def run(args: argparse.Namespace) -> int:
         _print_table(args, cfg, [(w, measured[w]) for w in args.workers], raw, split_dirs)
         if args.depth_codecs:
             _print_depth_codecs(split_dirs, Path(tmp))
+        if args.profile:
+            _print_profile(cfg.data, args.batches, cfg.seed)
     return 0

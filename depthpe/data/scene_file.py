@@ -19,10 +19,10 @@ attrs                                                            ``format="depth
 Depth and valid are stored uncompressed by default (``depth_compression="none"``); "lzf" and "gzip"
 (gzip level 4 + byte shuffle, the layout of files written before) can be chosen per file. HDF5 records
 the filter of each dataset, so the reader reads every variant the same way. Why uncompressed
-(measured on the 480x640 float16 depth of ``depthpe bench data --format jpeg`` scenes, docs/data.md
-"Depth storage"): inflating one frame takes about 1-2 ms (gzip) or 1-1.7 ms (lzf, no faster on this
-data), as long as decoding the frame's JPEG, while reading it uncompressed takes about 0.1 ms; the
-price is size: 614 KB per frame against 30-320 KB (gzip) for smooth or sensor-like depth.
+(docs/data.md "Loader throughput", ``depthpe bench data --format jpeg --depth-codecs``): reading a
+480x640 float16 frame takes 0.07-0.09 ms uncompressed against 1.1-2.3 ms with gzip (as long as
+decoding the frame's JPEG) and 1.2-1.4 ms with lzf (no faster on smooth depth); the price is size,
+615 KB per frame against 30 KB (smooth rendered depth) to 317 KB (sensor-like) with gzip.
 
 ``ROOT/<dataset>/<split>/index.json`` lists the scenes so that a dataset opens no HDF5 file until it
 reads a sample. Files are written atomically (temporary name in the same folder, then ``os.replace``),
@@ -205,7 +205,7 @@ def write_scene(
     world-to-camera in the dataset's own world frame; valid: optional (N, H, W) bool; frame_names:
     optional N strings. Depth is stored as ``depth_dtype`` (float16 or float32) with one chunk per
     frame, it and ``valid`` compressed by ``depth_compression``: "none" (default: a 480x640 float16
-    frame reads in about 0.1 ms, 614 KB), "lzf" or "gzip" (level 4 with byte shuffle, the earlier
+    frame reads in under 0.1 ms, 615 KB), "lzf" or "gzip" (level 4 with byte shuffle, the earlier
     layout: smallest, 1-2 ms to inflate a frame; see the module docstring). Images are stored as JPEG
     (``jpeg_quality``) or PNG bytes.
 
@@ -353,7 +353,8 @@ def read_attrs(path: str | os.PathLike) -> dict | None:
 
 def _as_float32(a: np.ndarray) -> np.ndarray:
     """``a.astype(np.float32)``; float16 through torch, whose conversion is vectorized (a 480x640
-    frame: about 0.05 ms against numpy's 0.65 ms) and exact like numpy's (every float16 is a float32)."""
+    frame: 24 us against numpy's 508 us, docs/data.md) and exact like numpy's (every float16 is a
+    float32)."""
     if a.dtype != np.float16:
         return a.astype(np.float32)
     import torch  # imported here: reading scene files needs torch only for this conversion
