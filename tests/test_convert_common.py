@@ -185,3 +185,24 @@ def test_bench_convert_one_dataset_and_unknown_dataset(capsys):
     with pytest.raises(SystemExit):
         _bench_convert_rows(capsys, "--dataset", "nope")
     assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_depth_compression_option_reaches_the_scene_files(raw, tmp_path):
+    import h5py
+
+    src, _ = raw
+    assert main(["convert", "megasynth", "--src", str(src), "--out", str(tmp_path / "n"), "--val-scenes", "0",
+                 "--limit", "1", "--depth-compression", "none", "--quiet"]) == 0
+    convert("megasynth", src, tmp_path / "g", _opts(val_scenes=0, limit=1))  # default
+    codecs, depth = {}, {}
+    for name in ("n", "g"):
+        split_dir = tmp_path / name / "megasynth" / "train"
+        path = split_dir / read_index(split_dir)[0]["path"]
+        with h5py.File(path, "r", locking=False) as f:
+            codecs[name] = f["depth"].compression
+        with SceneReader(path) as reader:
+            depth[name] = reader.read_depth(0)
+    assert codecs["n"] is None and codecs["g"] == "gzip"
+    np.testing.assert_array_equal(depth["n"], depth["g"])
+    with pytest.raises(ValueError, match="depth_compression must be one of"):
+        _opts(depth_compression="zip")

@@ -57,7 +57,7 @@ def test_jpeg_and_float16_are_close(tmp_path):
     r.close()
     with h5py.File(tmp_path / "s0.h5", "r", locking=False) as f:
         assert f["depth"].dtype == np.float16 and f["depth"].chunks == (1, 24, 32)
-        assert f["depth"].compression is None  # the default depth_compression="none"
+        assert f["depth"].compression == "gzip"  # the default depth_compression="gzip"
 
 
 def test_write_is_atomic_and_leaves_no_temp(tmp_path):
@@ -178,10 +178,10 @@ def test_depth_and_valid_are_stored_with_the_chosen_codec_and_read_back_exactly(
 
 
 def test_new_files_use_the_default_codec_and_bad_codecs_are_refused(tmp_path):
-    assert DEFAULT_DEPTH_COMPRESSION == "none"
+    assert DEFAULT_DEPTH_COMPRESSION == "gzip"
     write(tmp_path)
     with h5py.File(tmp_path / "s0.h5", "r", locking=False) as f:
-        assert f["depth"].compression is None and not f["depth"].shuffle
+        assert f["depth"].compression == "gzip" and f["depth"].shuffle
     with pytest.raises(ValueError, match="depth_compression must be one of"):
         write(tmp_path, name="s1", depth_compression="zstd")
     assert not (tmp_path / "s1.h5").exists()

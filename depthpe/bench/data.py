@@ -18,7 +18,7 @@ import numpy as np
 HELP = "data loader throughput (samples/s, images/s per worker) for a training config and several worker counts"
 BENCH_SOURCE = "bench"  # source name (and dataset folder) of the scene files written by --format
 # scene_file.DEPTH_COMPRESSIONS and its default, spelled out so that the CLI does not import h5py / cv2
-DEPTH_COMPRESSIONS, DEFAULT_DEPTH_COMPRESSION = ("none", "lzf", "gzip"), "none"
+DEPTH_COMPRESSIONS, DEFAULT_DEPTH_COMPRESSION = ("none", "lzf", "gzip"), "gzip"
 NOISE_STD = 3.0  # grey levels of pixel noise added to the rendered images (photo-like JPEG sizes)
 SENSOR_NOISE, SENSOR_HOLES = 0.005, 0.05  # relative noise, hole fraction: --depth-codecs' sensor-like depth
 
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stored frame size of the written scenes (default 480 640: a converter's --max-side 640)")
     parser.add_argument("--depth-compression", choices=DEPTH_COMPRESSIONS, default=DEFAULT_DEPTH_COMPRESSION,
                         help="HDF5 codec of the written scenes' depth (write_scene's depth_compression; "
-                             "'gzip' is the layout of files written before it existed)")
+                             "default gzip, as the converters write)")
     parser.add_argument("--depth-codecs", action="store_true",
                         help="also time reading the stored depth frames with each depth codec (ms and KB per frame), "
                              "as stored and with sensor-like noise")

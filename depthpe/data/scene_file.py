@@ -16,13 +16,15 @@ attrs                                                            ``format="depth
 ``frame_names``           optional (N,) str                      source frame names
 ========================  =====================================  ===========================================
 
-Depth and valid are stored uncompressed by default (``depth_compression="none"``); "lzf" and "gzip"
-(gzip level 4 + byte shuffle, the layout of files written before) can be chosen per file. HDF5 records
-the filter of each dataset, so the reader reads every variant the same way. Why uncompressed
-(docs/data.md "Loader throughput", ``depthpe bench data --format jpeg --depth-codecs``): reading a
-480x640 float16 frame takes 0.07-0.09 ms uncompressed against 1.1-2.3 ms with gzip (as long as
-decoding the frame's JPEG) and 1.2-1.4 ms with lzf (no faster on smooth depth); the price is size,
-615 KB per frame against 30 KB (smooth rendered depth) to 317 KB (sensor-like) with gzip.
+Depth and valid are gzip-compressed by default (``depth_compression="gzip"``: level 4 + byte
+shuffle, the layout of every file written before the option existed); "lzf" and "none"
+(uncompressed) can be chosen per file. HDF5 records the filter of each dataset, so the reader reads
+every variant the same way. The trade-off (docs/data.md "Loader throughput", ``depthpe bench data
+--format jpeg --depth-codecs``): reading a 480x640 float16 frame takes 1.1-2.3 ms with gzip (as long
+as decoding the frame's JPEG), 1.2-1.4 ms with lzf and 0.07-0.09 ms uncompressed; uncompressed depth
+takes 615 KB per frame against 30 KB (smooth rendered depth) to 317 KB (sensor-like) with gzip.
+gzip stays the default because a converted dataset of millions of frames would grow 1.7-4.7 times
+for a loader that one worker per GPU already keeps fed; "none" is for loader-bound machines.
 
 ``ROOT/<dataset>/<split>/index.json`` lists the scenes so that a dataset opens no HDF5 file until it
 reads a sample. Files are written atomically (temporary name in the same folder, then ``os.replace``),
@@ -79,7 +81,7 @@ _PER_FRAME_FILTERS: dict[str, dict[str, Any]] = {
     "gzip": {"compression": "gzip", "compression_opts": 4, "shuffle": True},
 }
 DEPTH_COMPRESSIONS = tuple(_PER_FRAME_FILTERS)
-DEFAULT_DEPTH_COMPRESSION = "none"
+DEFAULT_DEPTH_COMPRESSION = "gzip"
 
 
 class SceneFileError(Exception):
@@ -204,9 +206,9 @@ def write_scene(
     0 = invalid, finite and >= 0; K: (N, 3, 3) pixel intrinsics; w2c: (N, 3, 4) or (N, 4, 4) OpenCV
     world-to-camera in the dataset's own world frame; valid: optional (N, H, W) bool; frame_names:
     optional N strings. Depth is stored as ``depth_dtype`` (float16 or float32) with one chunk per
-    frame, it and ``valid`` compressed by ``depth_compression``: "none" (default: a 480x640 float16
-    frame reads in under 0.1 ms, 615 KB), "lzf" or "gzip" (level 4 with byte shuffle, the earlier
-    layout: smallest, 1-2 ms to inflate a frame; see the module docstring). Images are stored as JPEG
+    frame, it and ``valid`` compressed by ``depth_compression``: "gzip" (default: level 4 with byte
+    shuffle; smallest, 1-2 ms to inflate a 480x640 float16 frame), "lzf" or "none" (reads in under
+    0.1 ms, 615 KB per frame); see the module docstring. Images are stored as JPEG
     (``jpeg_quality``) or PNG bytes.
 
     Returns the index entry ``{"path", "scene_id", "num_frames", "height", "width", "metric",

@@ -36,7 +36,7 @@ import cv2
 import numpy as np
 
 from ..image_bytes import ImageBytesError, decode_image_bytes
-from ..scene_file import atomic_write_bytes, index_entry, read_attrs, write_index, write_scene
+from ..scene_file import DEPTH_COMPRESSIONS, atomic_write_bytes, index_entry, read_attrs, write_index, write_scene
 from ..validation import camera_problems
 
 __all__ = [
@@ -109,6 +109,7 @@ class ConvertOptions:
     workers: int = 1
     jpeg_quality: int = 95
     depth_dtype: str = "float16"
+    depth_compression: str = "gzip"
     split_csv: str | None = None
     progress: bool = True
     cameras: str | None = None
@@ -132,6 +133,8 @@ class ConvertOptions:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.depth_dtype not in ("float16", "float32"):
             raise ValueError(f"depth_dtype must be float16 or float32, got {self.depth_dtype!r}")
+        if self.depth_compression not in DEPTH_COMPRESSIONS:
+            raise ValueError(f"depth_compression must be one of {DEPTH_COMPRESSIONS}, got {self.depth_compression!r}")
         if self.depth_scale is not None and not self.depth_scale > 0:
             raise ValueError(f"depth_scale must be positive, got {self.depth_scale}")
 
@@ -471,6 +474,7 @@ def convert_scene(
                 frame_names=names,
                 jpeg_quality=options.jpeg_quality,
                 depth_dtype=options.depth_dtype,
+                depth_compression=options.depth_compression,
                 extra_attrs={"convert_settings": settings, "frames_dropped": json.dumps(dict(dropped))},
             )
             result.update(status="written", entry=entry, frames=len(images))
