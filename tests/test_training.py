@@ -205,6 +205,28 @@ def test_optimizer_gets_the_scheduled_lr_decay_groups_and_clipped_gradients(synt
     assert min(logged) > 1e-3  # the unclipped norms were larger: clipping was active
 
 
+def test_gradients_are_clipped_over_the_whole_model_parameter_list(synth_root, tmp_path, monkeypatch):
+    """Accelerate's FSDP branch of ``clip_grad_norm_`` unscales fp16 gradients once only when it is
+    given the prepared model's own parameter list (a trainable subset gets unscaled twice, and the
+    gradient scaler raises): the step passes exactly that list, frozen parameters included."""
+    from accelerate import Accelerator
+
+    seen = []
+    original = Accelerator.clip_grad_norm_
+
+    def recording(self, parameters, *args, **kwargs):
+        parameters = list(parameters)
+        seen.append((parameters, [list(m.parameters()) for m in self._models]))
+        return original(self, parameters, *args, **kwargs)
+
+    monkeypatch.setattr(Accelerator, "clip_grad_norm_", recording)
+    train(run_config(synth_root, tmp_path / "run", train={"steps": 2, "checkpoint_every": 0}))
+    assert len(seen) == 2
+    for parameters, model_lists in seen:
+        assert any(len(parameters) == len(m) and all(a is b for a, b in zip(parameters, m)) for m in model_lists)
+        assert any(not p.requires_grad for p in parameters)  # the frozen backbone is in the list
+
+
 def _tensorboard_scalars(run_dir, tag):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -117,13 +117,18 @@ def _gather_new_bad_files(accelerator, new_bad: list, known: dict) -> list:
     return list(fresh.items())
 
 
-def _clip_or_skip(accelerator, optimizer, trainable, bad: bool, cfg: RunConfig, state: TrainState) -> float:
-    """Clip and step, or skip a non-finite step (counted); returns the gradient norm before clipping."""
+def _clip_or_skip(accelerator, optimizer, model, bad: bool, cfg: RunConfig, state: TrainState) -> float:
+    """Clip and step, or skip a non-finite step (counted); returns the gradient norm before clipping.
+
+    The norm is taken over all of the prepared ``model``'s parameters (the frozen ones have no
+    gradient and add nothing): under FSDP Accelerate recognises the model's own parameter list and
+    unscales fp16 gradients once, whereas for any other list it unscales them a second time, which
+    the gradient scaler refuses."""
     from accelerate.utils import DistributedType
 
     grad_norm = math.nan
     if not bad:
-        norm = accelerator.clip_grad_norm_(trainable, cfg.optim.grad_clip)
+        norm = accelerator.clip_grad_norm_(list(model.parameters()), cfg.optim.grad_clip)
         grad_norm = math.nan if norm is None else float(norm)
         # DeepSpeed clips and steps inside backward() (its norm, if any, is only logged)
         bad = not math.isfinite(grad_norm) and accelerator.distributed_type != DistributedType.DEEPSPEED
@@ -172,7 +177,7 @@ def run_step(model, optimizer, batches, cfg: RunConfig, state: TrainState, accel
     fresh = _gather_new_bad_files(accelerator, new_bad, state.bad_files) if skipped else []
     state.bad_files.update(fresh)
     state.counters["bad_files"] = len(state.bad_files)
-    grad_norm = _clip_or_skip(accelerator, optimizer, trainable, bad, cfg, state)
+    grad_norm = _clip_or_skip(accelerator, optimizer, model, bad, cfg, state)
     state.step += 1
     state.counters["images"] += images * accelerator.num_processes
     return StepResult(mean_terms, lr, grad_norm, images, data_time, time.perf_counter() - started,
