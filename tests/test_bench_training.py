@@ -54,3 +54,11 @@ def test_bench_with_a_bad_config_is_one_error_line(tmp_path, capsys):
     assert main(["bench", "train", "--config", "quickstart", "train.stepz=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: unknown config key 'train.stepz'")
+
+
+@pytest.mark.parametrize("bench", ["train", "data"])
+def test_bench_without_scenes_is_one_error_line(bench, tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    assert main(["bench", bench, "--config", "quickstart", f"data.sources.0.root={missing}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: data.sources.0 (synth):") and "depthpe synth" in err[0]

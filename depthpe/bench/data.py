@@ -302,6 +302,7 @@ def _print_table(args, cfg, rows, raw: float | None, split_dirs: list[Path]) -> 
 
 def run(args: argparse.Namespace) -> int:
     from ..run import load_run_config
+    from ..run.preflight import check_data_sources
 
     with tempfile.TemporaryDirectory(prefix="depthpe_bench_data_") as tmp:
         scene_root = None
@@ -310,6 +311,7 @@ def run(args: argparse.Namespace) -> int:
             _write_in_child(scene_root, scenes=args.scenes, frames=args.frames, frame_hw=tuple(args.frame_size),
                             fmt=args.format, depth_compression=args.depth_compression)
         cfg = load_run_config(args.config, _overrides(args, scene_root))
+        check_data_sources(cfg, validation=False)
         split_dirs = [s.split_dir for s in cfg.data.sources]
         # Workers are forked before this process uses OpenCV's thread pool (0 workers, --raw): a worker
         # forked after that hangs in cv2.setNumThreads (worker_init_fn) on the inherited pool.

@@ -97,8 +97,10 @@ def measure(cfg, device: torch.device, steps: int, num_workers: int, *, warmup: 
 def run(args: argparse.Namespace) -> int:
     from ..run import load_run_config
     from ..run.building import default_cpu_threads
+    from ..run.preflight import check_data_sources
 
     cfg = load_run_config(args.config, args.overrides)
+    check_data_sources(cfg, validation=False)
     device = torch.device(args.device)
     if device.type == "cpu":  # same choice as the training loop: no more threads than free cores
         torch.set_num_threads(cfg.train.torch_threads or default_cpu_threads(args.num_workers, 1))

@@ -19,7 +19,7 @@ from ..model.config import DepthModelConfig
 from .checkpoints import find_checkpoint
 from .schema import RunConfig
 
-__all__ = ["Preflight", "preflight", "RESUME_MODES", "WEIGHT_SOURCE_FIELDS"]
+__all__ = ["Preflight", "preflight", "check_data_sources", "RESUME_MODES", "WEIGHT_SOURCE_FIELDS"]
 
 RESUME_MODES = ("latest", "auto")
 # Model fields that say where weights come from or how they are computed, not what they are:
@@ -50,11 +50,13 @@ def _check_output_dir(cfg: RunConfig) -> None:
         raise ConfigError(problem)
 
 
-def _check_data(cfg: RunConfig) -> None:
-    """Every training and validation source has an index.json."""
+def check_data_sources(cfg: RunConfig, *, validation: bool = True) -> None:
+    """Every training source (and, with ``validation``, every validation source) has an index.json;
+    raises ``ConfigError`` naming the source and how to make its scenes otherwise."""
     if not cfg.data.sources:
         raise ConfigError("data.sources is empty (list at least one source, e.g. {name: synth, root: data})")
-    for section, sources in (("data", cfg.data.sources), ("val", cfg.val.sources)):
+    sections = [("data", cfg.data.sources)] + ([("val", cfg.val.sources)] if validation else [])
+    for section, sources in sections:
         for i, src in enumerate(sources):
             index = src.split_dir / "index.json"
             if not index.is_file():
@@ -140,7 +142,7 @@ def preflight(cfg: RunConfig, resume: str | None = None) -> Preflight:
     """Check ``cfg`` (and the checkpoint named by ``resume``: "latest", "auto" or a path) before a
     run builds anything; raises ``ConfigError``. Reads files only; writes nothing."""
     _check_output_dir(cfg)
-    _check_data(cfg)
+    check_data_sources(cfg)
     _check_files(cfg)
     warnings: list[str] = []
     checkpoint = _resume_checkpoint(cfg, resume, warnings) if resume else None
