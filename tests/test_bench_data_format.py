@@ -49,9 +49,10 @@ def test_written_scenes_store_depth_with_the_chosen_codec(tmp_path):
     from depthpe.bench import data as bench_data
     from depthpe.data import scene_file
 
-    # the CLI spells the codecs out (no h5py import to build its parser): they must match scene_file's
+    # the CLI's choices (depth_codecs: no h5py import to build a parser) each have an HDF5 filter
     assert bench_data.DEPTH_COMPRESSIONS == scene_file.DEPTH_COMPRESSIONS
-    assert bench_data.DEFAULT_DEPTH_COMPRESSION == scene_file.DEFAULT_DEPTH_COMPRESSION
+    assert {name: bool(scene_file.depth_filters(name)) for name in scene_file.DEPTH_COMPRESSIONS} == {
+        "gzip": True, "lzf": True, "none": False}
     for codec, expected in (("none", None), ("gzip", "gzip"), ("lzf", "lzf")):
         split = write_bench_scenes(tmp_path / codec, scenes=1, frames=2, frame_hw=(16, 20), fmt="jpeg",
                                    depth_compression=codec)

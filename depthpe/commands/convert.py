@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..data.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
+
 HELP = ("convert a raw dataset download (co3d, wildrgbd, arkitscenes, megasynth) or your own captures "
         "(folder, colmap) to scene files")
 DESCRIPTION = """\
@@ -64,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "under --src; else the Training/Validation folders decide)")
     parser.add_argument("--depth-dtype", choices=("float16", "float32"), default="float16",
                         help="stored depth precision (default float16)")
-    parser.add_argument("--depth-compression", choices=("gzip", "lzf", "none"), default="gzip",
+    parser.add_argument("--depth-compression", choices=DEPTH_COMPRESSIONS, default=DEFAULT_DEPTH_COMPRESSION,
                         help="HDF5 codec of the stored depth (default gzip: smallest; none reads 15-30x "
                              "faster at 1.7-4.7x the size; docs/data.md)")
     parser.add_argument("--jpeg-quality", type=int, default=95, metavar="Q",

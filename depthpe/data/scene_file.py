@@ -47,6 +47,7 @@ import cv2
 import h5py
 import numpy as np
 
+from .depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from .image_bytes import decode_image_bytes
 from .validation import camera_problems, index_entry_problem, shape_problem
 
@@ -80,8 +81,6 @@ _PER_FRAME_FILTERS: dict[str, dict[str, Any]] = {
     "lzf": {"compression": "lzf", "shuffle": True},
     "gzip": {"compression": "gzip", "compression_opts": 4, "shuffle": True},
 }
-DEPTH_COMPRESSIONS = tuple(_PER_FRAME_FILTERS)
-DEFAULT_DEPTH_COMPRESSION = "gzip"
 
 
 class SceneFileError(Exception):

@@ -36,7 +36,8 @@ import cv2
 import numpy as np
 
 from ..image_bytes import ImageBytesError, decode_image_bytes
-from ..scene_file import DEPTH_COMPRESSIONS, atomic_write_bytes, index_entry, read_attrs, write_index, write_scene
+from ..depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
+from ..scene_file import atomic_write_bytes, index_entry, read_attrs, write_index, write_scene
 from ..validation import camera_problems
 
 __all__ = [
@@ -109,7 +110,7 @@ class ConvertOptions:
     workers: int = 1
     jpeg_quality: int = 95
     depth_dtype: str = "float16"
-    depth_compression: str = "gzip"
+    depth_compression: str = DEFAULT_DEPTH_COMPRESSION
     split_csv: str | None = None
     progress: bool = True
     cameras: str | None = None
