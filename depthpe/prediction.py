@@ -132,17 +132,18 @@ def load_image(path: Path) -> np.ndarray:
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
-def load_model(model, device: str | torch.device = "cpu"):
+def load_model(model, device: str | torch.device = "cpu", revision: str | None = None):
     """(DepthModel in eval mode on ``device``, its TrainingInputs or None). ``model``: a DepthModel
-    (its ``training_inputs`` attribute, if set, is used), an exported folder or a Hub repo id."""
+    (its ``training_inputs`` attribute, if set, is used), an exported folder or a Hub repo id (at
+    ``revision``: branch, tag or commit; None = main)."""
     from .model import DepthModel
     from .model.training_inputs import read_training_inputs
 
     if isinstance(model, torch.nn.Module):
         return model.to(device).eval(), getattr(model, "training_inputs", None)
     try:
-        loaded = DepthModel.from_pretrained(str(model), map_location=str(device))
-        inputs = read_training_inputs(model)
+        loaded = DepthModel.from_pretrained(str(model), map_location=str(device), revision=revision)
+        inputs = read_training_inputs(model, revision=revision)
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot load model {model}: {str(err).splitlines()[0]}") from err
     return loaded, inputs
@@ -292,7 +293,8 @@ def _prepare_all(paths: list[Path], names: list[str], cameras, inputs, image_wid
 
 
 def predict(model, images, cameras=None, *, max_views: int | None = None, device: str = "cpu",
-            dtype: str = "fp32", image_width: int | None = None, progress: bool = False) -> PredictionResult:
+            dtype: str = "fp32", image_width: int | None = None, revision: str | None = None,
+            progress: bool = False) -> PredictionResult:
     """Predict depth for a set of images (see the module docstring for each step).
 
     model: a DepthModel, an exported model folder or a Hub repo id. images: a folder, a glob or a
@@ -300,11 +302,12 @@ def predict(model, images, cameras=None, *, max_views: int | None = None, device
     scene .h5; ``depthpe.io.cameras.read_cameras``) or a dict name -> FrameCamera; matched to images
     by name. max_views: views per prediction (default: the most views the model was trained with,
     else 8). device: torch device; dtype: "fp32" or "bf16" (autocast). image_width: override the
-    trained input width (a multiple of 14). Raises ConfigError for unusable inputs.
+    trained input width (a multiple of 14). revision: Hub revision of ``model`` (a repo id). Raises
+    ConfigError for unusable inputs.
     """
     from tqdm.auto import tqdm
 
-    model, inputs = load_model(model, device)
+    model, inputs = load_model(model, device, revision)
     _check_cameras_needed(model, cameras is not None)
     listed = list_images(images)
     names = [n for n, _ in listed]

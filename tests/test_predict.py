@@ -154,7 +154,7 @@ def test_cli_errors_are_one_line(inputs, tmp_path, capsys):
     base = ["predict", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "o")]
     for extra, match in [([], "needs cameras"),
                          (["--cameras", str(tmp_path / "none.json")], "does not exist"),
-                         (["--cameras", str(inputs / "cams.json"), "--max-views", "0"], "max views")]:
+                         (["--cameras", str(inputs / "cams.json"), "--max-views", "0"], "--max-views must be >= 1")]:
         assert main([*base, "--images", str(inputs / "images"), *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and match in err and "\n" not in err
