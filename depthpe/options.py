@@ -80,8 +80,8 @@ def _argparse_kwargs(field: dataclasses.Field, hint) -> dict:
         return {**kwargs, "action": argparse.BooleanOptionalAction}
     if typing.get_origin(kind) is list:
         kind, kwargs["nargs"] = typing.get_args(kind)[0], "*"
-    if meta["positional"]:
-        kwargs["nargs"] = "?"
+    if meta["positional"]:  # optional here (it may come from --config); None = not given
+        kwargs.update(nargs="?", default=None)
     kwargs["type"] = kind
     for key in ("metavar", "choices"):
         if meta[key] is not None:
@@ -91,9 +91,10 @@ def _argparse_kwargs(field: dataclasses.Field, hint) -> dict:
 
 def add_options(parser: argparse.ArgumentParser, cls) -> None:
     """Add one option per ``option(...)`` field of dataclass ``cls``, then ``--config FILE`` and the
-    ``key=value`` overrides. Options not given are absent from the parsed namespace."""
+    ``key=value`` overrides. Options not given are absent from the parsed namespace (a positional
+    one is None); required fields come first in the help."""
     hints = typing.get_type_hints(cls)
-    for field in dataclasses.fields(cls):
+    for field in sorted(dataclasses.fields(cls), key=lambda f: f.default is not REQUIRED):  # required first
         if "option" not in field.metadata:
             continue
         kwargs = _argparse_kwargs(field, hints[field.name])
@@ -123,7 +124,7 @@ def config_from_args(cls, args: argparse.Namespace):
     from .config import ConfigError, instantiate, merge_layers, read_yaml_chain
 
     layers = [read_yaml_chain(args.config)] if getattr(args, "config", None) else []
-    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None}
     node = merge_layers(cls, [*layers, given], getattr(args, "overrides", ()) or ())
     for field in dataclasses.fields(cls):
         if OmegaConf.is_missing(node, field.name):
