@@ -80,12 +80,14 @@ def _argparse_kwargs(field: dataclasses.Field, hint) -> dict:
         return {**kwargs, "action": argparse.BooleanOptionalAction}
     if typing.get_origin(kind) is list:
         kind, kwargs["nargs"] = typing.get_args(kind)[0], "*"
-    if meta["positional"]:  # optional here (it may come from --config); None = not given
-        kwargs.update(nargs="?", default=None)
     kwargs["type"] = kind
     for key in ("metavar", "choices"):
         if meta[key] is not None:
             kwargs[key] = meta[key]
+    if meta["positional"]:  # optional here (it may come from --config); None = not given. Its choices
+        kwargs.update(nargs="?", default=None)  # are checked by the dataclass: argparse would read key=value
+        kwargs.pop("choices", None)
+        kwargs["metavar"] = "{" + ",".join(meta["choices"]) + "}" if meta["choices"] else field.name.upper()
     return kwargs
 
 
@@ -109,6 +111,11 @@ def add_options(parser: argparse.ArgumentParser, cls) -> None:
                         help="settings as key=value (values parsed as YAML), e.g. max_scenes=4")
 
 
+def _is_positional(cls, name: str) -> bool:
+    field = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return bool(field.metadata.get("option", {}).get("positional"))
+
+
 def check_required(obj) -> None:
     """Raise ``ValueError`` naming the first field of dataclass ``obj`` still set to ``REQUIRED``."""
     for field in dataclasses.fields(obj):
@@ -125,7 +132,11 @@ def config_from_args(cls, args: argparse.Namespace):
 
     layers = [read_yaml_chain(args.config)] if getattr(args, "config", None) else []
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None}
-    node = merge_layers(cls, [*layers, given], getattr(args, "overrides", ()) or ())
+    overrides = list(getattr(args, "overrides", ()) or ())
+    for name, value in list(given.items()):  # a key=value that argparse took for a positional
+        if isinstance(value, str) and "=" in value and _is_positional(cls, name):
+            overrides.insert(0, given.pop(name))
+    node = merge_layers(cls, [*layers, given], overrides)
     for field in dataclasses.fields(cls):
         if OmegaConf.is_missing(node, field.name):
             raise ConfigError(f"{flag_of(cls, field.name)} is required (or '{field.name}:' in --config FILE)")

@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-HELP = "one-command GPU recipe check: attention at S=24/T=1374 bf16, VGGT-1B train step, 200-step loss check"
 DESCRIPTION = __doc__
 
 

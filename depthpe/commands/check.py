@@ -6,7 +6,6 @@ import argparse
 import json
 import math
 
-HELP = "validate scene files (schema, values, cameras) and their multi-view consistency"
 DESCRIPTION = """\
 Validate every scene listed in ROOT/**/index.json: the index itself (paths inside the split
 folder, no scene listed twice, field types), the file schema and its agreement with the index

@@ -6,7 +6,6 @@ import argparse
 
 from .errors import USAGE_ERROR_STATUS, report_errors
 
-HELP = "compare evaluations of several runs: groups of seeds, mean ± std, baseline ratios, paired bootstrap intervals"
 DESCRIPTION = """\
 Compare the evaluations (depthpe eval output folders, or run folders holding exactly one eval*/
 evaluation) of several runs. Runs are grouped by a config key of their config.yaml (--group-by,

@@ -8,8 +8,6 @@ from ..config import ConfigError
 from ..data.convert.options import ConvertConfig
 from ..options import add_options, config_from_args
 
-HELP = ("convert a raw dataset download (co3d, wildrgbd, arkitscenes, megasynth) or your own captures "
-        "(folder, colmap) to scene files")
 DESCRIPTION = """\
 Convert a raw dataset download into depthpe scene files: ROOT/<dataset>/<split>/<scene_id>.h5 plus an
 index.json per split (docs/scene-format.md). Cameras become OpenCV K and world-to-camera in the dataset's own

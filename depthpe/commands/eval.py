@@ -8,7 +8,6 @@ from ..inference_config import EvalConfig
 from ..options import add_options, config_from_args
 from .errors import USAGE_ERROR_STATUS, report_errors
 
-HELP = "evaluate a model on held-out scenes (`accelerate launch -m depthpe.eval` splits scenes over processes)"
 DESCRIPTION = """\
 Evaluate a depthpe model on the held-out scenes of every dataset under --data (ROOT/<dataset>/<split>/
 index.json) and print the table (rows native, scene_aligned, image_aligned and the baselines

@@ -9,7 +9,6 @@ from ..inference_config import PredictConfig
 from ..options import add_options, config_from_args
 from .errors import USAGE_ERROR_STATUS, report_errors
 
-HELP = "predict depth for your own images (any size; cameras from COLMAP, a JSON file or a scene file)"
 DESCRIPTION = """\
 Predict depth for a folder (or glob) of images of any size. Images are cropped around their principal
 point to the aspect the model was trained at and resized to its trained width (training_inputs.json);

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ..hub import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT
 
-HELP = "push an exported model or a run's final model to the Hugging Face Hub"
 DESCRIPTION = """\
 Upload an exported depthpe model (config.json, model.safetensors, training_inputs.json when present
 and a regenerated README.md model card) to the root of a Hugging Face Hub model repository,

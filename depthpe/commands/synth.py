@@ -13,7 +13,6 @@ from ..data.synth import (
     SHIFTS,
 )
 
-HELP = "generate procedural MegaSynth-like scenes (DIR/synth/{train,val})"
 DESCRIPTION = f"""\
 Render procedural MegaSynth-like scenes and write them as depthpe scene files:
 DIR/synth/train/<scene_id>.h5, DIR/synth/val/<scene_id>.h5 and an index.json per split.
