@@ -39,6 +39,7 @@ from .data.config import SourceConfig
 from .data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _loader_kwargs
 from .data.scene_file import atomic_write_bytes
 from .inference_config import DTYPES, EvalConfig
+from .model.inference import predict_depth
 from .metrics import BASELINE_MODES, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
 
 __all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",
@@ -163,7 +164,6 @@ def evaluate(
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     rank = accelerator.process_index if accelerator is not None else 0
     world = accelerator.num_processes if accelerator is not None else 1
-    device = accelerator.device if accelerator is not None else next(model.parameters()).device
     dataset = SceneEvalDataset(
         sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest,
         scale_reference=scale_reference,
@@ -175,11 +175,8 @@ def evaluate(
     was_training = model.training
     model.eval()
     try:
-        autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16,
-                                  enabled=dtype == "bf16")
-        with autocast:
-            rows, failures, frames, rendered, losses = _predict_scenes(
-                model, loader, device, global_value, panels if rank == 0 else 0, show, loss_fn)
+        rows, failures, frames, rendered, losses = _predict_scenes(
+            model, loader, dtype, global_value, panels if rank == 0 else 0, show, loss_fn)
     finally:
         model.train(was_training)
     return _gathered_result(accelerator, rows, failures, frames, losses, global_value, rendered)
@@ -232,12 +229,18 @@ def _add_mean_losses(summary: dict, losses: list[tuple[str, dict]]) -> None:
         summary.setdefault(name, {})["loss"] = {k: float(np.mean([t[k] for t in items])) for k in items[0]}
 
 
-def _predict_scenes(model, loader, device, global_value: dict, panels: int, progress: bool, loss_fn=None):
+def scene_prediction(model, batch: dict, dtype: str = "fp32") -> dict[str, torch.Tensor]:
+    """The model's depth for one evaluation batch (``collate_eval``: images (1, S, 3, H, W), K, w2c
+    already in the normalized scene frame) through the one inference path (``predict_depth``, with
+    scale 1: the dataset normalized the scene). Returns {"depth", "conf": (1, S, H, W) float32 on
+    the model's device, "scale"}."""
+    return predict_depth(model, batch["images"], batch["K"], batch["w2c"], scale=1.0, dtype=dtype)
+
+
+def _predict_scenes(model, loader, dtype: str, global_value: dict, panels: int, progress: bool, loss_fn=None):
     """Pass 2: run the model on this process's scenes; returns (metric rows, failures, frames per
     scene, rendered panels, [(dataset, loss terms)] when ``loss_fn`` is given)."""
     from tqdm.auto import tqdm
-
-    from .model.depth_model import check_model_inputs
 
     rows, failures, frames, rendered, losses = [], [], {}, [], []
     for batch in tqdm(loader, desc="eval pass 2/2 (model)", disable=not progress, unit="scene"):
@@ -246,14 +249,13 @@ def _predict_scenes(model, loader, device, global_value: dict, panels: int, prog
             failures.append({"scene": f"{name}/{scene}", "error": batch["error"]})
             continue
         frames[f"{name}/{scene}"] = [int(i) for i in batch["frames"][0]]
-        check_model_inputs(model, batch["images"], batch["K"], batch["w2c"])
-        out = model(batch["images"].to(device), batch["K"].to(device), batch["w2c"].to(device))
-        pred = out["depth"][0].float().cpu()
+        out = scene_prediction(model, batch, dtype)
+        pred = out["depth"][0].cpu()
         gt, valid = batch["depth"][0], batch["valid"][0]
         if loss_fn is not None:
             conf = out.get("conf")
-            losses.append((name, loss_fn(out["depth"].float().cpu(), gt[None], valid[None],
-                                         None if conf is None else conf.float().cpu())))
+            losses.append((name, loss_fn(out["depth"].cpu(), gt[None], valid[None],
+                                         None if conf is None else conf.cpu())))
         new = scene_rows(pred, gt, valid, dataset=name, scene=scene)
         new += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
         rows += [{**r, "views": len(frames[f"{name}/{scene}"])} for r in new]

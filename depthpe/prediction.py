@@ -26,7 +26,6 @@ normalized unit (relative depth), which the result says (``unit="normalized"``).
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 from dataclasses import dataclass, field
@@ -225,46 +224,25 @@ def plan_views(n: int, max_views: int, w2c: np.ndarray | None) -> tuple[str, lis
     return "nearest", [o[:max_views] for o in order]
 
 
-def _autocast(device: torch.device, dtype: str):
-    if dtype == "fp32":
-        return contextlib.nullcontext()
-    if dtype != "bf16":
-        raise ConfigError(f"dtype must be 'bf16' or 'fp32', got {dtype!r}")
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-
-
-@torch.no_grad()
 def run_views(model, images: np.ndarray, K: np.ndarray, w2c: np.ndarray | None, dtype: str = "fp32",
               scale_reference: str = "others"):
-    """One prediction of S views. images: (S, H, W, 3) uint8; K: (S, 3, 3); w2c: (S, 3, 4) in the
-    caller's frame and unit, or None (identity poses, scale 1). Returns (depth (S, H, W) float32 in
-    the caller's unit, conf (S, H, W) float32): the scene is normalized (``normalize_scene`` with
-    the model's ``scale_reference``), the
-    model runs under ``dtype`` ("bf16" autocast or "fp32"), and depth is multiplied back in float64."""
-    from .geometry import DegenerateSceneError, normalize_scene
-    from .model.depth_model import check_model_inputs
+    """One prediction of S views through ``depthpe.model.inference.predict_depth``. images: (S, H, W, 3)
+    uint8; K: (S, 3, 3); w2c: (S, 3, 4) in the caller's frame and unit, or None (identity poses,
+    scale 1). Returns (depth (S, H, W) float32 in the caller's unit, conf (S, H, W) float32);
+    unusable inputs raise ``ConfigError``."""
+    from .model.inference import predict_depth
 
-    param = next(model.parameters())
     S = len(images)
     scale = 1.0 if w2c is None or S == 1 else None
     poses = np.tile(np.eye(4)[:3], (S, 1, 1)) if w2c is None else w2c
+    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).to(torch.float32) / 255
     try:
-        w2c_n, _, s = normalize_scene(torch.as_tensor(poses, dtype=torch.float64)[None], scale=scale,
-                                      scale_reference=scale_reference)
-    except DegenerateSceneError as err:
-        raise ConfigError(f"the cameras of one prediction do not move ({err}); depth needs camera motion "
-                          "to have a scale (check the poses, or predict more views together)") from err
-    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)[None].to(torch.float32) / 255
-    K_t = torch.as_tensor(K, dtype=torch.float32)[None]
-    w2c_t = w2c_n.to(torch.float32)
-    try:  # checked here, on the CPU: forward checks only shapes (no host-device sync)
-        check_model_inputs(model, x, K_t, w2c_t)
+        out = predict_depth(model, x, torch.as_tensor(K, dtype=torch.float32),
+                            torch.as_tensor(poses, dtype=torch.float64), scale=scale,
+                            scale_reference=scale_reference, dtype=dtype)
     except ValueError as err:
         raise ConfigError(f"unusable input for the model: {err}") from err
-    with _autocast(param.device, dtype):
-        out = model(x.to(param.device), K_t.to(param.device), w2c_t.to(param.device))
-    depth = (out["depth"][0].double() * s.to(param.device)[0]).float()
-    return depth.cpu().numpy(), out["conf"][0].float().cpu().numpy()
+    return out["depth"].cpu().numpy(), out["conf"].cpu().numpy()
 
 
 def _check_cameras_needed(model, have_cameras: bool) -> None:
