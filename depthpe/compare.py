@@ -427,7 +427,7 @@ def format_compare(result: dict, notes: Sequence[str] = ()) -> str:
 
 def write_compare(result: dict, markdown: str, out_dir: str | Path, meta: dict) -> dict[str, Path]:
     """Write ``compare.md`` and ``compare.json`` ({"meta", "result"}) atomically into ``out_dir``."""
-    from .data.scene_file import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

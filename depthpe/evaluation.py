@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader
 
 from .data.config import SourceConfig
 from .data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _loader_kwargs
-from .data.scene_file import atomic_write_bytes
+from .files import atomic_write_bytes
 from .metrics import BASELINE_MODES, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
 
 __all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",

@@ -104,7 +104,7 @@ def write_val_summary(output_dir: str | Path, step: int, summary: dict, *, scene
     """Write a run's latest validation (``EvalResult.summary`` at optimizer ``step``, ``scenes`` = at
     most that many scenes per dataset, ``views`` per scene) to ``output_dir/val_summary.json``
     atomically; returns its path. ``read_val_summary`` reads it back."""
-    from .data.scene_file import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     doc = {"step": int(step), "summary": summary, "max_scenes": scenes, "views": views}
     return atomic_write_bytes(Path(output_dir) / VAL_SUMMARY_NAME, json.dumps(doc, indent=1, default=float).encode())

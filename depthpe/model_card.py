@@ -361,7 +361,7 @@ def render_model_card(info: CardInfo) -> str:
 
 def write_model_card(folder: str | Path, info: CardInfo) -> Path:
     """Write ``render_model_card(info)`` to ``folder/README.md`` atomically (replacing any card there)."""
-    from .data.scene_file import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     return atomic_write_bytes(Path(folder) / CARD_NAME, render_model_card(info).encode("utf-8"))
 

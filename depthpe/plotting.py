@@ -166,7 +166,7 @@ def _save(fig, png: Path, svg: Path) -> None:
     """Save ``fig`` as PNG and SVG, each written atomically."""
     import io
 
-    from .data.scene_file import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     for path, fmt in ((png, "png"), (svg, "svg")):
         buf = io.BytesIO()

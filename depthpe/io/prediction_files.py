@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.scene_file import atomic_write_bytes
+from ..files import atomic_target, atomic_write_bytes
 
 __all__ = ["file_stem", "write_depth_png", "read_depth_png", "write_ply", "read_ply", "write_prediction"]
 
@@ -72,10 +72,8 @@ def write_ply(path: str | Path, points: np.ndarray, colors: np.ndarray) -> Path:
     for k, channel in enumerate(("red", "green", "blue")):
         vertex[channel] = colors[:, k]
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    PlyData([PlyElement.describe(vertex, "vertex")]).write(str(tmp))
-    tmp.replace(path)
+    with atomic_target(path) as tmp:
+        PlyData([PlyElement.describe(vertex, "vertex")]).write(tmp)
     return path
 
 

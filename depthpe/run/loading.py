@@ -89,6 +89,6 @@ def dump_run_config(cfg: RunConfig) -> str:
 
 def save_run_config(cfg: RunConfig, path: str | Path) -> Path:
     """Write ``dump_run_config(cfg)`` to ``path`` atomically; returns the path."""
-    from ..data.scene_file import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     return atomic_write_bytes(Path(path), dump_run_config(cfg).encode())

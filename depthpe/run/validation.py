@@ -84,7 +84,7 @@ def read_val_history(run_dir: str | Path) -> list[dict]:
 
 def trim_val_history(output_dir: Path, step: int) -> int:
     """Drop the lines of steps after ``step`` (atomically); returns how many were dropped."""
-    from ..data.scene_file import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     lines = read_val_history(output_dir)
     kept = [line for line in lines if line.get("step", 0) <= step]

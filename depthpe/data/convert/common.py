@@ -35,9 +35,10 @@ from typing import Any, Callable, Iterable
 import cv2
 import numpy as np
 
+from ...files import atomic_write_bytes
 from ..image_bytes import ImageBytesError, decode_image_bytes
 from ..depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
-from ..scene_file import atomic_write_bytes, index_entry, read_attrs, write_index, write_scene
+from ..scene_file import index_entry, read_attrs, write_index, write_scene
 from ..validation import camera_problems
 
 __all__ = [
