@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..files import atomic_target, atomic_write_bytes
+from .prediction_result import fuse_points
 
 __all__ = ["file_stem", "write_depth_png", "read_depth_png", "write_ply", "read_ply", "write_prediction"]
 
@@ -106,8 +107,6 @@ def _write_frame(out: Path, frame, unit: str) -> dict:
 def write_prediction(result, out_dir: str | Path, conf_threshold: float | None = None) -> dict:
     """Write every file of a ``PredictionResult`` into ``out_dir`` (module docstring); returns the
     summary written to prediction.json (plus "points": the number of points in points.ply)."""
-    from ..prediction import fuse_points
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     frames = [_write_frame(out, fr, result.unit) for fr in result.frames]
