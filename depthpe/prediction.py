@@ -37,7 +37,8 @@ import numpy as np
 import torch
 
 from .config import ConfigError
-from .io.cameras import FrameCamera, find_camera, read_cameras
+from .data.scene_cameras import read_camera_source
+from .io.cameras import FrameCamera, find_camera
 from .io.prediction_result import ImagePrediction, PredictionResult
 
 __all__ = ["ImagePrediction", "PredictionResult", "predict", "load_model", "list_images",
@@ -114,7 +115,7 @@ def _match_cameras(names: list[str], sizes: list[tuple[int, int]], cameras) -> t
     from .geometry import resize_intrinsics
 
     if not isinstance(cameras, Mapping):
-        cameras = read_cameras(cameras)
+        cameras = read_camera_source(cameras)
     out, notes = [], []
     for name, (h, w) in zip(names, sizes):
         cam = find_camera(cameras, name)
@@ -255,7 +256,7 @@ def predict(model, images, cameras=None, *, max_views: int | None = None, device
 
     model: a DepthModel, an exported model folder or a Hub repo id. images: a folder, a glob or a
     list of files (``list_images``). cameras: None, a camera source (COLMAP folder, cameras .json,
-    scene .h5; ``depthpe.io.cameras.read_cameras``) or a dict name -> FrameCamera; matched to images
+    scene .h5; ``depthpe.data.scene_cameras.read_camera_source``) or a dict name -> FrameCamera; matched to images
     by name. max_views: views per prediction (default: the most views the model was trained with,
     else 8). device: torch device; dtype: "fp32" or "bf16" (autocast). image_width: override the
     trained input width (a multiple of 14). Raises ConfigError for unusable inputs.
