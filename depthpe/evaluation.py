@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader
 
 from .data.config import SourceConfig
 from .data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _loader_kwargs
-from .data.scene_file import atomic_write_bytes
+from .files import atomic_write_bytes
 from .inference_config import DTYPES, EvalConfig
 from .model.inference import predict_depth
 from .metrics import BASELINE_MODES, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows

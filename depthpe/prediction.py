@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -37,9 +36,11 @@ import numpy as np
 import torch
 
 from .config import ConfigError
-from .io.cameras import FrameCamera, find_camera, read_cameras
+from .data.scene_cameras import read_camera_source
+from .io.cameras import FrameCamera, find_camera
+from .io.prediction_result import ImagePrediction, PredictionResult
 
-__all__ = ["ImagePrediction", "PredictionResult", "predict", "load_model", "list_images", "fuse_points",
+__all__ = ["ImagePrediction", "PredictionResult", "predict", "load_model", "list_images",
            "IMAGE_EXTENSIONS", "CAMERA_FREE_ENCODINGS"]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -47,48 +48,6 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 CAMERA_FREE_ENCODINGS = ("rope", "none")
 DEFAULT_IMAGE_WIDTH = 518
 DEFAULT_MAX_VIEWS = 8
-
-
-@dataclass
-class ImagePrediction:
-    """One image's prediction at the model's input size (H, W).
-
-    depth: (H, W) float32 z-depth in the cameras' unit (``PredictionResult.unit``), > 0;
-    conf: (H, W) float32 confidence (> 1, higher = more confident); image: (H, W, 3) uint8 RGB, the
-    cropped and resized input; K: (3, 3) float64 pixel intrinsics of that image (OpenCV);
-    w2c: (3, 4) float64 OpenCV world-to-camera (identity without cameras); views: the names of the
-    images predicted together with it (itself included), the first being the reference view.
-    """
-
-    name: str
-    depth: np.ndarray
-    conf: np.ndarray
-    image: np.ndarray
-    K: np.ndarray
-    w2c: np.ndarray
-    views: list[str]
-
-
-@dataclass
-class PredictionResult:
-    """Everything ``predict`` did. frames: one ``ImagePrediction`` per input image, input order;
-    size: (H, W) model input size; unit: "cameras" (depth in the unit of the cameras' translations)
-    or "normalized" (no cameras: the model's own unit); mode: "all" (one prediction of all images)
-    or "nearest" (one prediction per image with its nearest views); views_per_prediction: S;
-    notes: lines saying what was chosen and why."""
-
-    frames: list[ImagePrediction]
-    size: tuple[int, int]
-    unit: str
-    mode: str
-    views_per_prediction: int
-    notes: list[str] = field(default_factory=list)
-
-    def __getitem__(self, name: str) -> ImagePrediction:
-        for frame in self.frames:
-            if frame.name == name:
-                return frame
-        raise KeyError(name)
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -156,7 +115,7 @@ def _match_cameras(names: list[str], sizes: list[tuple[int, int]], cameras) -> t
     from .geometry import resize_intrinsics
 
     if not isinstance(cameras, Mapping):
-        cameras = read_cameras(cameras)
+        cameras = read_camera_source(cameras)
     out, notes = [], []
     for name, (h, w) in zip(names, sizes):
         cam = find_camera(cameras, name)
@@ -277,7 +236,7 @@ def predict(model, images, cameras=None, *, max_views: int | None = None, device
 
     model: a DepthModel, an exported model folder or a Hub repo id. images: a folder, a glob or a
     list of files (``list_images``). cameras: None, a camera source (COLMAP folder, cameras .json,
-    scene .h5; ``depthpe.io.cameras.read_cameras``) or a dict name -> FrameCamera; matched to images
+    scene .h5; ``depthpe.data.scene_cameras.read_camera_source``) or a dict name -> FrameCamera; matched to images
     by name. max_views: views per prediction (default: the most views the model was trained with,
     else 8). device: torch device; dtype: "fp32" or "bf16" (autocast). image_width: override the
     trained input width (a multiple of 14). revision: Hub revision of ``model`` (a repo id). Raises
@@ -307,29 +266,3 @@ def predict(model, images, cameras=None, *, max_views: int | None = None, device
                                          [names[v] for v in plan])
     return PredictionResult([results[i] for i in range(len(names))], out_hw, unit, mode,
                             len(plans[0]), notes)
-
-
-def fuse_points(result: PredictionResult, conf_threshold: float | None = None, stride: int = 1):
-    """One coloured point cloud of all frames: (points (N, 3) float64 world coordinates in the
-    cameras' frame and unit, colors (N, 3) uint8 RGB, frame index (N,) int). Pixels with depth <= 0
-    or confidence below ``conf_threshold`` are dropped; ``stride`` keeps every stride-th pixel."""
-    from .geometry import unproject_depth
-
-    points, colors, index = [], [], []
-    for i, fr in enumerate(result.frames):
-        d = torch.from_numpy(fr.depth.astype(np.float64))
-        xyz = unproject_depth(d, torch.from_numpy(fr.K), torch.from_numpy(fr.w2c)).numpy()
-        keep = fr.depth > 0
-        if conf_threshold is not None:
-            keep &= fr.conf >= conf_threshold
-        keep &= _stride_mask(keep.shape, stride)
-        points.append(xyz[keep])
-        colors.append(fr.image[keep])
-        index.append(np.full(int(keep.sum()), i))
-    return np.concatenate(points), np.concatenate(colors), np.concatenate(index)
-
-
-def _stride_mask(shape: tuple[int, int], stride: int) -> np.ndarray:
-    mask = np.zeros(shape, bool)
-    mask[::stride, ::stride] = True
-    return mask

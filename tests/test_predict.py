@@ -16,9 +16,10 @@ from depthpe.config import ConfigError
 from depthpe.data.synth import camera_rays, cast_rays, generate_scene
 from depthpe.io.cameras import FrameCamera, write_colmap_text, write_json_cameras
 from depthpe.io.prediction_files import read_depth_png, read_ply
+from depthpe.io.prediction_result import fuse_points
 from depthpe.model import DepthModel, DepthModelConfig
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
-from depthpe.prediction import fuse_points, plan_views
+from depthpe.prediction import plan_views
 from tests.test_training import MICRO_MODEL, run_config, synth_root  # noqa: F401 (fixture)
 
 H, W, VIEWS = 40, 64, 4  # aspect 0.625: cropped to 60x40, resized to the trained 42x28

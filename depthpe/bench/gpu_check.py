@@ -133,7 +133,7 @@ def _markdown(report: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data.scene_file import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

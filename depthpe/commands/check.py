@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from ..data.check import check_root
-    from ..data.scene_file import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     try:
         reports, index_problems = check_root(

@@ -16,16 +16,17 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 from omegaconf import MISSING
 
+from ..config import ConfigError, instantiate, merge_layers
 from ..data.config import DataConfig, SourceConfig
 from ..inference_config import ViewProtocol
 from ..model.config import PRESETS, DepthModelConfig
 
 __all__ = ["OptimConfig", "LossConfig", "TrainLoopConfig", "ValConfig", "HubConfig", "ModelSection",
-           "RunConfig", "TRACKERS", "MIXED_PRECISION"]
+           "RunConfig", "build_run_config", "TRACKERS", "MIXED_PRECISION"]
 
 TRACKERS = ("tensorboard", "wandb")
 MIXED_PRECISION = ("no", "bf16", "fp16")
@@ -251,8 +252,6 @@ class RunConfig:
     @classmethod
     def from_dict(cls, mapping: dict, overrides: tuple[str, ...] = ()) -> "RunConfig":
         """Build from a plain mapping (a parsed YAML file) and dotted overrides; raises ``ConfigError``."""
-        from .loading import build_run_config
-
         return build_run_config([mapping], overrides)
 
     def __post_init__(self):
@@ -269,3 +268,24 @@ class RunConfig:
         from ..config import to_container
 
         return to_container(self)
+
+
+def _fill_model_from_preset(node) -> None:
+    """Set every model field that no layer set (MISSING) from ``model.preset`` (null preset: the
+    DepthModelConfig defaults). Works on the merged OmegaConf node, before instantiation."""
+    from omegaconf import OmegaConf
+
+    preset = node.model.preset
+    if preset is not None and preset not in PRESETS:
+        raise ConfigError(f"model.preset: unknown preset {preset!r} (choose from {sorted(PRESETS)})")
+    base = DepthModelConfig.from_preset(preset) if preset else DepthModelConfig()
+    for f in dataclasses.fields(DepthModelConfig):
+        if OmegaConf.is_missing(node.model, f.name):
+            node.model[f.name] = getattr(base, f.name)
+
+
+def build_run_config(layers: Sequence, overrides: Sequence[str] = ()) -> RunConfig:
+    """``RunConfig`` from mappings ``layers`` (later wins) and dotted ``overrides``; raises ``ConfigError``."""
+    node = merge_layers(RunConfig, layers, overrides)
+    _fill_model_from_preset(node)
+    return instantiate(node, RunConfig)

@@ -35,8 +35,9 @@ from typing import Any, Callable, Iterable
 import cv2
 import numpy as np
 
+from ...files import atomic_write_bytes
 from ..image_bytes import ImageBytesError, decode_image_bytes
-from ..scene_file import atomic_write_bytes, index_entry, read_attrs, write_index, write_scene
+from ..scene_file import index_entry, read_attrs, write_index, write_scene
 from ..validation import camera_problems
 from .options import CONVERTER_VERSION, ConvertOptions, resolve_workers
 
