@@ -12,7 +12,7 @@ from typing import Optional
 
 from ...options import REQUIRED, check_required, option
 from ..depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
-from . import CONVERTERS
+from .registry import CONVERTERS
 
 __all__ = ["CONVERTER_VERSION", "ConvertOptions", "ConvertConfig", "resolve_workers"]
 
