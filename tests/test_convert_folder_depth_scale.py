@@ -1,6 +1,7 @@
 """`depthpe convert folder` reads 16-bit PNG depth as millimetres unless told otherwise: without
 ``--depth-scale`` the stored depth is the PNG value / 1000 (docs/data.md: "default 1000"), and
-``--depth-scale S`` divides by S instead; the library call (``convert`` with default options) agrees. The expectation is computed from the PNG files themselves."""
+``--depth-scale S`` divides by S instead; the library call (``convert`` with default options)
+agrees. The expectation is computed from the PNG files themselves."""
 
 from __future__ import annotations
 
