@@ -184,19 +184,9 @@ class DepthModelConfig:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # VGGT-1B aggregator + depth head sizes, frozen timm DINOv2 ViT-L/14-reg4 (pretrained).
-    "vggt-1b": dict(
-        backbone="vit_large_patch14_reg4_dinov2",
-        backbone_blocks=None,
-        pretrained=True,
-        embed_dim=1024,
-        num_blocks=24,
-        num_heads=16,
-        mlp_ratio=4.0,
-        head_features=256,
-        head_out_channels=[256, 512, 1024, 1024],
-        head_layers=[4, 11, 17, 23],
-    ),
+    # VGGT-1B aggregator + depth head sizes, frozen timm DINOv2 ViT-L/14-reg4 (pretrained): the
+    # dataclass defaults themselves, written once there.
+    "vggt-1b": {},
     # CPU-sized model for tests and the quickstart. A randomly initialised 1-block DINOv2-S keeps
     # the spatial content of each patch (timm's LayerScale init makes random blocks near-identity),
     # so the model learns depth even without downloadable weights.
