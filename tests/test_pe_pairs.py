@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depthpe.model.encoding_spec import OFFICIAL_TRANSFORMS, PRESET_PAIRS, encoding_pair
+from depthpe.pe.spec import OFFICIAL_TRANSFORMS, PRESET_PAIRS, encoding_pair
 from depthpe.pe import multiview_attention, prepare_encoding
 from tests import dppe_official_reference as ref
 from tests.test_pe_support import random_cameras, random_qkv
