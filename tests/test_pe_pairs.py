@@ -69,6 +69,24 @@ def test_urope_pair_is_the_urope_preset():
     assert torch.equal(a, multiview_attention(q, k, v, method={"qk": "urope", "vo": "none"}, **geom))
 
 
+@pytest.mark.parametrize("preset", sorted(PRESET_PAIRS))
+def test_preset_takes_the_options_of_its_pair(preset):
+    """A preset is its pair and nothing else, options included: ``rope_base`` (or its older name
+    ``base``) reaches every RoPE, and an unknown option is refused for every preset alike."""
+    g = torch.Generator().manual_seed(4)
+    K, w2c = random_cameras(1, 2, g, image=IMAGE)
+    q, k, v = random_qkv(1, 4, 2 * 11, 32, g)
+    geom = dict(K=K, w2c=w2c, image_size=IMAGE, grid=GRID, num_special=5)
+    pair = dict(zip(("qk", "vo"), PRESET_PAIRS[preset]))
+    a = multiview_attention(q, k, v, method=preset, rope_base=30.0, **geom)
+    assert torch.equal(a, multiview_attention(q, k, v, method=pair, rope_base=30.0, **geom))
+    assert torch.equal(a, multiview_attention(q, k, v, method=preset, base=30.0, **geom))
+    if preset != "none":  # plain attention has no RoPE to change
+        assert not torch.equal(a, multiview_attention(q, k, v, method=preset, **geom))
+    with pytest.raises(TypeError, match="not_an_option"):
+        prepare_encoding(preset, not_an_option=1, **geom)
+
+
 @pytest.mark.parametrize("bad", [{"qk": "KRt", "vo": "p2d"}, {"qk": "p2d"}, {"qk": "urope", "vo": "p2d"},
                                  {"qk": "p2d", "vo": "vggt2d"}, "p2d", 3])
 def test_bad_pairs_name_the_valid_pairs(bad):
