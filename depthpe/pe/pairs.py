@@ -3,8 +3,8 @@
 A pair names the query-key transform (on q and k) and the value-output transform (on v before and
 on the attention output o after one SDPA call). Names, layouts and validation are in
 ``depthpe.pe.spec``; this module builds the numbers, for the pairs and for every preset (a preset
-is a named pair: PRoPE = (p2d, p2d), GTA = (Rt2d, Rt2d), ...; ``spec.PRESET_PAIRS``). For a camera transform with the
-4x4 map M_i of view i (``camera_maps``), tokens of view i get
+is a named pair: PRoPE = (p2d, p2d), GTA = (Rt2d, Rt2d), ...; ``spec.PRESET_PAIRS``). For a camera
+transform with the 4x4 map M_i of view i (``camera_maps``), tokens of view i get
 
     q <- M_i^T,  k <- M_i^-1   (qk: logit_ij = q_i^T M_i M_j^-1 k_j)
     v <- M_i^-1, o <- M_i      (vo: o_i = sum_j a_ij M_i M_j^-1 v_j)
