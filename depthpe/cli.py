@@ -1,51 +1,53 @@
 """The ``depthpe`` command line.
 
 Each sub-command lives in its own module under ``depthpe.commands`` (``depthpe.bench`` for
-``depthpe bench NAME``) exposing ``HELP`` (one line), ``add_arguments(parser)`` and
-``run(args) -> int``. Modules are imported only when their command runs, so ``depthpe --help``
-stays fast and a missing optional dependency only affects its own command.
+``depthpe bench NAME``) exposing ``add_arguments(parser)``, ``run(args) -> int`` and optionally
+``DESCRIPTION``; its one-line help is in ``COMMANDS`` here. Modules are imported only when their
+command is parsed (``depthpe.commands.subcommands``), so ``depthpe --help`` and
+``depthpe COMMAND --help`` import no torch and a missing optional dependency only affects its own
+command.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from .commands.subcommands import add_lazy_subcommands, configure_parser
+
+# name -> (module, one-line help); a module is imported only when its command runs (``depthpe --help``
+# imports none: tests/test_cli_imports.py).
 COMMANDS = {
-    "train": "depthpe.commands.train",
-    "eval": "depthpe.commands.eval",
-    "predict": "depthpe.commands.predict",
-    "synth": "depthpe.commands.synth",
-    "check": "depthpe.commands.check",
-    "convert": "depthpe.commands.convert",
-    "index": "depthpe.commands.index",
-    "bench": "depthpe.commands.bench",
-    "push": "depthpe.commands.push",
-    "compare": "depthpe.commands.compare",
-    "plot": "depthpe.commands.plot",
+    "train": ("depthpe.commands.train",
+              "train a model from a run config (one process; `accelerate launch -m depthpe.train` for several)"),
+    "eval": ("depthpe.commands.eval",
+             "evaluate a model on held-out scenes (`accelerate launch -m depthpe.eval` splits scenes over processes)"),
+    "predict": ("depthpe.commands.predict",
+                "predict depth for your own images (any size; cameras from COLMAP, a JSON file or a scene file)"),
+    "synth": ("depthpe.commands.synth", "generate procedural MegaSynth-like scenes (DIR/synth/{train,val})"),
+    "check": ("depthpe.commands.check",
+              "validate scene files (schema, values, cameras) and their multi-view consistency"),
+    "convert": ("depthpe.commands.convert", "convert a raw dataset download (co3d, wildrgbd, arkitscenes, "
+                "megasynth) or your own captures (folder, colmap) to scene files"),
+    "index": ("depthpe.commands.index", "rebuild index.json from the scene files of each folder under ROOT"),
+    "bench": ("depthpe.commands.bench", "run a benchmark (synth, convert, attention, ...) and print a table"),
+    "push": ("depthpe.commands.push", "push an exported model or a run's final model to the Hugging Face Hub"),
+    "compare": ("depthpe.commands.compare", "compare evaluations of several runs: groups of seeds, mean ± std, "
+                "baseline ratios, paired bootstrap intervals"),
+    "plot": ("depthpe.commands.plot",
+             "plot the validation curves of runs (val_history.jsonl): one figure per dataset, PNG and SVG"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``depthpe`` parser; a command's module is imported when argparse reaches its name."""
     parser = argparse.ArgumentParser(
         prog="depthpe",
         description="Multi-view depth with camera positional encodings: train and evaluate models, make and "
                     "check data, push to the Hub, benchmark. `depthpe COMMAND --help` for each; docs/index.md "
                     "for the documentation.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-    for name, module_name in COMMANDS.items():
-        module = importlib.import_module(module_name)
-        p = sub.add_parser(
-            name,
-            help=module.HELP,
-            description=getattr(module, "DESCRIPTION", module.HELP),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+    add_lazy_subcommands(parser, COMMANDS, dest="command", run_key="_run", metavar="COMMAND")
     return parser
 
 
@@ -68,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_command(name: str, argv: list[str] | None = None) -> int:
     """Run one command with its own parser (``python -m depthpe.train`` = ``depthpe train``)."""
-    module = importlib.import_module(COMMANDS[name])
-    parser = argparse.ArgumentParser(prog=f"depthpe {name}", description=getattr(module, "DESCRIPTION", module.HELP),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    module.add_arguments(parser)
-    return int(module.run(parse(parser, argv)) or 0)
+    module_name, help_text = COMMANDS[name]
+    parser = argparse.ArgumentParser(prog=f"depthpe {name}", formatter_class=argparse.RawDescriptionHelpFormatter)
+    configure_parser(parser, module_name, help_text, "_run")
+    args = parse(parser, argv)
+    return int(args._run(args) or 0)
 
 
 if __name__ == "__main__":

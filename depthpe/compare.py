@@ -31,7 +31,7 @@ from .config import ConfigError
 __all__ = ["EvalInput", "resolve_input", "resolve_inputs", "run_config_values", "config_value", "lookup_key",
            "group_label", "group_inputs",
            "check_manifests", "mean_std", "bootstrap_interval", "scene_values", "compare_groups", "format_compare",
-           "write_compare", "write_curves", "run_compare", "IGNORED_KEYS", "STAT_KEYS"]
+           "write_compare", "run_compare", "IGNORED_KEYS", "STAT_KEYS"]
 
 # Config keys in which the runs of one group may differ ("hub." is a prefix): where a run goes and
 # is pushed, its seed, and which file names its validation views (the views themselves are
@@ -427,7 +427,7 @@ def format_compare(result: dict, notes: Sequence[str] = ()) -> str:
 
 def write_compare(result: dict, markdown: str, out_dir: str | Path, meta: dict) -> dict[str, Path]:
     """Write ``compare.md`` and ``compare.json`` ({"meta", "result"}) atomically into ``out_dir``."""
-    from .data.scene_file import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -469,13 +469,3 @@ def run_compare(paths: Sequence[str], *, group_by: str = "model.global_pe", refe
             "inputs": [{"path": it.path, "eval_dir": str(it.eval_dir), "run_dir": str(it.run_dir) if it.run_dir else None,
                         "group": it.group, "seed": it.seed} for it in items]}
     return result, format_compare(result, notes), meta
-
-
-def write_curves(meta: dict, out_dir: str | Path) -> list:
-    """The validation curves (``depthpe.plotting.plot_curves``, default metrics) of the compared runs
-    that have a ``val_history.jsonl``, into ``out_dir/curves``; an empty list when none has one."""
-    from .plotting import VAL_HISTORY, CurveRun, plot_curves, read_history
-
-    runs = [CurveRun(Path(i["run_dir"]).name, i["group"], read_history(i["run_dir"])) for i in meta["inputs"]
-            if i["run_dir"] and (Path(i["run_dir"]) / VAL_HISTORY).is_file()]
-    return plot_curves(runs, Path(out_dir) / "curves") if runs else []

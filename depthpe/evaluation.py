@@ -37,14 +37,15 @@ from torch.utils.data import DataLoader
 
 from .data.config import SourceConfig
 from .data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _loader_kwargs
-from .data.scene_file import atomic_write_bytes
+from .files import atomic_write_bytes
+from .inference_config import DTYPES, EvalConfig
+from .model.inference import predict_depth
 from .metrics import BASELINE_MODES, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
 
 __all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",
            "usable_sources", "input_size", "run_evaluation"]
 
 ROW_ORDER = (*MODES, *BASELINE_MODES)
-DTYPES = {"fp32", "bf16"}
 
 
 @dataclass
@@ -163,7 +164,6 @@ def evaluate(
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     rank = accelerator.process_index if accelerator is not None else 0
     world = accelerator.num_processes if accelerator is not None else 1
-    device = accelerator.device if accelerator is not None else next(model.parameters()).device
     dataset = SceneEvalDataset(
         sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest,
         scale_reference=scale_reference,
@@ -175,11 +175,8 @@ def evaluate(
     was_training = model.training
     model.eval()
     try:
-        autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16,
-                                  enabled=dtype == "bf16")
-        with autocast:
-            rows, failures, frames, rendered, losses = _predict_scenes(
-                model, loader, device, global_value, panels if rank == 0 else 0, show, loss_fn)
+        rows, failures, frames, rendered, losses = _predict_scenes(
+            model, loader, dtype, global_value, panels if rank == 0 else 0, show, loss_fn)
     finally:
         model.train(was_training)
     return _gathered_result(accelerator, rows, failures, frames, losses, global_value, rendered)
@@ -232,12 +229,18 @@ def _add_mean_losses(summary: dict, losses: list[tuple[str, dict]]) -> None:
         summary.setdefault(name, {})["loss"] = {k: float(np.mean([t[k] for t in items])) for k in items[0]}
 
 
-def _predict_scenes(model, loader, device, global_value: dict, panels: int, progress: bool, loss_fn=None):
+def scene_prediction(model, batch: dict, dtype: str = "fp32") -> dict[str, torch.Tensor]:
+    """The model's depth for one evaluation batch (``collate_eval``: images (1, S, 3, H, W), K, w2c
+    already in the normalized scene frame) through the one inference path (``predict_depth``, with
+    scale 1: the dataset normalized the scene). Returns {"depth", "conf": (1, S, H, W) float32 on
+    the model's device, "scale"}."""
+    return predict_depth(model, batch["images"], batch["K"], batch["w2c"], scale=1.0, dtype=dtype)
+
+
+def _predict_scenes(model, loader, dtype: str, global_value: dict, panels: int, progress: bool, loss_fn=None):
     """Pass 2: run the model on this process's scenes; returns (metric rows, failures, frames per
     scene, rendered panels, [(dataset, loss terms)] when ``loss_fn`` is given)."""
     from tqdm.auto import tqdm
-
-    from .model.depth_model import check_model_inputs
 
     rows, failures, frames, rendered, losses = [], [], {}, [], []
     for batch in tqdm(loader, desc="eval pass 2/2 (model)", disable=not progress, unit="scene"):
@@ -246,14 +249,13 @@ def _predict_scenes(model, loader, device, global_value: dict, panels: int, prog
             failures.append({"scene": f"{name}/{scene}", "error": batch["error"]})
             continue
         frames[f"{name}/{scene}"] = [int(i) for i in batch["frames"][0]]
-        check_model_inputs(model, batch["images"], batch["K"], batch["w2c"])
-        out = model(batch["images"].to(device), batch["K"].to(device), batch["w2c"].to(device))
-        pred = out["depth"][0].float().cpu()
+        out = scene_prediction(model, batch, dtype)
+        pred = out["depth"][0].cpu()
         gt, valid = batch["depth"][0], batch["valid"][0]
         if loss_fn is not None:
             conf = out.get("conf")
-            losses.append((name, loss_fn(out["depth"].float().cpu(), gt[None], valid[None],
-                                         None if conf is None else conf.float().cpu())))
+            losses.append((name, loss_fn(out["depth"].cpu(), gt[None], valid[None],
+                                         None if conf is None else conf.cpu())))
         new = scene_rows(pred, gt, valid, dataset=name, scene=scene)
         new += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
         rows += [{**r, "views": len(frames[f"{name}/{scene}"])} for r in new]
@@ -377,66 +379,52 @@ def usable_sources(sources: Sequence[SourceConfig], *, named: bool) -> tuple[lis
     return kept, warnings
 
 
-def _check_eval_args(args) -> None:
-    """Raise ``ConfigError`` for --views below 2, --scenes below 1 or an unknown --dtype."""
-    from .config import ConfigError
-
-    if args.views < 2:
-        raise ConfigError(f"--views must be at least 2 (a multi-view model needs two views), got {args.views}")
-    if args.scenes is not None and args.scenes < 1:
-        raise ConfigError(f"--scenes must be at least 1, got {args.scenes}")
-    if getattr(args, "dtype", "fp32") not in DTYPES:
-        raise ConfigError(f"--dtype must be one of {sorted(DTYPES)}, got {args.dtype!r}")
-
-
-def _report(result: EvalResult, args) -> None:
+def _report(result: EvalResult, cfg: EvalConfig) -> None:
     """Print the table, skipped scenes and scenes evaluated with fewer views than --views (main
     process)."""
     print(format_summary(result.summary))
     for failure in result.failures:
         print(f"skipped {failure['scene']}: {failure['error']}")
-    short = result.short_scenes(args.views)
+    short = result.short_scenes(cfg.views)
     if short:
         listed = ", ".join(f"{k} ({n})" for k, n in list(short.items())[:5]) + (", ..." if len(short) > 5 else "")
-        print(f"warning: {len(short)} scene(s) have fewer frames than --views {args.views} and were evaluated "
+        print(f"warning: {len(short)} scene(s) have fewer frames than --views {cfg.views} and were evaluated "
               f"with all their frames: {listed}; the counts are in summary.json (views.per_scene) and the "
               "views column of metrics_per_image.csv")
-    print(f"wrote {args.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/")
+    print(f"wrote {cfg.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/")
 
 
-def run_evaluation(args) -> EvalResult:
-    """``depthpe eval``: evaluate ``args.model`` on ``args.data`` and write the outputs (main process).
-    Errors (no or empty dataset, bad arguments, nothing evaluable) raise ``ConfigError``."""
+def run_evaluation(cfg: EvalConfig) -> EvalResult:
+    """``depthpe eval``: evaluate ``cfg.model`` on ``cfg.data`` and write the outputs to ``cfg.out``
+    (main process writes). Errors (no or empty dataset, nothing evaluable) raise ``ConfigError``."""
     from accelerate import Accelerator
 
     from .config import ConfigError
     from .model import DepthModel
 
-    _check_eval_args(args)
     try:
-        sources = discover_sources(args.data, args.split, args.datasets)
+        sources = discover_sources(cfg.data, cfg.split, cfg.datasets)
     except FileNotFoundError as err:
         raise ConfigError(str(err)) from None
-    sources, warnings = usable_sources(sources, named=bool(args.datasets))
-    width, aspect, note = input_size(args.model, args.revision, args.image_width)
-    scale_reference = _model_scale_reference(args.model, args.revision)
-    accelerator = Accelerator(cpu=args.cpu)
-    model = DepthModel.from_pretrained(args.model, revision=args.revision).to(accelerator.device)
-    dtype = getattr(args, "dtype", "fp32")
+    sources, warnings = usable_sources(sources, named=bool(cfg.datasets))
+    width, aspect, note = input_size(cfg.model, cfg.revision, cfg.image_width)
+    scale_reference = _model_scale_reference(cfg.model, cfg.revision)
+    accelerator = Accelerator(cpu=cfg.cpu)
+    model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(accelerator.device)
     if accelerator.is_main_process:
         for line in warnings:
             print(line, flush=True)
-        print(f"evaluating at {note}" + (", bf16 autocast" if dtype == "bf16" else ""), flush=True)
-    result = evaluate(model, sources, views=args.views, seed=args.seed, image_width=width, aspect=aspect,
-                      max_scenes=args.scenes, manifest=load_manifest(args.manifest), accelerator=accelerator,
-                      num_workers=args.num_workers, panels=args.panels, dtype=dtype, scale_reference=scale_reference)
+        print(f"evaluating at {note}" + (", bf16 autocast" if cfg.dtype == "bf16" else ""), flush=True)
+    result = evaluate(model, sources, views=cfg.views, seed=cfg.seed, image_width=width, aspect=aspect,
+                      max_scenes=cfg.max_scenes, manifest=load_manifest(cfg.manifest), accelerator=accelerator,
+                      num_workers=cfg.num_workers, panels=cfg.panels, dtype=cfg.dtype, scale_reference=scale_reference)
     if accelerator.is_main_process:
-        meta = {"model": args.model, "revision": args.revision, "data": args.data, "split": args.split,
-                "views": args.views, "seed": args.seed, "image_width": width, "aspect": aspect,
-                "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": dtype,
+        meta = {"model": cfg.model, "revision": cfg.revision, "data": cfg.data, "split": cfg.split,
+                "views": cfg.views, "seed": cfg.seed, "image_width": width, "aspect": aspect,
+                "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": cfg.dtype,
                 "scale_reference": scale_reference}
-        write_outputs(result, args.out, meta=meta)
-        _report(result, args)
+        write_outputs(result, cfg.out, meta=meta)
+        _report(result, cfg)
     accelerator.wait_for_everyone()
     if not result.rows:
         raise ConfigError(f"no scene could be evaluated: all {len(result.failures)} were skipped (listed above)")

@@ -17,7 +17,7 @@ Every job gets ``job_deadline`` (seconds from its start, all attempts together):
 given up and logged, and its folder stops being pending so that rotation can delete it, even while
 its thread is still stuck in a request (that request's late result is ignored).
 
-Repository layout written by training (``TrainingPushes``)::
+Repository layout written by training (``depthpe.run.pushes.TrainingPushes`` queues the pushes)::
 
     <branch>:checkpoints/step_0000400/{config.json, model.safetensors, README.md, training_inputs.json}
     <branch>:{config.json, model.safetensors, README.md, training_inputs.json}   newest pushed model; the final one at the end
@@ -38,27 +38,23 @@ on the earlier commit; here a 409 deletes the tag and creates it again on the ne
 The token comes from the usual Hugging Face sources (``HF_TOKEN``, ``hf auth login``) unless one is
 passed; it is never printed or logged (error messages are scrubbed of it).
 
-Every training run writes its latest validation summary to ``<output_dir>/val_summary.json``
-(``write_val_summary``); ``depthpe push`` reads it back (``read_val_summary``) for the card.
+This module is a library of Hub operations: it knows nothing of runs or their configs (the run
+layer, ``depthpe.run.pushes``, decides what to push when).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import sys
 import threading
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from .model.training_inputs import TRAINING_INPUTS_NAME
-from .model_card import CARD_NAME, CardInfo, card_info_for_folder, init_weights_release, write_model_card
-
-if TYPE_CHECKING:
-    from .run.schema import RunConfig
+from .model_card import CARD_NAME
 
 __all__ = [
     "MODEL_FILES",
@@ -67,13 +63,11 @@ __all__ = [
     "PushResult",
     "PushHandle",
     "HubPusher",
-    "TrainingPushes",
     "step_tag",
     "checkpoint_path_in_repo",
     "resolve_model_folder",
-    "validation_card_fields",
-    "write_val_summary",
-    "read_val_summary",
+    "known_token",
+    "log_to_stderr",
 ]
 
 REQUIRED_FILES = ("config.json", "model.safetensors")
@@ -81,7 +75,6 @@ MODEL_FILES = (*REQUIRED_FILES, CARD_NAME, TRAINING_INPUTS_NAME)  # uploaded whe
 MAX_RETRY_DELAY = 300.0
 DEFAULT_REQUEST_TIMEOUT = 60.0  # s a Hub request may wait to connect, send a chunk or get the next one
 DEFAULT_JOB_DEADLINE = 1800.0  # s an upload job may take from its start (all attempts) before it is given up
-VAL_SUMMARY_NAME = "val_summary.json"  # training's latest validation summary, in the run folder
 
 
 def step_tag(step: int, branch: str | None = None) -> str:
@@ -96,34 +89,6 @@ def step_tag(step: int, branch: str | None = None) -> str:
 def checkpoint_path_in_repo(step: int) -> str:
     """Folder of a checkpoint inside the repository: ``checkpoints/step_0000400``."""
     return f"checkpoints/step_{int(step):07d}"
-
-
-# ---------------------------------------------------------------------------------- val summary
-def write_val_summary(output_dir: str | Path, step: int, summary: dict, *, scenes: int | None = None,
-                      views: int | None = None) -> Path:
-    """Write a run's latest validation (``EvalResult.summary`` at optimizer ``step``, ``scenes`` = at
-    most that many scenes per dataset, ``views`` per scene) to ``output_dir/val_summary.json``
-    atomically; returns its path. ``read_val_summary`` reads it back."""
-    from .data.scene_file import atomic_write_bytes
-
-    doc = {"step": int(step), "summary": summary, "max_scenes": scenes, "views": views}
-    return atomic_write_bytes(Path(output_dir) / VAL_SUMMARY_NAME, json.dumps(doc, indent=1, default=float).encode())
-
-
-def read_val_summary(run_dir: str | Path) -> dict | None:
-    """The run's ``val_summary.json`` as written by ``write_val_summary`` ({"step", "summary",
-    "max_scenes", "views"}), or None when the run has none. Raises ``ValueError`` if it is malformed."""
-    path = Path(run_dir) / VAL_SUMMARY_NAME
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: unreadable ({err}); delete it or validate the run again") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("summary"), dict) or not isinstance(doc.get("step"), int):
-        raise ValueError(f"{path}: not a validation summary (needs an integer 'step' and a 'summary' mapping)")
-    return {"step": doc["step"], "summary": doc["summary"], "max_scenes": doc.get("max_scenes"),
-            "views": doc.get("views")}
 
 
 # ---------------------------------------------------------------------------------- request timeouts
@@ -227,7 +192,8 @@ class PushHandle:
         return self._over.wait(timeout)
 
 
-def _default_log(message: str) -> None:
+def log_to_stderr(message: str) -> None:
+    """The default logger of pushes: one line to stderr, flushed."""
     print(message, file=sys.stderr, flush=True)
 
 
@@ -312,7 +278,7 @@ class HubPusher:
         self.api, self.repo_id, self.private, self.revision = api, repo_id, private, revision
         self.retries, self.retry_delay = int(retries), float(retry_delay)
         self.request_timeout, self.retry_timeouts, self.job_deadline = request_timeout, retry_timeouts, job_deadline
-        self.log, self.give_up_hint = log or _default_log, give_up_hint
+        self.log, self.give_up_hint = log or log_to_stderr, give_up_hint
         self._token = token
         self._lock = threading.Lock()
         self._pending: dict[Path, int] = {}
@@ -568,144 +534,19 @@ class HubPusher:
     def _scrub(self, err: BaseException) -> str:
         """One-line error description without the token."""
         text = f"{type(err).__name__}: {err}".replace("\n", " ")[:500]
-        for secret in {self._token, _known_token()} - {None, ""}:
+        for secret in {self._token, known_token()} - {None, ""}:
             text = text.replace(secret, "***")
         return text
 
 
-def _known_token() -> str | None:
+def known_token() -> str | None:
+    """The Hugging Face token from the usual sources (``HF_TOKEN``, ``hf auth login``), or None."""
     try:
         from huggingface_hub import get_token
 
         return get_token()
     except Exception:
         return None
-
-
-# ---------------------------------------------------------------------------------- training glue
-class TrainingPushes:
-    """What the training loop calls (main process only) when ``cfg.hub.repo_id`` is set.
-
-    cfg: the run's ``RunConfig``; hub settings come from ``cfg.hub``, the card's total steps from
-    ``cfg.train.steps``, the checkpoint numbering from ``cfg.train.checkpoint_every`` and the licence
-    of released initial weights from ``cfg.model.init_from`` (``init_weights_release``).
-    output_dir: the run folder (named in the hint logged when an upload is given up);
-    log: one-line logger (default: stderr); pusher_kwargs: passed to ``HubPusher`` (token, endpoint, api;
-    request_timeout and job_deadline default to ``cfg.hub``'s). An upload given up at its deadline no longer protects its checkpoint.
-    Validation summaries shown on the cards come from ``record_validation`` (kept in memory only:
-    the trainer writes ``val_summary.json`` itself with ``write_val_summary``).
-    """
-
-    def __init__(self, cfg: "RunConfig", output_dir: str | Path, *, log=None, **pusher_kwargs):
-        hub = cfg.hub
-        if not hub.repo_id:
-            raise ValueError("TrainingPushes needs hub.repo_id")
-        self.run_config, self.cfg, self.output_dir = cfg, hub, Path(output_dir)
-        self.total_steps, self.checkpoint_every = cfg.train.steps, cfg.train.checkpoint_every
-        self.init_weights = init_weights_release(cfg)
-        self.log = log or _default_log
-        pusher_kwargs.setdefault(
-            "give_up_hint", f"Training goes on; push the folder later with `depthpe push` (run folder {self.output_dir}).")
-        pusher_kwargs.setdefault("request_timeout", hub.request_timeout)
-        pusher_kwargs.setdefault("job_deadline", hub.job_deadline)
-        self.pusher = HubPusher(hub.repo_id, private=hub.private, revision=hub.revision, retries=hub.retries,
-                                retry_delay=hub.retry_delay, log=self.log, **pusher_kwargs)
-        self._check_credentials("token" in pusher_kwargs)
-        self.validation: dict | None = None
-
-    def _check_credentials(self, token_given: bool) -> None:
-        from huggingface_hub import constants
-
-        if constants.is_offline_mode():
-            self.log(f"hub: HF_HUB_OFFLINE is set, so nothing can be pushed to {self.cfg.repo_id}; unset it "
-                     "(training goes on; push later with `depthpe push`)")
-        elif not token_given and _known_token() is None:
-            self.log("hub: no Hugging Face token found (set HF_TOKEN or run `hf auth login`); pushes to "
-                     f"{self.cfg.repo_id} will probably fail, training goes on regardless")
-
-    def is_pending(self, path: str | Path) -> bool:
-        """For checkpoint rotation: True while an upload still reads ``path``."""
-        return self.pusher.is_pending(path)
-
-    def record_validation(self, step: int, summary: dict, *, scenes: int | None = None, views: int | None = None) -> None:
-        """Remember the latest validation summary for the cards of later pushes (memory only)."""
-        self.validation = {"step": int(step), "summary": summary, "max_scenes": scenes, "views": views}
-
-    def _card(self, folder: Path, *, step: int, final: bool, revision: str | None) -> CardInfo:
-        return card_info_for_folder(
-            folder, repo_id=self.cfg.repo_id, revision=revision, run_config=self.run_config, step=step,
-            total_steps=self.total_steps, final=final, license=self.cfg.license, init_weights=self.init_weights,
-            **validation_card_fields(self.validation),
-        )
-
-    def after_checkpoint(self, checkpoint_dir: str | Path, step: int) -> PushHandle | None:
-        """Push ``checkpoint_dir/model`` if this is every ``push_every``-th checkpoint (counted by
-        ``step // checkpoint_every``). Writes the card into the folder first. Never raises."""
-        number = step // max(1, self.checkpoint_every)
-        if number % max(1, self.cfg.push_every):
-            return None
-        checkpoint_dir = Path(checkpoint_dir)
-        tag = step_tag(step, self.cfg.revision)
-        return self._push(checkpoint_dir / "model", step=step, final=False, tag=tag,
-                          paths=(checkpoint_path_in_repo(step), ""), protect=checkpoint_dir)
-
-    def after_final(self, final_dir: str | Path, step: int) -> PushHandle | None:
-        """Push the final model to the repository root (tag of its step too). Never raises."""
-        return self._push(Path(final_dir), step=step, final=True, tag=step_tag(step, self.cfg.revision),
-                          paths=("",), protect=Path(final_dir))
-
-    def _push(self, folder: Path, *, step: int, final: bool, tag: str, paths, protect: Path) -> PushHandle | None:
-        try:
-            revision = self.cfg.revision if final else tag
-            write_model_card(folder, self._card(folder, step=step, final=final, revision=revision))
-            what = "final model" if final else f"checkpoint {step}"
-            return self.pusher.push(folder, paths_in_repo=paths, tag=tag, protect=protect,
-                                    message=f"depthpe: {what} (step {step})")
-        except Exception as err:
-            self.log(f"hub: could not queue the push of {folder}: {type(err).__name__}: {err}")
-            return None
-
-    def abandon(self) -> list[Path]:
-        """Drop uploads not yet done (e.g. on pre-emption, before exiting); see ``HubPusher.abandon``."""
-        left = self.pusher.abandon()
-        if left:
-            self.log(f"hub: abandoned {len(left)} upload(s) to {self.cfg.repo_id}: {[str(p) for p in left]}; "
-                     "push them later with `depthpe push`")
-        return left
-
-    def finish(self, timeout: float | None = None) -> bool:
-        """Wait for queued uploads (at most ``hub.wait_timeout`` s; then abandon them); log the
-        outcome. Never raises."""
-        timeout = self.cfg.wait_timeout if timeout is None else timeout
-        waiting = self.pusher.pending()
-        if waiting:
-            self.log(f"hub: waiting up to {timeout:.0f} s for {len(waiting)} upload(s) to {self.cfg.repo_id}")
-        if not self.pusher.wait(timeout):
-            self.log(f"hub: uploads still running after {timeout:.0f} s are abandoned")
-            self.abandon()
-            return False
-        failed = [r for r in self.pusher.results if not r.ok]
-        if failed:
-            self.log(f"hub: {len(failed)} of {len(self.pusher.results)} push(es) failed: "
-                     f"{[r.description for r in failed]}")
-        else:
-            self.log(f"hub: all {len(self.pusher.results)} push(es) to {self.cfg.repo_id} succeeded")
-        return not failed
-
-
-def validation_card_fields(validation: dict | None) -> dict:
-    """``CardInfo`` fields (eval_summary, eval_note) for a validation summary (``read_val_summary``)."""
-    if not validation or not validation.get("summary"):
-        return {}
-    note = f"Validation at optimizer step {validation['step']}"
-    details = []
-    if validation.get("max_scenes"):
-        details.append(f"at most {validation['max_scenes']} scenes per dataset")
-    if validation.get("views"):
-        details.append(f"{validation['views']} views per scene")
-    if details:
-        note += f" ({', '.join(details)})"
-    return {"eval_summary": validation["summary"], "eval_note": note}
 
 
 def resolve_model_folder(path: str | Path) -> tuple[Path, Path | None]:

@@ -9,7 +9,9 @@ latest evaluation table (``native``, ``scene_aligned`` and ``image_aligned`` row
 printed by ``depthpe.evaluation.format_summary``), the training configuration and the licence.
 
 Everything here is a pure function of a ``CardInfo``; nothing touches the network (the Hub's
-metadata validation happens when the card is uploaded).
+metadata validation happens when the card is uploaded). The card knows nothing of the run layer: what
+it says about training comes in a ``TrainingSection`` of plain values, which the run layer builds from
+its ``RunConfig`` (``depthpe.run.pushes.card_training``).
 """
 
 from __future__ import annotations
@@ -26,9 +28,7 @@ from .model.training_inputs import TrainingInputs, read_training_inputs
 if TYPE_CHECKING:
     from huggingface_hub import EvalResult, ModelCardData
 
-    from .run.schema import RunConfig
-
-__all__ = ["CardInfo", "INIT_WEIGHTS", "HUB_DATASETS", "CARD_MODES", "INDEX_METRICS", "render_model_card",
+__all__ = ["CardInfo", "TrainingSection", "public_location", "INIT_WEIGHTS", "HUB_DATASETS", "CARD_MODES", "INDEX_METRICS", "render_model_card",
            "write_model_card", "card_info_for_folder", "card_metadata", "init_weights_release"]
 
 CARD_NAME = "README.md"
@@ -68,11 +68,30 @@ INIT_WEIGHTS: dict[str, dict] = {
 }
 
 
-def init_weights_release(cfg: "RunConfig | None") -> str | None:
-    """``cfg.model.init_from`` when it names a known release (a key of ``INIT_WEIGHTS``, e.g.
-    ``facebook/VGGT-1B``), else None (for a local copy of VGGT-1B set ``hub.license`` yourself)."""
-    init_from = cfg.model.init_from if cfg is not None else None
+def init_weights_release(init_from: str | None) -> str | None:
+    """``init_from`` (a run's ``model.init_from``) when it names a known release (a key of
+    ``INIT_WEIGHTS``, e.g. ``facebook/VGGT-1B``), else None (for a local copy of VGGT-1B set
+    ``hub.license`` yourself)."""
     return init_from if init_from in INIT_WEIGHTS else None
+
+
+@dataclass(frozen=True)
+class TrainingSection:
+    """What a card says about the training run, as plain values (``depthpe.run.pushes.card_training``
+    builds it from a ``RunConfig``).
+
+    datasets: the training datasets' names in config order (tags and ``datasets`` metadata;
+        ``synth`` gets a note instead); init_from: the run's ``model.init_from`` (a Hub id, a local
+        file or None; a known release sets ``base_model`` and the licence); rows: (setting, value)
+        rows of the training table, after the global encoding row that the card takes from
+        ``model_config``; config: the run config as a dict (``RunConfig.to_dict()``), shown in full
+        without local paths (``root``, ``output_dir``, local weight folders) and without ``hub``.
+    """
+
+    datasets: tuple[str, ...] = ()
+    init_from: str | None = None
+    rows: tuple[tuple[str, str], ...] = ()
+    config: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -82,7 +101,7 @@ class CardInfo:
     model_config: the model's ``config.json`` as a dict (``DepthModelConfig`` fields);
     repo_id / revision: where the card lives (used in the loading snippet; revision = a tag such as
         ``step-0000400`` or a branch, None = the default branch);
-    run_config: the training run's ``RunConfig`` (``depthpe.run.schema``), None when unknown;
+    training: what the card says about the training run (``TrainingSection``), None when unknown;
     step / total_steps: optimizer step of these weights and of the whole run; final: the run's
         final model (not an intermediate checkpoint);
     eval_summary: ``EvalResult.summary`` ({dataset: {mode: {metric: value, n_scenes, n_images}}});
@@ -90,14 +109,14 @@ class CardInfo:
     license: SPDX-like Hub licence id of the weights (ignored when ``init_weights`` sets one);
     init_weights: Hub id of released weights the model was initialised from (a key of
         ``INIT_WEIGHTS``, e.g. ``facebook/VGGT-1B``): sets ``base_model``, the licence and a note.
-        None = ``init_weights_release(run_config)``;
+        None = ``init_weights_release(training.init_from)``;
     training_inputs: the input sizes the model was trained at (``training_inputs.json``), if known.
     """
 
     model_config: dict
     repo_id: str | None = None
     revision: str | None = None
-    run_config: "RunConfig | None" = None
+    training: TrainingSection | None = None
     step: int | None = None
     total_steps: int | None = None
     final: bool = False
@@ -109,13 +128,12 @@ class CardInfo:
     extra_tags: list = field(default_factory=list)
 
     def __post_init__(self):
-        from .run.schema import RunConfig
-
-        if self.run_config is not None and not isinstance(self.run_config, RunConfig):
-            raise TypeError(f"CardInfo.run_config must be a depthpe.run.schema.RunConfig or None, got "
-                            f"{type(self.run_config).__name__} (read config.yaml with depthpe.run.load_run_config)")
+        if self.training is not None and not isinstance(self.training, TrainingSection):
+            raise TypeError(f"CardInfo.training must be a TrainingSection or None, got "
+                            f"{type(self.training).__name__} (build it from a RunConfig with "
+                            "depthpe.run.pushes.card_training)")
         if self.init_weights is None:
-            self.init_weights = init_weights_release(self.run_config)
+            self.init_weights = init_weights_release(self.training.init_from if self.training else None)
         if self.init_weights is not None and self.init_weights not in INIT_WEIGHTS:
             raise ValueError(
                 f"init_weights={self.init_weights!r} is not a known release; known: {sorted(INIT_WEIGHTS)}"
@@ -123,11 +141,9 @@ class CardInfo:
 
 
 # ------------------------------------------------------------------------------------ metadata
-def _datasets(run_config: "RunConfig | None") -> list[str]:
-    """Dataset names of the training sources (folder name, else source name), in config order."""
-    if run_config is None:
-        return []
-    return list(dict.fromkeys(str(s.dataset or s.name) for s in run_config.data.sources))
+def _datasets(training: TrainingSection | None) -> list[str]:
+    """Dataset names of the training sources, in config order, each once."""
+    return list(dict.fromkeys(training.datasets)) if training else []
 
 
 def _hub_datasets(names: list[str]) -> list[str]:
@@ -181,7 +197,7 @@ def card_data(info: CardInfo) -> "ModelCardData":
     pe = info.model_config.get("global_pe")
     if pe:
         tags.append(f"global-pe-{_tag(pe)}")
-    names = _datasets(info.run_config)
+    names = _datasets(info.training)
     tags += [_tag(d) for d in names] + [_tag(t) for t in info.extra_tags]
     licence: dict = {"license": info.license}
     if info.init_weights:
@@ -213,43 +229,19 @@ def eval_table(summary: dict, metrics=CARD_METRICS) -> str:
     return format_summary(rows, present)
 
 
-def _training_summary(cfg: "RunConfig", model_config: dict) -> list[tuple[str, str]]:
-    """(setting, value) rows of the card's training table."""
-    data, optim, train, loss = cfg.data, cfg.optim, cfg.train, cfg.loss
-    rows = [("global positional encoding", f"`{model_config.get('global_pe')}`")]
-    sources = [f"{s.dataset or s.name} ({s.split}, weight {s.weight:g})" for s in data.sources]
-    if sources:
-        rows.append(("training data", ", ".join(sources)))
-    if cfg.model.init_from:
-        rows.append(("initialised from", f"`{_public_location(cfg.model.init_from)}`"))
-    rows += [
-        ("views per sample", f"{data.views[0]}-{data.views[1]}"),
-        ("image width", f"{data.image_width} px, height/width in [{data.aspect[0]:g}, {data.aspect[1]:g}]"),
-        ("images per batch (per process)", f"{data.max_images_per_batch}"),
-        ("optimizer", f"AdamW, lr {optim.lr:g}, weight decay {optim.weight_decay:g}"),
-        ("schedule", f"{optim.schedule}, {optim.warmup_steps} warm-up steps, min lr {optim.min_lr:g}"),
-        ("optimizer steps", f"{train.steps}"),
-        ("gradient accumulation", f"{train.grad_accum}"),
-        ("mixed precision", train.mixed_precision),
-        ("loss", f"L1 x {loss.l1_weight:g} + gradient x {loss.gradient_weight:g} ({loss.gradient_scales} scales)"),
-        ("seed", f"{cfg.seed}"),
-    ]
-    return rows
-
-
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
-def _public_location(value: str) -> str:
+def public_location(value: str) -> str:
     """A Hub id as it is; a local file by its name only (no local paths on a public card)."""
     if _HUB_ID.match(value) and not value.endswith((".pt", ".pth", ".bin", ".safetensors")):
         return value
     return Path(value).name
 
 
-def _public_config(cfg: "RunConfig") -> dict:
-    """The run config as a dict without local paths (``output_dir``, data ``root``; local weight
-    files by name) and without the hub section."""
+def _public_config(config: dict) -> dict:
+    """A run config dict (``TrainingSection.config``) without local paths (``output_dir``, data
+    ``root``; local weight files by name) and without the hub section."""
     def strip(x):
         if isinstance(x, dict):
             return {k: strip(v) for k, v in x.items() if k not in ("root", "output_dir", "hub")}
@@ -257,10 +249,10 @@ def _public_config(cfg: "RunConfig") -> dict:
             return [strip(v) for v in x]
         return x
 
-    doc = strip(cfg.to_dict())
+    doc = strip(config)
     for key in ("init_from", "backbone_weights"):
-        if doc["model"].get(key):
-            doc["model"][key] = _public_location(doc["model"][key])
+        if doc.get("model", {}).get(key):
+            doc["model"][key] = public_location(doc["model"][key])
     return doc
 
 
@@ -328,17 +320,18 @@ def _training_lines(info: CardInfo) -> list[str]:
     """The training section: summary table, synth note, full config (no local paths)."""
     import yaml
 
-    cfg = info.run_config
-    if cfg is None:
+    training = info.training
+    if training is None:
         return []
+    rows = [("global positional encoding", f"`{info.model_config.get('global_pe')}`"), *training.rows]
     lines = ["## Training", "", "| setting | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in _training_summary(cfg, info.model_config)]
+    lines += [f"| {k} | {v} |" for k, v in rows]
     lines.append("")
-    if SYNTH in _datasets(cfg):
+    if SYNTH in _datasets(training):
         lines += ["`synth` is depthpe's built-in procedural scenes (`depthpe synth`, `depthpe.data.synth`), "
                   "not a published dataset, so it is not listed in the `datasets` metadata.", ""]
     lines += ["<details><summary>Full training config</summary>", "", "```yaml",
-              yaml.safe_dump(_public_config(cfg), sort_keys=False).rstrip("\n"), "```", "", "</details>", ""]
+              yaml.safe_dump(_public_config(training.config), sort_keys=False).rstrip("\n"), "```", "", "</details>", ""]
     return lines
 
 
@@ -361,7 +354,7 @@ def render_model_card(info: CardInfo) -> str:
 
 def write_model_card(folder: str | Path, info: CardInfo) -> Path:
     """Write ``render_model_card(info)`` to ``folder/README.md`` atomically (replacing any card there)."""
-    from .data.scene_file import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     return atomic_write_bytes(Path(folder) / CARD_NAME, render_model_card(info).encode("utf-8"))
 

@@ -4,12 +4,11 @@ Each run folder's ``val_history.jsonl`` holds one JSON line per validation and d
 ({"step", "dataset", "metrics": {row: {metric: value, ...}}, "loss": {"l1", "gradient", "total"}}).
 Per dataset one figure: one panel per metric (and row), one line per run, one colour per group
 (runs of a group share it), the raw points faint and the smoothed curve (``ema``) on top. Written as
-PNG and SVG with matplotlib's Agg backend.
+PNG and SVG with matplotlib's Agg backend. ``write_curves`` draws the runs of a ``depthpe compare``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +17,10 @@ from typing import Sequence
 import numpy as np
 
 from .config import ConfigError
+from .run.validation import VAL_HISTORY, read_val_history
 
 __all__ = ["ema", "read_history", "series", "panel_specs", "CurveRun", "CurveFigure", "plot_curves", "run_plot",
-           "VAL_HISTORY"]
-
-VAL_HISTORY = "val_history.jsonl"
+           "write_curves"]
 
 
 def ema(steps: Sequence[float], values: Sequence[float], decay: float = 0.95, every: float = 1000.0) -> np.ndarray:
@@ -49,16 +47,15 @@ def ema(steps: Sequence[float], values: Sequence[float], decay: float = 0.95, ev
 
 
 def read_history(run_dir: str | Path) -> list[dict]:
-    """The lines of ``run_dir/val_history.jsonl`` sorted by step; a torn line is skipped and a
-    (step, dataset) that appears twice keeps its later line (a resumed run that validated again)."""
-    path = Path(run_dir) / VAL_HISTORY
-    if not path.is_file():
+    """The lines of ``run_dir/val_history.jsonl`` (``depthpe.run.validation.read_val_history``) sorted
+    by step; a line without step or dataset is skipped and a (step, dataset) that appears twice keeps
+    its later line (a resumed run that validated again). ConfigError when the run has no such file."""
+    if not (Path(run_dir) / VAL_HISTORY).is_file():
         raise ConfigError(f"{run_dir}: no {VAL_HISTORY} (validation curves are written by `depthpe train` with "
                           "val.sources set)")
     latest: dict[tuple, dict] = {}
-    for text in path.read_text(encoding="utf-8").splitlines():
+    for line in read_val_history(run_dir):
         try:
-            line = json.loads(text)
             latest[(int(line["step"]), str(line["dataset"]))] = line
         except (ValueError, KeyError, TypeError):
             continue
@@ -166,7 +163,7 @@ def _save(fig, png: Path, svg: Path) -> None:
     """Save ``fig`` as PNG and SVG, each written atomically."""
     import io
 
-    from .data.scene_file import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     for path, fmt in ((png, "png"), (svg, "svg")):
         buf = io.BytesIO()
@@ -189,3 +186,12 @@ def run_plot(paths: Sequence[str], out_dir: str | Path, *, group_by: str = "mode
     if not any(run.history for run in runs):
         raise ConfigError(f"no validation line in the {VAL_HISTORY} of {', '.join(paths)}")
     return plot_curves(runs, out_dir, metrics=metrics, rows=rows)
+
+
+def write_curves(meta: dict, out_dir: str | Path) -> list:
+    """``depthpe compare --out``'s validation curves (``plot_curves``, default metrics) of the runs in
+    ``depthpe.compare.run_compare``'s ``meta`` that have a ``val_history.jsonl``, into
+    ``out_dir/curves``; returns the figures (an empty list when no run has a history)."""
+    runs = [CurveRun(Path(i["run_dir"]).name, i["group"], read_history(i["run_dir"])) for i in meta["inputs"]
+            if i["run_dir"] and (Path(i["run_dir"]) / VAL_HISTORY).is_file()]
+    return plot_curves(runs, Path(out_dir) / "curves") if runs else []

@@ -26,10 +26,8 @@ normalized unit (relative depth), which the result says (``unit="normalized"``).
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -38,9 +36,11 @@ import numpy as np
 import torch
 
 from .config import ConfigError
-from .io.cameras import FrameCamera, find_camera, read_cameras
+from .data.scene_cameras import read_camera_source
+from .io.cameras import FrameCamera, find_camera
+from .io.prediction_result import ImagePrediction, PredictionResult
 
-__all__ = ["ImagePrediction", "PredictionResult", "predict", "load_model", "list_images", "fuse_points",
+__all__ = ["ImagePrediction", "PredictionResult", "predict", "load_model", "list_images",
            "IMAGE_EXTENSIONS", "CAMERA_FREE_ENCODINGS"]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -48,48 +48,6 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 CAMERA_FREE_ENCODINGS = ("rope", "none")
 DEFAULT_IMAGE_WIDTH = 518
 DEFAULT_MAX_VIEWS = 8
-
-
-@dataclass
-class ImagePrediction:
-    """One image's prediction at the model's input size (H, W).
-
-    depth: (H, W) float32 z-depth in the cameras' unit (``PredictionResult.unit``), > 0;
-    conf: (H, W) float32 confidence (> 1, higher = more confident); image: (H, W, 3) uint8 RGB, the
-    cropped and resized input; K: (3, 3) float64 pixel intrinsics of that image (OpenCV);
-    w2c: (3, 4) float64 OpenCV world-to-camera (identity without cameras); views: the names of the
-    images predicted together with it (itself included), the first being the reference view.
-    """
-
-    name: str
-    depth: np.ndarray
-    conf: np.ndarray
-    image: np.ndarray
-    K: np.ndarray
-    w2c: np.ndarray
-    views: list[str]
-
-
-@dataclass
-class PredictionResult:
-    """Everything ``predict`` did. frames: one ``ImagePrediction`` per input image, input order;
-    size: (H, W) model input size; unit: "cameras" (depth in the unit of the cameras' translations)
-    or "normalized" (no cameras: the model's own unit); mode: "all" (one prediction of all images)
-    or "nearest" (one prediction per image with its nearest views); views_per_prediction: S;
-    notes: lines saying what was chosen and why."""
-
-    frames: list[ImagePrediction]
-    size: tuple[int, int]
-    unit: str
-    mode: str
-    views_per_prediction: int
-    notes: list[str] = field(default_factory=list)
-
-    def __getitem__(self, name: str) -> ImagePrediction:
-        for frame in self.frames:
-            if frame.name == name:
-                return frame
-        raise KeyError(name)
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -132,17 +90,18 @@ def load_image(path: Path) -> np.ndarray:
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
-def load_model(model, device: str | torch.device = "cpu"):
+def load_model(model, device: str | torch.device = "cpu", revision: str | None = None):
     """(DepthModel in eval mode on ``device``, its TrainingInputs or None). ``model``: a DepthModel
-    (its ``training_inputs`` attribute, if set, is used), an exported folder or a Hub repo id."""
+    (its ``training_inputs`` attribute, if set, is used), an exported folder or a Hub repo id (at
+    ``revision``: branch, tag or commit; None = main)."""
     from .model import DepthModel
     from .model.training_inputs import read_training_inputs
 
     if isinstance(model, torch.nn.Module):
         return model.to(device).eval(), getattr(model, "training_inputs", None)
     try:
-        loaded = DepthModel.from_pretrained(str(model), map_location=str(device))
-        inputs = read_training_inputs(model)
+        loaded = DepthModel.from_pretrained(str(model), map_location=str(device), revision=revision)
+        inputs = read_training_inputs(model, revision=revision)
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot load model {model}: {str(err).splitlines()[0]}") from err
     return loaded, inputs
@@ -156,7 +115,7 @@ def _match_cameras(names: list[str], sizes: list[tuple[int, int]], cameras) -> t
     from .geometry import resize_intrinsics
 
     if not isinstance(cameras, Mapping):
-        cameras = read_cameras(cameras)
+        cameras = read_camera_source(cameras)
     out, notes = [], []
     for name, (h, w) in zip(names, sizes):
         cam = find_camera(cameras, name)
@@ -224,46 +183,25 @@ def plan_views(n: int, max_views: int, w2c: np.ndarray | None) -> tuple[str, lis
     return "nearest", [o[:max_views] for o in order]
 
 
-def _autocast(device: torch.device, dtype: str):
-    if dtype == "fp32":
-        return contextlib.nullcontext()
-    if dtype != "bf16":
-        raise ConfigError(f"dtype must be 'bf16' or 'fp32', got {dtype!r}")
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-
-
-@torch.no_grad()
 def run_views(model, images: np.ndarray, K: np.ndarray, w2c: np.ndarray | None, dtype: str = "fp32",
               scale_reference: str = "others"):
-    """One prediction of S views. images: (S, H, W, 3) uint8; K: (S, 3, 3); w2c: (S, 3, 4) in the
-    caller's frame and unit, or None (identity poses, scale 1). Returns (depth (S, H, W) float32 in
-    the caller's unit, conf (S, H, W) float32): the scene is normalized (``normalize_scene`` with
-    the model's ``scale_reference``), the
-    model runs under ``dtype`` ("bf16" autocast or "fp32"), and depth is multiplied back in float64."""
-    from .geometry import DegenerateSceneError, normalize_scene
-    from .model.depth_model import check_model_inputs
+    """One prediction of S views through ``depthpe.model.inference.predict_depth``. images: (S, H, W, 3)
+    uint8; K: (S, 3, 3); w2c: (S, 3, 4) in the caller's frame and unit, or None (identity poses,
+    scale 1). Returns (depth (S, H, W) float32 in the caller's unit, conf (S, H, W) float32);
+    unusable inputs raise ``ConfigError``."""
+    from .model.inference import predict_depth
 
-    param = next(model.parameters())
     S = len(images)
     scale = 1.0 if w2c is None or S == 1 else None
     poses = np.tile(np.eye(4)[:3], (S, 1, 1)) if w2c is None else w2c
+    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).to(torch.float32) / 255
     try:
-        w2c_n, _, s = normalize_scene(torch.as_tensor(poses, dtype=torch.float64)[None], scale=scale,
-                                      scale_reference=scale_reference)
-    except DegenerateSceneError as err:
-        raise ConfigError(f"the cameras of one prediction do not move ({err}); depth needs camera motion "
-                          "to have a scale (check the poses, or predict more views together)") from err
-    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)[None].to(torch.float32) / 255
-    K_t = torch.as_tensor(K, dtype=torch.float32)[None]
-    w2c_t = w2c_n.to(torch.float32)
-    try:  # checked here, on the CPU: forward checks only shapes (no host-device sync)
-        check_model_inputs(model, x, K_t, w2c_t)
+        out = predict_depth(model, x, torch.as_tensor(K, dtype=torch.float32),
+                            torch.as_tensor(poses, dtype=torch.float64), scale=scale,
+                            scale_reference=scale_reference, dtype=dtype)
     except ValueError as err:
         raise ConfigError(f"unusable input for the model: {err}") from err
-    with _autocast(param.device, dtype):
-        out = model(x.to(param.device), K_t.to(param.device), w2c_t.to(param.device))
-    depth = (out["depth"][0].double() * s.to(param.device)[0]).float()
-    return depth.cpu().numpy(), out["conf"][0].float().cpu().numpy()
+    return out["depth"].cpu().numpy(), out["conf"].cpu().numpy()
 
 
 def _check_cameras_needed(model, have_cameras: bool) -> None:
@@ -292,19 +230,21 @@ def _prepare_all(paths: list[Path], names: list[str], cameras, inputs, image_wid
 
 
 def predict(model, images, cameras=None, *, max_views: int | None = None, device: str = "cpu",
-            dtype: str = "fp32", image_width: int | None = None, progress: bool = False) -> PredictionResult:
+            dtype: str = "fp32", image_width: int | None = None, revision: str | None = None,
+            progress: bool = False) -> PredictionResult:
     """Predict depth for a set of images (see the module docstring for each step).
 
     model: a DepthModel, an exported model folder or a Hub repo id. images: a folder, a glob or a
     list of files (``list_images``). cameras: None, a camera source (COLMAP folder, cameras .json,
-    scene .h5; ``depthpe.io.cameras.read_cameras``) or a dict name -> FrameCamera; matched to images
+    scene .h5; ``depthpe.data.scene_cameras.read_camera_source``) or a dict name -> FrameCamera; matched to images
     by name. max_views: views per prediction (default: the most views the model was trained with,
     else 8). device: torch device; dtype: "fp32" or "bf16" (autocast). image_width: override the
-    trained input width (a multiple of 14). Raises ConfigError for unusable inputs.
+    trained input width (a multiple of 14). revision: Hub revision of ``model`` (a repo id). Raises
+    ConfigError for unusable inputs.
     """
     from tqdm.auto import tqdm
 
-    model, inputs = load_model(model, device)
+    model, inputs = load_model(model, device, revision)
     _check_cameras_needed(model, cameras is not None)
     listed = list_images(images)
     names = [n for n, _ in listed]
@@ -326,29 +266,3 @@ def predict(model, images, cameras=None, *, max_views: int | None = None, device
                                          [names[v] for v in plan])
     return PredictionResult([results[i] for i in range(len(names))], out_hw, unit, mode,
                             len(plans[0]), notes)
-
-
-def fuse_points(result: PredictionResult, conf_threshold: float | None = None, stride: int = 1):
-    """One coloured point cloud of all frames: (points (N, 3) float64 world coordinates in the
-    cameras' frame and unit, colors (N, 3) uint8 RGB, frame index (N,) int). Pixels with depth <= 0
-    or confidence below ``conf_threshold`` are dropped; ``stride`` keeps every stride-th pixel."""
-    from .geometry import unproject_depth
-
-    points, colors, index = [], [], []
-    for i, fr in enumerate(result.frames):
-        d = torch.from_numpy(fr.depth.astype(np.float64))
-        xyz = unproject_depth(d, torch.from_numpy(fr.K), torch.from_numpy(fr.w2c)).numpy()
-        keep = fr.depth > 0
-        if conf_threshold is not None:
-            keep &= fr.conf >= conf_threshold
-        keep &= _stride_mask(keep.shape, stride)
-        points.append(xyz[keep])
-        colors.append(fr.image[keep])
-        index.append(np.full(int(keep.sum()), i))
-    return np.concatenate(points), np.concatenate(colors), np.concatenate(index)
-
-
-def _stride_mask(shape: tuple[int, int], stride: int) -> np.ndarray:
-    mask = np.zeros(shape, bool)
-    mask[::stride, ::stride] = True
-    return mask

@@ -184,7 +184,7 @@ def save_png(path, array) -> Path:
     ok, encoded = cv2.imencode(".png", a[..., ::-1] if a.ndim == 3 else a)
     if not ok:
         raise RuntimeError(f"OpenCV could not encode a PNG of shape {a.shape}")
-    from .data.scene_file import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     return atomic_write_bytes(path, encoded.tobytes())
 

@@ -21,18 +21,12 @@ from safetensors.torch import load_file
 from tests.hub_server import FakeHub
 from tests.test_training import run_config
 
-from depthpe.hub import (
-    VAL_SUMMARY_NAME,
-    HubPusher,
-    TrainingPushes,
-    read_val_summary,
-    resolve_model_folder,
-    step_tag,
-    write_val_summary,
-)
+from depthpe.hub import HubPusher, resolve_model_folder, step_tag
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
 from depthpe.model_card import CARD_MODES, CardInfo, card_metadata, render_model_card
 from depthpe.run.loading import dump_run_config
+from depthpe.run.pushes import TrainingPushes, card_training
+from depthpe.run.validation import VAL_SUMMARY_NAME, read_val_summary, write_val_summary
 from depthpe.run.schema import RunConfig
 from depthpe.run.checkpoints import rotate_checkpoints as _rotate_checkpoints
 
@@ -331,7 +325,7 @@ SUMMARY = {
 
 def test_model_card_metadata_eval_table_config_and_vggt_licence():
     info = CardInfo(model_config={"global_pe": "prope", "embed_dim": 1024}, repo_id="alice/x",
-                    revision="step-0000400", run_config=_typed_run_config(), step=400, total_steps=240000,
+                    revision="step-0000400", training=card_training(_typed_run_config()), step=400, total_steps=240000,
                     eval_summary=SUMMARY, eval_note="Validation at optimizer step 400", training_inputs=INPUTS)
     card = render_model_card(info)
     meta = _front_matter(card)
@@ -346,20 +340,20 @@ def test_model_card_metadata_eval_table_config_and_vggt_licence():
     assert "/home/alice" not in card and "repo_id" not in card  # no local paths, no hub section
 
     cfg = _typed_run_config("model.init_from=facebook/VGGT-1B", "model.global_pe=rope")
-    vggt = render_model_card(CardInfo(model_config={"global_pe": "rope"}, run_config=cfg))
+    vggt = render_model_card(CardInfo(model_config={"global_pe": "rope"}, training=card_training(cfg)))
     meta = _front_matter(vggt)  # init_weights comes from the config's model.init_from
     assert meta["license"] == "cc-by-nc-4.0" and meta["base_model"] == "facebook/VGGT-1B"
     assert "non-commercial" in vggt and "No evaluation results yet" in vggt
     assert "model-index" not in meta and "Trained at" not in vggt
     local = _typed_run_config("model.init_from=/home/alice/weights/vggt.pt",
                               "model.backbone_weights=/home/alice/weights/dinov2_vits14.safetensors")
-    card = render_model_card(CardInfo(model_config={"global_pe": "prope"}, run_config=local))
+    card = render_model_card(CardInfo(model_config={"global_pe": "prope"}, training=card_training(local)))
     assert "/home/alice" not in card and "vggt.pt" in card and "base_model" not in _front_matter(card)
     assert "dinov2_vits14.safetensors" in card  # the file name stays, its folder does not
     with pytest.raises(ValueError, match="init_weights"):
         CardInfo(model_config={}, init_weights="someone/else")
-    with pytest.raises(TypeError, match="RunConfig"):
-        CardInfo(model_config={}, run_config=_typed_run_config().to_dict())
+    with pytest.raises(TypeError, match="TrainingSection.*card_training"):
+        CardInfo(model_config={}, training=_typed_run_config())
 
 
 def test_model_card_model_index_and_datasets_metadata():
@@ -370,7 +364,7 @@ def test_model_card_model_index_and_datasets_metadata():
     sources = [{"name": n, "root": "/d"} for n in ("co3d", "wildrgbd", "arkitscenes", "synth", "mydata")]
     sources.append({"name": "mega", "dataset": "megasynth", "root": "/d"})
     info = CardInfo(model_config={"global_pe": "prope"}, repo_id="alice/depth-x", eval_summary=summary,
-                    run_config=_typed_run_config(sources=sources))
+                    training=card_training(_typed_run_config(sources=sources)))
     card = render_model_card(info)
     meta = _front_matter(card)
     assert meta["datasets"] == ["co3d", "hongchi/wildrgbd", "arkitscenes", "mydata", "hwjiang/MegaSynth"]

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from depthpe.config import ConfigError
-from depthpe.run.loading import build_run_config, dump_run_config, load_run_config
+from depthpe.run.loading import dump_run_config, load_run_config
+from depthpe.run.schema import build_run_config
 
 
 def test_pair_override_round_trips_through_config_yaml():

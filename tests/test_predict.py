@@ -16,9 +16,10 @@ from depthpe.config import ConfigError
 from depthpe.data.synth import camera_rays, cast_rays, generate_scene
 from depthpe.io.cameras import FrameCamera, write_colmap_text, write_json_cameras
 from depthpe.io.prediction_files import read_depth_png, read_ply
+from depthpe.io.prediction_result import fuse_points
 from depthpe.model import DepthModel, DepthModelConfig
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
-from depthpe.prediction import fuse_points, plan_views
+from depthpe.prediction import plan_views
 from tests.test_training import MICRO_MODEL, run_config, synth_root  # noqa: F401 (fixture)
 
 H, W, VIEWS = 40, 64, 4  # aspect 0.625: cropped to 60x40, resized to the trained 42x28
@@ -154,7 +155,7 @@ def test_cli_errors_are_one_line(inputs, tmp_path, capsys):
     base = ["predict", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "o")]
     for extra, match in [([], "needs cameras"),
                          (["--cameras", str(tmp_path / "none.json")], "does not exist"),
-                         (["--cameras", str(inputs / "cams.json"), "--max-views", "0"], "max views")]:
+                         (["--cameras", str(inputs / "cams.json"), "--max-views", "0"], "--max-views must be >= 1")]:
         assert main([*base, "--images", str(inputs / "images"), *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and match in err and "\n" not in err

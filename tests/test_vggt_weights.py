@@ -337,12 +337,12 @@ def test_training_config_init_from(base, ckpt_file, monkeypatch):
     model = build_model(cfg)
     expected = _expected_depthpe(base[2])
     assert all(torch.equal(model.state_dict()[k], expected[k]) for k in expected)
-    assert init_weights_release(cfg) is None  # a local file: the card cannot know its release
+    assert init_weights_release(cfg.model.init_from) is None  # a local file: the card cannot know its release
     # resuming: the run's checkpoint restores the weights, so the VGGT file is not read
     monkeypatch.setattr(DepthModel, "from_vggt", classmethod(lambda *a, **k: pytest.fail("read VGGT file")))
     assert isinstance(build_model(cfg, resuming=True), DepthModel)
     hub_cfg = RunConfig.from_dict({"model": {"preset": "vggt-1b", "init_from": "facebook/VGGT-1B"}})
-    assert init_weights_release(hub_cfg) == "facebook/VGGT-1B" and hub_cfg.model_config().embed_dim == 1024
+    assert init_weights_release(hub_cfg.model.init_from) == "facebook/VGGT-1B" and hub_cfg.model_config().embed_dim == 1024
 
 
 def test_head_reading_one_block_twice_loads_and_reproduces_the_checkpoint(tmp_path):

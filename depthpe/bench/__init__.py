@@ -1,2 +1,3 @@
-"""Benchmarks run by ``depthpe bench NAME``: one module per benchmark with ``HELP``,
-``add_arguments(parser)`` and ``run(args) -> int``. They print tables with ratios."""
+"""Benchmarks run by ``depthpe bench NAME``: one module per benchmark with ``add_arguments(parser)``,
+``run(args) -> int`` and optionally ``DESCRIPTION``; the one-line helps are in
+``depthpe.commands.bench.BENCHMARKS``. They print tables with ratios."""

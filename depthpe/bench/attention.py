@@ -40,7 +40,6 @@ import time
 import torch
 import torch.nn.functional as F
 
-HELP = "time and peak memory of one global attention layer per positional encoding"
 DESCRIPTION = __doc__
 
 DEFAULT_METHODS = ["none", "rope", "prope", "dppe_dual", "dppe_tadd", "gta", "urope"]

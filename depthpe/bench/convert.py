@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "time `depthpe convert` on generated fake datasets in each native layout (frames/s per worker)"
 DESCRIPTION = """\
 Render procedural scenes once, write them in the native layout of each dataset (CO3D JPEG + float16
 depth PNGs + annotation .jgz, WildRGB-D PNG + mm depth, ARKitScenes PNG + mm depth + .traj/.pincam,

@@ -17,7 +17,6 @@ import numpy as np
 
 from ..data.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 
-HELP = "data loader throughput (samples/s, images/s per worker) for a training config and several worker counts"
 BENCH_SOURCE = "bench"  # source name (and dataset folder) of the scene files written by --format
 NOISE_STD = 3.0  # grey levels of pixel noise added to the rendered images (photo-like JPEG sizes)
 SENSOR_NOISE, SENSOR_HOLES = 0.005, 0.05  # relative noise, hole fraction: --depth-codecs' sensor-like depth

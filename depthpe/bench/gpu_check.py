@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-HELP = "one-command GPU recipe check: attention at S=24/T=1374 bf16, VGGT-1B train step, 200-step loss check"
 DESCRIPTION = __doc__
 
 
@@ -134,7 +133,7 @@ def _markdown(report: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data.scene_file import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

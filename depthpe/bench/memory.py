@@ -62,7 +62,6 @@ import weakref
 
 import torch
 
-HELP = "predict peak training memory per GPU (params, grads, AdamW state, activations) without a GPU"
 DESCRIPTION = __doc__
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 CUDA_ALLOC_ROUND = 512

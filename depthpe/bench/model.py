@@ -25,7 +25,6 @@ import time
 
 import torch
 
-HELP = "forward + backward time and peak memory of the model alone for a config"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

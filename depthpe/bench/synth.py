@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "time `depthpe synth` (render vs write) against the 60 s quickstart target"
 DESCRIPTION = """\
 Generate scenes into a temporary folder with depthpe.data.synth.write_synth_dataset and report the
 render time (ray casting and shading) and the write time (JPEG + HDF5) summed over scenes, the

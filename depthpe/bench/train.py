@@ -16,7 +16,6 @@ import time
 
 import torch
 
-HELP = "training step time split into data/forward/backward/optimizer, images/s and peak memory"
 PARTS = ("data", "forward", "backward", "optimizer")
 WARMUP_STEPS = 3  # untimed steps before the timed ones (default of --warmup)
 

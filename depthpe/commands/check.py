@@ -6,7 +6,6 @@ import argparse
 import json
 import math
 
-HELP = "validate scene files (schema, values, cameras) and their multi-view consistency"
 DESCRIPTION = """\
 Validate every scene listed in ROOT/**/index.json: the index itself (paths inside the split
 folder, no scene listed twice, field types), the file schema and its agreement with the index
@@ -81,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from ..data.check import check_root
-    from ..data.scene_file import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     try:
         reports, index_problems = check_root(

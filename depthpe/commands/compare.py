@@ -6,7 +6,6 @@ import argparse
 
 from .errors import USAGE_ERROR_STATUS, report_errors
 
-HELP = "compare evaluations of several runs: groups of seeds, mean ± std, baseline ratios, paired bootstrap intervals"
 DESCRIPTION = """\
 Compare the evaluations (depthpe eval output folders, or run folders holding exactly one eval*/
 evaluation) of several runs. Runs are grouped by a config key of their config.yaml (--group-by,
@@ -38,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
-        from ..compare import run_compare, write_compare, write_curves
+        from ..compare import run_compare, write_compare
+        from ..plotting import write_curves
 
         result, markdown, meta = run_compare(
             args.inputs, group_by=args.group_by, reference=args.reference, datasets=args.dataset,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..data.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
+from ..config import ConfigError
+from ..data.convert.options import ConvertConfig
+from ..options import add_options, config_from_args
 
-HELP = ("convert a raw dataset download (co3d, wildrgbd, arkitscenes, megasynth) or your own captures "
-        "(folder, colmap) to scene files")
 DESCRIPTION = """\
 Convert a raw dataset download into depthpe scene files: ROOT/<dataset>/<split>/<scene_id>.h5 plus an
 index.json per split (docs/scene-format.md). Cameras become OpenCV K and world-to-camera in the dataset's own
@@ -33,81 +33,12 @@ The split is saved in ROOT/<dataset>/split.json and reused by later runs. Finish
 on a rerun (resume an interrupted conversion by running the same command again); a summary is
 printed and saved to ROOT/<dataset>/convert_summary.json. folder and colmap then run `depthpe check`
 on ROOT/<dataset> (--no-check to skip; exit status 1 if a scene fails it); for the datasets, run
-`depthpe check ROOT` afterwards (or pass --check)."""
+`depthpe check ROOT` afterwards (or pass --check). Settings can also come from --config FILE (YAML,
+keys as the options with underscores, e.g. max_side: 320) and key=value overrides."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..data.convert import CONVERTERS
-
-    parser.add_argument("dataset", choices=sorted(CONVERTERS), help="which dataset layout to read")
-    parser.add_argument("--src", required=True, metavar="RAW_ROOT", help="root of the raw download")
-    parser.add_argument("--out", required=True, metavar="ROOT",
-                        help="data root; scenes go to ROOT/<dataset>/<split>/")
-    parser.add_argument("--workers", type=int, default=0, metavar="N",
-                        help="worker processes; 0 = one per available CPU core, at most 16 (default 0)")
-    parser.add_argument("--max-side", type=int, default=640, metavar="PX",
-                        help="longer image side after resizing, never enlarged (default 640)")
-    parser.add_argument("--limit", type=int, default=None, metavar="K",
-                        help="convert at most K scenes (the first in sorted order; for a quick try)")
-    parser.add_argument("--frame-stride", type=int, default=1, metavar="S",
-                        help="keep every S-th frame of a sequence (default 1 = all; the training "
-                             "sampler chooses views anyway)")
-    parser.add_argument("--min-frames", type=int, default=2, metavar="F",
-                        help="skip scenes with fewer usable frames (default 2: a scene needs two views)")
-    parser.add_argument("--min-valid-fraction", type=float, default=0.01, metavar="X",
-                        help="drop frames with a smaller fraction of valid depth pixels (default 0.01)")
-    parser.add_argument("--val-scenes", type=int, default=2000, metavar="M",
-                        help="validation scenes drawn for co3d and megasynth (default 2000, at most "
-                             "half of the scenes); ignored when ROOT/<dataset>/split.json exists")
-    parser.add_argument("--split-seed", type=int, default=0, metavar="S",
-                        help="seed of the validation draw (default 0)")
-    parser.add_argument("--split-csv", default=None, metavar="CSV",
-                        help="arkitscenes: the official 3dod_train_val_splits.csv (default: searched "
-                             "under --src; else the Training/Validation folders decide)")
-    parser.add_argument("--depth-dtype", choices=("float16", "float32"), default="float16",
-                        help="stored depth precision (default float16)")
-    parser.add_argument("--depth-compression", choices=DEPTH_COMPRESSIONS, default=DEFAULT_DEPTH_COMPRESSION,
-                        help="HDF5 codec of the stored depth (default gzip: smallest; none reads 15-30x "
-                             "faster at 1.7-4.7x the size; docs/data.md)")
-    parser.add_argument("--jpeg-quality", type=int, default=95, metavar="Q",
-                        help="JPEG quality of the stored images (default 95)")
-    parser.add_argument("--cameras", default=None, metavar="SOURCE",
-                        help="folder, colmap: camera source for every scene (a COLMAP model folder or a "
-                             "cameras JSON; default: cameras.json or the COLMAP model in the scene folder)")
-    parser.add_argument("--depth-scale", type=float, default=None, metavar="S",
-                        help="folder: 16-bit PNG depth value per camera unit (default 1000: millimetres "
-                             "with metre cameras)")
-    parser.add_argument("--metric", action="store_true",
-                        help="folder, colmap: the cameras and depth are in metres (recorded as metric)")
-    parser.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
-                        help="run `depthpe check` on the converted dataset afterwards (default: on for "
-                             "folder and colmap, off for the datasets)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def _options(args: argparse.Namespace):
-    """``ConvertOptions`` from the command line (raises ValueError for bad values)."""
-    from ..data.convert.common import ConvertOptions
-    from .synth import default_workers
-
-    return ConvertOptions(
-        max_side=args.max_side,
-        frame_stride=args.frame_stride,
-        min_frames=args.min_frames,
-        min_valid_fraction=args.min_valid_fraction,
-        val_scenes=args.val_scenes,
-        split_seed=args.split_seed,
-        limit=args.limit,
-        workers=args.workers or default_workers(16),
-        jpeg_quality=args.jpeg_quality,
-        depth_dtype=args.depth_dtype,
-        depth_compression=args.depth_compression,
-        split_csv=args.split_csv,
-        progress=not args.quiet,
-        cameras=args.cameras,
-        depth_scale=args.depth_scale,
-        metric=args.metric,
-    )
+    add_options(parser, ConvertConfig)
 
 
 def _check(dataset_dir: str, quiet: bool) -> int:
@@ -125,15 +56,16 @@ def run(args: argparse.Namespace) -> int:
     from ..data.convert.common import ConvertError, format_summary
 
     try:
-        summary = convert(args.dataset, args.src, args.out, _options(args))
-    except (ConvertError, ValueError) as err:
+        cfg = config_from_args(ConvertConfig, args)
+        summary = convert(cfg.dataset, cfg.src, cfg.out, cfg)
+    except (ConvertError, ConfigError, ValueError) as err:
         print(f"depthpe convert: error: {err}")
         return 2
     print(format_summary(summary))
     if summary["scenes_written"] + summary["scenes_existing"] == 0:
         return 1
-    check = args.check if args.check is not None else args.dataset in OWN_CAPTURES
+    check = cfg.check if cfg.check is not None else cfg.dataset in OWN_CAPTURES
     if not check:
         print(f"next: depthpe check {summary['out']}")
         return 0
-    return 1 if _check(summary["out"], args.quiet) else 0
+    return 1 if _check(summary["out"], not cfg.progress) else 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "rebuild index.json from the scene files of each folder under ROOT"
 DESCRIPTION = """\
 Rebuild ROOT/**/index.json from the scene files themselves: every folder under ROOT that holds
 *.h5 files gets an index listing its usable scene files. Use it for scene files written by other

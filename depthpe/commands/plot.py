@@ -6,7 +6,6 @@ import argparse
 
 from .errors import USAGE_ERROR_STATUS, report_errors
 
-HELP = "plot the validation curves of runs (val_history.jsonl): one figure per dataset, PNG and SVG"
 DESCRIPTION = """\
 Draw the validation curves of training runs from each run folder's val_history.jsonl: per dataset
 one figure (curves_<dataset>.png and .svg in --out) with one panel per metric (a metric of the

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ..hub import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT
 
-HELP = "push an exported model or a run's final model to the Hugging Face Hub"
 DESCRIPTION = """\
 Upload an exported depthpe model (config.json, model.safetensors, training_inputs.json when present
 and a regenerated README.md model card) to the root of a Hugging Face Hub model repository,
@@ -95,8 +94,9 @@ def _run_config(run_dir: Path | None):
 
 def _card(args: argparse.Namespace, folder: Path, run_dir: Path | None):
     """(CardInfo, step) for the pushed folder: run config, evaluation table, step and licence."""
-    from ..hub import read_val_summary, validation_card_fields
     from ..model_card import DEFAULT_LICENSE, card_info_for_folder
+    from ..run.pushes import card_training
+    from ..run.validation import read_val_summary, validation_card_fields
 
     run_config = _run_config(run_dir)
     fields: dict = {}
@@ -108,7 +108,7 @@ def _card(args: argparse.Namespace, folder: Path, run_dir: Path | None):
     step = json.loads(state.read_text()).get("step") if state else None
     license = args.license or (run_config.hub.license if run_config else DEFAULT_LICENSE)
     info = card_info_for_folder(folder, repo_id=args.repo_id, revision=args.tag or args.revision,
-                                run_config=run_config, step=step,
+                                training=card_training(run_config) if run_config else None, step=step,
                                 total_steps=run_config.train.steps if run_config else None,
                                 final=folder.name == "final", license=license, **fields)
     return info, step

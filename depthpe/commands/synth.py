@@ -13,7 +13,6 @@ from ..data.synth import (
     SHIFTS,
 )
 
-HELP = "generate procedural MegaSynth-like scenes (DIR/synth/{train,val})"
 DESCRIPTION = f"""\
 Render procedural MegaSynth-like scenes and write them as depthpe scene files:
 DIR/synth/train/<scene_id>.h5, DIR/synth/val/<scene_id>.h5 and an index.json per split.
@@ -68,18 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def default_workers(limit: int = 8) -> int:
-    """Worker processes for --workers 0: the CPU cores this process may use, at most ``limit``."""
-    import os
-
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not available on macOS / Windows
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, limit))
-
-
 def run(args: argparse.Namespace) -> int:
+    from ..data.convert.options import resolve_workers
     from ..data.synth import format_summary, write_synth_dataset
 
     for name in ("height", "width"):
@@ -89,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"depthpe synth: --views must be at least 2 (multi-view scenes), got {args.views}")
     if args.train_scenes < 0 or args.val_scenes < 0 or args.workers < 0 or args.seed < 0:
         raise SystemExit("depthpe synth: scene counts, --seed and --workers must be >= 0")
-    workers = args.workers or default_workers()
+    workers = resolve_workers(args.workers, limit=8)
     summary = write_synth_dataset(
         args.out,
         train_scenes=args.train_scenes,

@@ -7,7 +7,6 @@ import sys
 
 from .errors import USAGE_ERROR_STATUS, report_errors
 
-HELP = "train a model from a run config (one process; `accelerate launch -m depthpe.train` for several)"
 DESCRIPTION = """\
 Train a depthpe model as a run config describes it. --config takes a YAML file or the name of a
 config shipped with the package (quickstart, quickstart_rope, vggt1b_prope, ...). Overrides are

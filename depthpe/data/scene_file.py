@@ -36,17 +36,16 @@ checked), so a reader created in a parent process is never used through an inher
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import cv2
 import h5py
 import numpy as np
 
+from ..files import atomic_target, atomic_write_bytes
 from .depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from .image_bytes import decode_image_bytes
 from .validation import camera_problems, index_entry_problem, shape_problem
@@ -65,7 +64,6 @@ __all__ = [
     "SceneReader",
     "encode_image",
     "decode_image",
-    "atomic_write_bytes",
     "read_attrs",
     "index_entry",
 ]
@@ -85,33 +83,6 @@ _PER_FRAME_FILTERS: dict[str, dict[str, Any]] = {
 
 class SceneFileError(Exception):
     """A scene file or index is missing, corrupt or does not follow the format; names file and problem."""
-
-
-@contextlib.contextmanager
-def _atomic_target(path: Path) -> Iterator[str]:
-    """Yield a temporary file name in ``path``'s folder (created if missing); when the block ends
-    without error, fsync that file and rename it onto ``path``; on any error remove it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield tmp
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temporary file in the same folder, fsync, rename)."""
-    path = Path(path)
-    with _atomic_target(path) as tmp:
-        with open(tmp, "wb") as f:
-            f.write(data)
-    return path
 
 
 def encode_image(image: np.ndarray, fmt: str = "jpeg", quality: int = 95) -> np.ndarray:
@@ -230,7 +201,7 @@ def write_scene(
         **(extra_attrs or {}),
     }
     path = Path(path)
-    with _atomic_target(path) as tmp, h5py.File(tmp, "w", libver="latest") as f:
+    with atomic_target(path) as tmp, h5py.File(tmp, "w", libver="latest") as f:
         for key, value in attrs.items():
             f.attrs[key] = value
         encoded = [encode_image(np.asarray(im), image_format, jpeg_quality) for im in images]

@@ -22,7 +22,8 @@ Sources (``read_cameras`` dispatches on the path):
 * **JSON** (``*.json``): ``{"frames": [{"file": "img.jpg", "K": [[fx,0,cx],[0,fy,cy],[0,0,1]],
   "w2c": 3x4 or 4x4, "width": W, "height": H}]}``; ``width``/``height`` are optional.
 * **Scene file** (``*.h5``): the frames of a depthpe scene file, named by its ``frame_names`` (or
-  ``frame_00000``, ... when it has none).
+  ``frame_00000``, ... when it has none). The scene format belongs to the data layer, above io:
+  ``depthpe.data.scene_cameras.read_camera_source`` reads every kind, scene files included.
 
 Malformed sources raise ``depthpe.config.ConfigError`` with a one-line message naming the file.
 """
@@ -35,6 +36,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -45,7 +47,7 @@ __all__ = [
     "read_cameras",
     "read_colmap",
     "read_json_cameras",
-    "read_scene_cameras",
+    "check_camera",
     "write_json_cameras",
     "write_colmap_text",
     "find_camera",
@@ -91,7 +93,7 @@ def _problem(source, message: str) -> ConfigError:
     return ConfigError(f"{source}: {message}")
 
 
-def _check_camera(cam: FrameCamera, source) -> FrameCamera:
+def check_camera(cam: FrameCamera, source) -> FrameCamera:
     """Raise ConfigError when a camera cannot be right: non-finite values, focal length <= 0, K's last
     row not [0, 0, 1], or a rotation that is not orthonormal with det +1 (tolerance 1e-3)."""
     where = f"camera {cam.name!r}"
@@ -108,9 +110,13 @@ def _check_camera(cam: FrameCamera, source) -> FrameCamera:
     return cam
 
 
-def read_cameras(source: str | os.PathLike) -> dict[str, FrameCamera]:
+def read_cameras(source: str | os.PathLike, *, scene_reader: Callable | None = None) -> dict[str, FrameCamera]:
     """Cameras of a COLMAP folder, a JSON file or a scene file (see the module docstring), keyed by
-    image name (COLMAP's image name, the JSON ``file``, the scene file's frame name)."""
+    image name (COLMAP's image name, the JSON ``file``, the scene file's frame name).
+
+    scene_reader: ``path -> {name: FrameCamera}`` for ``.h5`` scene files; the io layer sits below
+    the data layer that owns that format, so ``depthpe.data.scene_cameras.read_camera_source`` passes
+    ``read_scene_cameras`` here (without it a scene file is refused with a one-line error)."""
     path = Path(source)
     if not path.exists():
         raise ConfigError(f"camera source {path} does not exist (pass a COLMAP folder, a .json or a .h5 file)")
@@ -120,7 +126,10 @@ def read_cameras(source: str | os.PathLike) -> dict[str, FrameCamera]:
     if suffix == ".json":
         return read_json_cameras(path)
     if suffix in (".h5", ".hdf5"):
-        return read_scene_cameras(path)
+        if scene_reader is None:
+            raise ConfigError(f"camera source {path}: a scene file; read it with "
+                              "depthpe.data.scene_cameras.read_camera_source")
+        return scene_reader(path)
     raise ConfigError(f"camera source {path}: unknown kind {suffix or '(no suffix)'!r} "
                       "(expected a COLMAP folder, a .json or a .h5 scene file)")
 
@@ -162,7 +171,7 @@ def read_colmap(folder: str | os.PathLike, *, use_pycolmap: bool | None = None) 
                           "(pip install 'depthpe[colmap]', or export it as text with `colmap model_converter`)")
     if not cams:
         raise ConfigError(f"{model}: the COLMAP model has no registered images")
-    return {name: _check_camera(cams[name], model) for name in sorted(cams)}
+    return {name: check_camera(cams[name], model) for name in sorted(cams)}
 
 
 def _colmap_K(model_name: str, params, width: int, height: int, where) -> np.ndarray:
@@ -316,23 +325,8 @@ def read_json_cameras(path: str | os.PathLike) -> dict[str, FrameCamera]:
             raise _problem(path, f"{where}: {err}") from err
         if cam.name in cams:
             raise _problem(path, f"{where}: file {cam.name!r} appears twice")
-        cams[cam.name] = _check_camera(cam, path)
+        cams[cam.name] = check_camera(cam, path)
     return cams
-
-
-def read_scene_cameras(path: str | os.PathLike) -> dict[str, FrameCamera]:
-    """Cameras of a depthpe scene file, keyed by ``frame_names`` (``frame_00000``... without them)."""
-    from ..data.scene_file import SceneFileError, SceneReader
-
-    try:
-        with SceneReader(path) as reader:
-            K, w2c = reader.read_cameras()
-            names = reader.frame_names() or [f"frame_{i:05d}" for i in range(reader.num_frames)]
-            width, height = reader.width, reader.height
-    except SceneFileError as err:
-        raise ConfigError(str(err)) from err
-    cams = {name: FrameCamera(name, K[i], w2c[i], width, height) for i, name in enumerate(names)}
-    return {name: _check_camera(cam, path) for name, cam in cams.items()}
 
 
 def write_json_cameras(path: str | os.PathLike, cameras) -> Path:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.scene_file import atomic_write_bytes
+from ..files import atomic_target, atomic_write_bytes
+from .prediction_result import fuse_points
 
 __all__ = ["file_stem", "write_depth_png", "read_depth_png", "write_ply", "read_ply", "write_prediction"]
 
@@ -72,10 +73,8 @@ def write_ply(path: str | Path, points: np.ndarray, colors: np.ndarray) -> Path:
     for k, channel in enumerate(("red", "green", "blue")):
         vertex[channel] = colors[:, k]
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    PlyData([PlyElement.describe(vertex, "vertex")]).write(str(tmp))
-    tmp.replace(path)
+    with atomic_target(path) as tmp:
+        PlyData([PlyElement.describe(vertex, "vertex")]).write(tmp)
     return path
 
 
@@ -108,8 +107,6 @@ def _write_frame(out: Path, frame, unit: str) -> dict:
 def write_prediction(result, out_dir: str | Path, conf_threshold: float | None = None) -> dict:
     """Write every file of a ``PredictionResult`` into ``out_dir`` (module docstring); returns the
     summary written to prediction.json (plus "points": the number of points in points.ply)."""
-    from ..prediction import fuse_points
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     frames = [_write_frame(out, fr, result.unit) for fr in result.frames]

@@ -19,15 +19,15 @@ import torch
 import torch.nn as nn
 from huggingface_hub import PyTorchModelHubMixin
 
-from .. import geometry
 from ..pe import check_encoding_cameras
 from ..pe.spec import encoding_pair
 from .aggregator import Aggregator
 from .config import DepthModelConfig
 from .dpt import DPTHead
+from .inference import check_input_shapes, check_inputs, predict_depth
 from .state_dicts import state_dict_mismatches
 
-__all__ = ["DepthModel", "CheckpointMismatchError", "check_inputs", "check_input_shapes", "check_model_inputs"]
+__all__ = ["DepthModel", "CheckpointMismatchError"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -68,89 +68,6 @@ def _check_config_matches_weights(model_cls, config: DepthModelConfig, config_pa
             f"model): {_mismatch_message(missing, unexpected, shapes)}. Was config.json edited, or the "
             "checkpoint saved by a different depthpe version?"
         )
-
-
-def check_input_shapes(images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor, patch_size: int) -> None:
-    """Check types, dtypes and shapes of model inputs (static: reads no tensor values, so
-    ``DepthModel.forward`` runs it without a host-device sync); raise ``TypeError`` / ``ValueError``.
-
-    images: (B, S, 3, H, W) float, H and W multiples of ``patch_size``; K: (B, S, 3, 3);
-    w2c: (B, S, 3, 4) or (B, S, 4, 4).
-    """
-    for name, t in (("images", images), ("K", K), ("w2c", w2c)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if images.ndim != 5 or images.shape[2] != 3:
-        raise ValueError(
-            f"images must have shape (B, S, 3, H, W), got {tuple(images.shape)}; "
-            "add the batch/view dimensions and put channels first"
-        )
-    if not images.is_floating_point():
-        raise ValueError(
-            f"images must be float RGB in [0, 1], got dtype {images.dtype}; use images.float() / 255"
-        )
-    B, S, _, H, W = images.shape
-    if H % patch_size or W % patch_size or H == 0 or W == 0:
-        raise ValueError(
-            f"image size {H}x{W} (HxW) is not a multiple of the patch size {patch_size}; "
-            f"resize or crop to e.g. {max(1, round(H / patch_size)) * patch_size}x"
-            f"{max(1, round(W / patch_size)) * patch_size}"
-        )
-    if K.shape != (B, S, 3, 3):
-        raise ValueError(
-            f"K must have shape (B, S, 3, 3) = {(B, S, 3, 3)} to match images, got {tuple(K.shape)}"
-        )
-    if w2c.ndim != 4 or w2c.shape[:2] != (B, S) or w2c.shape[-1] != 4 or w2c.shape[-2] not in (3, 4):
-        raise ValueError(
-            f"w2c must have shape (B, S, 3, 4) or (B, S, 4, 4) with (B, S) = {(B, S)} to match "
-            f"images, got {tuple(w2c.shape)}"
-        )
-
-
-def check_inputs(images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor, patch_size: int) -> None:
-    """Validate model inputs, shapes and values; raise ``ValueError`` saying what is wrong and how to fix it.
-
-    images: (B, S, 3, H, W) float RGB in [0, 1], H and W multiples of ``patch_size``;
-    K: (B, S, 3, 3) pixel intrinsics (finite, positive focal lengths);
-    w2c: (B, S, 3, 4) or (B, S, 4, 4) OpenCV world-to-camera (finite).
-    Reads the values (one host-device sync): run it where data enters (``DepthModel.predict``,
-    evaluation, ``DepthModel.check_inputs``), not inside ``forward``.
-    """
-    check_input_shapes(images, K, w2c, patch_size)
-    flags = torch.stack([
-        torch.isfinite(K).all(),
-        torch.isfinite(w2c).all(),
-        ((K[..., 0, 0] > 0) & (K[..., 1, 1] > 0)).all(),
-        torch.isfinite(images).all(),
-        (images.amin() >= -1e-3) & (images.amax() <= 1 + 1e-3),
-    ]).tolist()
-    if not flags[0]:
-        raise ValueError("K contains NaN or inf values; every view needs finite pixel intrinsics")
-    if not flags[1]:
-        raise ValueError("w2c contains NaN or inf values; every view needs a finite camera pose")
-    if not flags[2]:
-        raise ValueError("K has non-positive focal lengths (K[..., 0, 0] and K[..., 1, 1] must be > 0)")
-    if not flags[3]:
-        raise ValueError("images contain NaN or inf values")
-    if not flags[4]:
-        raise ValueError(
-            f"images must be RGB in [0, 1] (got range [{float(images.amin()):.3g}, "
-            f"{float(images.amax()):.3g}]); divide uint8 images by 255 and do not apply ImageNet "
-            "normalization (the model does it)"
-        )
-
-
-def check_model_inputs(model: nn.Module, images: torch.Tensor, K: torch.Tensor, w2c: torch.Tensor) -> None:
-    """``model.check_inputs(images, K, w2c)`` (``ValueError`` for NaN/inf, focal lengths, image range;
-    ``forward`` checks only shapes), looking through DDP (``.module``) and ``torch.compile``
-    wrappers; a module without ``check_inputs`` (e.g. a test oracle) is not checked.
-
-    images: (B, S, 3, H, W) in [0, 1]; K: (B, S, 3, 3) pixels; w2c: (B, S, 3|4, 4) OpenCV
-    world-to-camera. For the boundaries where data enters: evaluation, ``depthpe.predict``.
-    """
-    check = getattr(getattr(model, "module", model), "check_inputs", None)
-    if callable(check):
-        check(images, K, w2c)
 
 
 class DepthModel(
@@ -224,7 +141,6 @@ class DepthModel(
         check_inputs(images, K, w2c, self.config.patch_size)
         check_encoding_cameras(self.config.global_pe, K, w2c, **self.config.pe_options)
 
-    @torch.no_grad()
     def predict(
         self,
         images: torch.Tensor,
@@ -232,46 +148,21 @@ class DepthModel(
         w2c: torch.Tensor,
         scale: float | torch.Tensor | None = None,
         scale_reference: str = "others",
+        dtype: str = "fp32",
     ) -> dict[str, torch.Tensor]:
-        """Depth in the caller's units for a posed set of views (inference, no gradients).
+        """Depth in the caller's units for a posed set of views (inference, no gradients):
+        ``depthpe.model.inference.predict_depth`` with this model, the one inference path that
+        ``depthpe predict`` and evaluation use too.
 
         images: (B, S, 3, H, W) or (S, 3, H, W) RGB in [0, 1]; K: (B, S, 3, 3) / (S, 3, 3) pixel
         intrinsics; w2c: (B, S, 3|4, 4) / (S, 3|4, 4) OpenCV world-to-camera in any world frame and
-        unit; view 0 is the reference. The scene is normalized with
-        ``depthpe.geometry.normalize_scene`` (scale = mean distance of the camera centres of views
-        1..S-1 to view 0's — or over all S views with ``scale_reference="all"``, for a model trained
-        that way (its training_inputs.json says which) — or ``scale`` (scalar or (B,)) if given) and
-        depth is multiplied back.
+        unit; view 0 is the reference. scale: the length that becomes 1 in the model's frame (None =
+        the mean camera distance of ``scale_reference``: "others" or "all", as the model was
+        trained; its training_inputs.json says which); dtype: "fp32" or "bf16" (autocast).
         Returns {"depth", "conf"} shaped like the images without channels, plus "scale" (B,) or ().
         Raises ``DegenerateSceneError`` when the cameras do not move and no ``scale`` is given.
         """
-        unbatched = isinstance(images, torch.Tensor) and images.ndim == 4
-        if unbatched:
-            images, K, w2c = images[None], K[None], w2c[None]
-        check_inputs(images, K, w2c, self.config.patch_size)
-        geometry.check_rotation(w2c, name="w2c")
-        try:
-            w2c_n, _, s = geometry.normalize_scene(w2c.double(), scale=scale, scale_reference=scale_reference)
-        except geometry.DegenerateSceneError as err:
-            raise geometry.DegenerateSceneError(
-                f"DepthModel.predict: {err} (scale is the length that becomes 1 in the model's "
-                "normalized frame, in your units, e.g. DepthModel.predict(..., scale=1.0))"
-            ) from err
-        check_encoding_cameras(self.config.global_pe, K, w2c_n, **self.config.pe_options)
-        param = next(self.parameters())
-        dev, dt = param.device, param.dtype
-        was_training = self.training
-        self.eval()
-        try:
-            out = self(images.to(dev, dt), K.to(dev, dt), w2c_n.to(dev, dt))
-        finally:
-            self.train(was_training)
-        s = s.to(dev, out["depth"].dtype)
-        depth = out["depth"] * s.reshape(-1, 1, 1, 1)
-        result = {"depth": depth, "conf": out["conf"], "scale": s}
-        if unbatched:
-            result = {k: v[0] for k, v in result.items()}
-        return result
+        return predict_depth(self, images, K, w2c, scale=scale, scale_reference=scale_reference, dtype=dtype)
 
     # --------------------------------------------------------------- training
     def trainable_parameters(self) -> list[nn.Parameter]:

@@ -38,7 +38,7 @@ class TrainingInputs:
 
 def write_training_inputs(directory: str | Path, inputs: TrainingInputs) -> Path:
     """Write ``directory/training_inputs.json`` atomically; returns its path."""
-    from ..data.scene_file import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     doc = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(inputs).items()}
     return atomic_write_bytes(Path(directory) / TRAINING_INPUTS_NAME, (json.dumps(doc, indent=1) + "\n").encode())

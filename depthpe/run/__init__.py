@@ -3,7 +3,8 @@
 ``load_run_config`` reads a config; ``train`` runs it. Modules: ``schema`` (the config dataclasses),
 ``loading`` (files, overrides, shipped configs), ``preflight`` (checks before anything is built),
 ``state`` (what a checkpoint restores), ``step`` (one optimizer step), ``checkpoints``,
-``tracking`` (logging and trackers), ``trainer`` (the loop).
+``tracking`` (logging and trackers), ``validation`` (what validation keeps in the run folder),
+``pushes`` (what training pushes to the Hub), ``trainer`` (the loop).
 """
 
 from .loading import dump_run_config, load_run_config, save_run_config

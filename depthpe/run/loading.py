@@ -3,22 +3,20 @@
 ``load_run_config("quickstart", ["train.steps=200"])`` finds the config (a path, or the name of a
 config shipped in ``depthpe/configs/``, or ``grid/NAME`` for ``depthpe/configs/grid/``), reads its ``base:`` chain, merges the overrides into the
 typed schema, fills the model fields that the YAML does not set from ``model.preset`` and checks
-every value. The result is complete: ``dump_run_config`` writes every field, and reading that file
+every value (``schema.build_run_config``). The result is complete: ``dump_run_config`` writes every field, and reading that file
 back gives an equal ``RunConfig`` (this is what ``<output_dir>/config.yaml`` holds).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Sequence
 
-from ..config import ConfigError, instantiate, merge_layers, read_yaml_chain, to_yaml
-from ..model.config import PRESETS, DepthModelConfig
-from .schema import RunConfig
+from ..config import ConfigError, read_yaml_chain, to_yaml
+from .schema import RunConfig, build_run_config
 
 __all__ = ["SHIPPED_CONFIGS", "SHIPPED_GROUPS", "shipped_config_names", "shipped_group_config_names",
-           "resolve_config_path", "build_run_config",
+           "resolve_config_path",
            "load_run_config", "dump_run_config", "save_run_config"]
 
 SHIPPED_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -56,27 +54,6 @@ def resolve_config_path(config: str | Path) -> Path:
                       f"(shipped: {', '.join(shipped_config_names())}; {groups})")
 
 
-def _fill_model_from_preset(node) -> None:
-    """Set every model field that no layer set (MISSING) from ``model.preset`` (null preset: the
-    DepthModelConfig defaults). Works on the merged OmegaConf node, before instantiation."""
-    from omegaconf import OmegaConf
-
-    preset = node.model.preset
-    if preset is not None and preset not in PRESETS:
-        raise ConfigError(f"model.preset: unknown preset {preset!r} (choose from {sorted(PRESETS)})")
-    base = DepthModelConfig.from_preset(preset) if preset else DepthModelConfig()
-    for f in dataclasses.fields(DepthModelConfig):
-        if OmegaConf.is_missing(node.model, f.name):
-            node.model[f.name] = getattr(base, f.name)
-
-
-def build_run_config(layers: Sequence, overrides: Sequence[str] = ()) -> RunConfig:
-    """``RunConfig`` from mappings ``layers`` (later wins) and dotted ``overrides``; raises ``ConfigError``."""
-    node = merge_layers(RunConfig, layers, overrides)
-    _fill_model_from_preset(node)
-    return instantiate(node, RunConfig)
-
-
 def load_run_config(config: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
     """Read a run config (path or shipped name) with its ``base:`` chain and apply ``overrides``."""
     return build_run_config([read_yaml_chain(resolve_config_path(config))], overrides)
@@ -89,6 +66,6 @@ def dump_run_config(cfg: RunConfig) -> str:
 
 def save_run_config(cfg: RunConfig, path: str | Path) -> Path:
     """Write ``dump_run_config(cfg)`` to ``path`` atomically; returns the path."""
-    from ..data.scene_file import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     return atomic_write_bytes(Path(path), dump_run_config(cfg).encode())

@@ -16,15 +16,17 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 from omegaconf import MISSING
 
+from ..config import ConfigError, instantiate, merge_layers
 from ..data.config import DataConfig, SourceConfig
+from ..inference_config import ViewProtocol
 from ..model.config import PRESETS, DepthModelConfig
 
 __all__ = ["OptimConfig", "LossConfig", "TrainLoopConfig", "ValConfig", "HubConfig", "ModelSection",
-           "RunConfig", "TRACKERS", "MIXED_PRECISION"]
+           "RunConfig", "build_run_config", "TRACKERS", "MIXED_PRECISION"]
 
 TRACKERS = ("tensorboard", "wandb")
 MIXED_PRECISION = ("no", "bf16", "fp16")
@@ -122,33 +124,34 @@ class TrainLoopConfig:
 
 
 @dataclass
-class ValConfig:
+class ValConfig(ViewProtocol):
     """Periodic validation on held-out scenes (``every`` optimizer steps; 0 = only at the end).
 
-    views: frames per scene; max_scenes: scenes per source (None = all; a source's own
-    ``max_scenes`` wins); selection: ``first`` (index order) or ``random`` (a draw seeded by
-    ``seed`` and the source name, the paper's protocol); the scenes and views of the first
+    views, seed, manifest: which views of a scene (``depthpe.inference_config.ViewProtocol``, shared
+    with ``depthpe eval``; seed also draws the scenes); max_scenes: scenes per source (None = all; a
+    source's own ``max_scenes`` wins); selection: ``first`` (index order) or ``random`` (a draw
+    seeded by ``seed`` and the source name, the paper's protocol); the scenes and views of the first
     validation are written to ``<output_dir>/val_manifest.json`` and reused by every later one (and
     by resumed runs); manifest: a val_manifest.json of another run to validate on exactly its views;
     image_width: None = ``data.image_width``; panels: scenes rendered as depth panels for the
-    trackers; seed: scene draw and view choice.
+    trackers.
     """
 
     sources: list[SourceConfig] = field(default_factory=list)
     every: int = 1000
-    views: int = 8
     max_scenes: Optional[int] = 16
     image_width: Optional[int] = None
     panels: int = 2
-    seed: int = 0
     selection: str = "first"
-    manifest: Optional[str] = None
+
+    def _label(self, name: str) -> str:
+        return f"val.{name}"
 
     def __post_init__(self):
         self.sources = [s if isinstance(s, SourceConfig) else SourceConfig.from_dict(s) for s in self.sources]
+        self._check_view_protocol()
         _require(self.selection in ("first", "random"), f"val.selection must be 'first' or 'random', got {self.selection!r}")
         _require(self.every >= 0, f"val.every must be >= 0, got {self.every}")
-        _require(self.views >= 2, f"val.views must be >= 2 (normalization needs a second view), got {self.views}")
         _require(self.max_scenes is None or self.max_scenes >= 1, f"val.max_scenes must be >= 1 or null, got {self.max_scenes}")
         _require(self.image_width is None or (self.image_width > 0 and self.image_width % 14 == 0),
                  f"val.image_width must be a positive multiple of 14 or null, got {self.image_width}")
@@ -249,8 +252,6 @@ class RunConfig:
     @classmethod
     def from_dict(cls, mapping: dict, overrides: tuple[str, ...] = ()) -> "RunConfig":
         """Build from a plain mapping (a parsed YAML file) and dotted overrides; raises ``ConfigError``."""
-        from .loading import build_run_config
-
         return build_run_config([mapping], overrides)
 
     def __post_init__(self):
@@ -267,3 +268,24 @@ class RunConfig:
         from ..config import to_container
 
         return to_container(self)
+
+
+def _fill_model_from_preset(node) -> None:
+    """Set every model field that no layer set (MISSING) from ``model.preset`` (null preset: the
+    DepthModelConfig defaults). Works on the merged OmegaConf node, before instantiation."""
+    from omegaconf import OmegaConf
+
+    preset = node.model.preset
+    if preset is not None and preset not in PRESETS:
+        raise ConfigError(f"model.preset: unknown preset {preset!r} (choose from {sorted(PRESETS)})")
+    base = DepthModelConfig.from_preset(preset) if preset else DepthModelConfig()
+    for f in dataclasses.fields(DepthModelConfig):
+        if OmegaConf.is_missing(node.model, f.name):
+            node.model[f.name] = getattr(base, f.name)
+
+
+def build_run_config(layers: Sequence, overrides: Sequence[str] = ()) -> RunConfig:
+    """``RunConfig`` from mappings ``layers`` (later wins) and dotted ``overrides``; raises ``ConfigError``."""
+    node = merge_layers(RunConfig, layers, overrides)
+    _fill_model_from_preset(node)
+    return instantiate(node, RunConfig)

@@ -33,7 +33,7 @@ from .schema import RunConfig
 from .state import TrainState
 from .step import StepResult, run_step
 from .validation import (append_val_history, loss_terms_fn, read_val_manifest, trim_val_history,
-                         val_manifest_file)
+                         val_manifest_file, write_val_summary)
 from .tracking import close_logging, flat_hparams, get_run_logger, log_panels, setup_logging, tracker_init_kwargs
 
 __all__ = ["Run", "train", "make_accelerator", "start_run", "log_step", "validate", "checkpoint", "push", "finish"]
@@ -172,7 +172,7 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
                                 **loader_options(cfg, accelerator.device))
     hub = None
     if accelerator.is_main_process and cfg.hub.repo_id:
-        from ..hub import TrainingPushes
+        from .pushes import TrainingPushes
 
         hub = TrainingPushes(cfg, cfg.output_dir, log=log.info)
     bar = tqdm(total=cfg.train.steps, initial=state.step, desc="train", unit="step",
@@ -226,7 +226,6 @@ def _record_validation(run: Run, result, *, first: bool) -> None:
     """Main process: trackers (metrics, loss terms, panels), the manifest (first validation),
     val_summary.json, val_history.jsonl and the model card's latest table."""
     from ..evaluation import write_manifest
-    from ..hub import write_val_summary
 
     cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
     scalars = {f"val/{ds}/{mode}/{k}": v[k] for ds, modes in result.summary.items()

@@ -9,6 +9,9 @@
   {row: {metric: value, n_scenes, n_images}}, "loss": {term: value}}. It survives checkpoint
   rotation and is what curves are drawn from; a resumed run first drops the lines of steps after
   its checkpoint (validations of an interrupted stretch that it is about to repeat).
+* ``val_summary.json``: the latest validation ({"step", "summary", "max_scenes", "views"},
+  ``write_val_summary``); ``depthpe push`` reads it back (``read_val_summary``) for the model card
+  (``validation_card_fields``).
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from typing import Callable
 
 from .schema import LossConfig, RunConfig
 
-__all__ = ["VAL_MANIFEST", "VAL_HISTORY", "val_manifest_file", "read_val_manifest", "loss_terms_fn",
-           "append_val_history", "read_val_history", "trim_val_history"]
+__all__ = ["VAL_MANIFEST", "VAL_HISTORY", "VAL_SUMMARY_NAME", "val_manifest_file", "read_val_manifest", "loss_terms_fn",
+           "append_val_history", "read_val_history", "trim_val_history", "write_val_summary", "read_val_summary",
+           "validation_card_fields"]
 
 VAL_MANIFEST = "val_manifest.json"
 VAL_HISTORY = "val_history.jsonl"
+VAL_SUMMARY_NAME = "val_summary.json"  # training's latest validation summary, in the run folder
 
 
 def val_manifest_file(cfg: RunConfig) -> Path:
@@ -84,7 +89,7 @@ def read_val_history(run_dir: str | Path) -> list[dict]:
 
 def trim_val_history(output_dir: Path, step: int) -> int:
     """Drop the lines of steps after ``step`` (atomically); returns how many were dropped."""
-    from ..data.scene_file import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     lines = read_val_history(output_dir)
     kept = [line for line in lines if line.get("step", 0) <= step]
@@ -92,3 +97,45 @@ def trim_val_history(output_dir: Path, step: int) -> int:
         text = "".join(json.dumps(line, default=float) + "\n" for line in kept)
         atomic_write_bytes(Path(output_dir) / VAL_HISTORY, text.encode())
     return len(lines) - len(kept)
+
+
+def write_val_summary(output_dir: str | Path, step: int, summary: dict, *, scenes: int | None = None,
+                      views: int | None = None) -> Path:
+    """Write a run's latest validation (``EvalResult.summary`` at optimizer ``step``, ``scenes`` = at
+    most that many scenes per dataset, ``views`` per scene) to ``output_dir/val_summary.json``
+    atomically; returns its path. ``read_val_summary`` reads it back."""
+    from ..files import atomic_write_bytes
+
+    doc = {"step": int(step), "summary": summary, "max_scenes": scenes, "views": views}
+    return atomic_write_bytes(Path(output_dir) / VAL_SUMMARY_NAME, json.dumps(doc, indent=1, default=float).encode())
+
+
+def read_val_summary(run_dir: str | Path) -> dict | None:
+    """The run's ``val_summary.json`` as written by ``write_val_summary`` ({"step", "summary",
+    "max_scenes", "views"}), or None when the run has none. Raises ``ValueError`` if it is malformed."""
+    path = Path(run_dir) / VAL_SUMMARY_NAME
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: unreadable ({err}); delete it or validate the run again") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("summary"), dict) or not isinstance(doc.get("step"), int):
+        raise ValueError(f"{path}: not a validation summary (needs an integer 'step' and a 'summary' mapping)")
+    return {"step": doc["step"], "summary": doc["summary"], "max_scenes": doc.get("max_scenes"),
+            "views": doc.get("views")}
+
+
+def validation_card_fields(validation: dict | None) -> dict:
+    """``CardInfo`` fields (eval_summary, eval_note) for a validation summary (``read_val_summary``)."""
+    if not validation or not validation.get("summary"):
+        return {}
+    note = f"Validation at optimizer step {validation['step']}"
+    details = []
+    if validation.get("max_scenes"):
+        details.append(f"at most {validation['max_scenes']} scenes per dataset")
+    if validation.get("views"):
+        details.append(f"{validation['views']} views per scene")
+    if details:
+        note += f" ({', '.join(details)})"
+    return {"eval_summary": validation["summary"], "eval_note": note}

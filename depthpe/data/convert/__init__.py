@@ -11,23 +11,7 @@ from __future__ import annotations
 
 __all__ = ["CONVERTERS", "OWN_CAPTURES", "converter_module", "convert"]
 
-CONVERTERS = {
-    "co3d": "depthpe.data.convert.co3d",
-    "wildrgbd": "depthpe.data.convert.wildrgbd",
-    "arkitscenes": "depthpe.data.convert.arkitscenes",
-    "megasynth": "depthpe.data.convert.megasynth",
-    "folder": "depthpe.data.convert.folder",
-    "colmap": "depthpe.data.convert.colmap",
-}
-OWN_CAPTURES = ("folder", "colmap")
-
-
-def converter_module(dataset: str) -> str:
-    """Module name of the converter for ``dataset``; raises ValueError listing the known datasets."""
-    try:
-        return CONVERTERS[dataset]
-    except KeyError:
-        raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(CONVERTERS)}") from None
+from .registry import CONVERTERS, OWN_CAPTURES, converter_module
 
 
 def convert(dataset: str, src, out, options=None) -> dict:

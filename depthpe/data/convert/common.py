@@ -35,10 +35,11 @@ from typing import Any, Callable, Iterable
 import cv2
 import numpy as np
 
+from ...files import atomic_write_bytes
 from ..image_bytes import ImageBytesError, decode_image_bytes
-from ..depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
-from ..scene_file import atomic_write_bytes, index_entry, read_attrs, write_index, write_scene
+from ..scene_file import index_entry, read_attrs, write_index, write_scene
 from ..validation import camera_problems
+from .options import CONVERTER_VERSION, ConvertOptions, resolve_workers
 
 __all__ = [
     "CONVERTER_VERSION",
@@ -65,7 +66,6 @@ __all__ = [
     "format_summary",
 ]
 
-CONVERTER_VERSION = 1
 BLANK_IMAGE_MAX = 2  # an image whose brightest pixel is <= this is "blacked out" (CO3D test targets)
 
 
@@ -83,76 +83,6 @@ class FrameDropped(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-@dataclass
-class ConvertOptions:
-    """Settings of one conversion run (see ``depthpe convert --help``).
-
-    max_side: longer image side after resizing (pixels; never enlarged). frame_stride: keep every
-    k-th frame (1 = all). min_frames: scenes with fewer usable frames are skipped (a scene needs two
-    views to be multi-view). min_valid_fraction: frames whose fraction of valid depth pixels is below
-    this are dropped. val_scenes / split_seed: the random validation draw (``SPLIT_RULE="random"``).
-    limit: convert at most this many scenes (the first ones in sorted order; the split is still drawn
-    over all scenes). split_csv: ARKitScenes split CSV (None = search the download).
-    Own captures (``folder``, ``colmap``): cameras: camera source (COLMAP folder or JSON; None =
-    searched in the scene folder); depth_scale: 16-bit PNG depth value per camera unit (None = 1000,
-    millimetres with metre cameras); metric: the cameras are in metres.
-    """
-
-    max_side: int = 640
-    frame_stride: int = 1
-    min_frames: int = 2
-    min_valid_fraction: float = 0.01
-    val_scenes: int = 2000
-    split_seed: int = 0
-    limit: int | None = None
-    workers: int = 1
-    jpeg_quality: int = 95
-    depth_dtype: str = "float16"
-    depth_compression: str = DEFAULT_DEPTH_COMPRESSION
-    split_csv: str | None = None
-    progress: bool = True
-    cameras: str | None = None
-    depth_scale: float | None = None
-    metric: bool = False
-
-    def __post_init__(self) -> None:
-        if self.max_side < 8:
-            raise ValueError(f"max_side must be at least 8 pixels, got {self.max_side}")
-        if self.frame_stride < 1:
-            raise ValueError(f"frame_stride must be >= 1, got {self.frame_stride}")
-        if self.min_frames < 1:
-            raise ValueError(f"min_frames must be >= 1, got {self.min_frames}")
-        if not 0 <= self.min_valid_fraction <= 1:
-            raise ValueError(f"min_valid_fraction must be in [0, 1], got {self.min_valid_fraction}")
-        if self.val_scenes < 0:
-            raise ValueError(f"val_scenes must be >= 0, got {self.val_scenes}")
-        if self.limit is not None and self.limit < 0:
-            raise ValueError(f"limit must be >= 0, got {self.limit}")
-        if self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers}")
-        if self.depth_dtype not in ("float16", "float32"):
-            raise ValueError(f"depth_dtype must be float16 or float32, got {self.depth_dtype!r}")
-        if self.depth_compression not in DEPTH_COMPRESSIONS:
-            raise ValueError(f"depth_compression must be one of {DEPTH_COMPRESSIONS}, got {self.depth_compression!r}")
-        if self.depth_scale is not None and not self.depth_scale > 0:
-            raise ValueError(f"depth_scale must be positive, got {self.depth_scale}")
-
-    def content_settings(self) -> dict:
-        """Settings that change the content of a scene file (stored in it; a mismatch reconverts).
-        The own-capture settings appear only when set, so files of the dataset converters keep
-        their settings."""
-        own = {"cameras": self.cameras, "depth_scale": self.depth_scale, "metric": self.metric or None}
-        return {
-            "converter_version": CONVERTER_VERSION,
-            "max_side": self.max_side,
-            "frame_stride": self.frame_stride,
-            "min_valid_fraction": self.min_valid_fraction,
-            "jpeg_quality": self.jpeg_quality,
-            "depth_dtype": self.depth_dtype,
-            **{k: v for k, v in own.items() if v is not None},
-        }
 
 
 @dataclass
@@ -591,10 +521,11 @@ def _run_jobs(jobs: list[tuple], options: ConvertOptions, name: str, results: li
     """Run ``convert_scene`` on every job (in ``options.workers`` spawned processes if more than one),
     appending each result to ``results`` as it finishes; shows a progress bar if ``options.progress``."""
     pool = None
-    if options.workers > 1 and len(jobs) > 1:
+    workers = resolve_workers(options.workers)
+    if workers > 1 and len(jobs) > 1:
         import multiprocessing as mp
 
-        pool = mp.get_context("spawn").Pool(min(options.workers, len(jobs)))
+        pool = mp.get_context("spawn").Pool(min(workers, len(jobs)))
     try:
         it = pool.imap_unordered(_convert_job, jobs) if pool else map(_convert_job, jobs)
         bar = None

@@ -11,7 +11,7 @@ Layout of one scene (``SRC`` itself, or every subfolder of ``SRC`` that holds ``
       or a COLMAP model                 ``sparse/0``, ``sparse`` or the folder itself (.bin or .txt)
 
 ``--cameras SOURCE`` names the camera source instead (the same for every scene). Cameras are read
-with ``depthpe.io.cameras.read_cameras`` (OpenCV K and world-to-camera; COLMAP's half-pixel shift
+with ``depthpe.data.scene_cameras.read_camera_source`` (OpenCV K and world-to-camera; COLMAP's half-pixel shift
 is undone there) and matched to images by name (``find_camera``: the relative path, else a unique
 file name). K refers to the camera's ``width`` x ``height`` and is rescaled to the image's size
 when they differ. Frames without a camera, without a depth map or with an unreadable image or depth
@@ -104,12 +104,12 @@ def read_depth_file(path: Path, depth_scale: float | None) -> np.ndarray:
 
 
 def load_cameras(source: str | os.PathLike) -> dict:
-    """``read_cameras(source)``; a camera source that cannot be read skips the scene with its reason."""
+    """``read_camera_source(source)``; a camera source that cannot be read skips the scene with its reason."""
     from ...config import ConfigError
-    from ...io.cameras import read_cameras
+    from ..scene_cameras import read_camera_source
 
     try:
-        return read_cameras(source)
+        return read_camera_source(source)
     except ConfigError as err:
         raise SceneSkipped(f"cameras: {err}") from err
 

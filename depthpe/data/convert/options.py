@@ -1,0 +1,131 @@
+"""Settings of a dataset conversion: ``ConvertOptions`` (what the converters read) and
+``ConvertConfig`` (``depthpe convert``'s whole command line: the dataset, --src, --out and --check
+on top). Each field's default and help text live here once; the command's options are generated
+from them (``depthpe.options``). Light module: no torch, OpenCV or h5py import.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from ...options import REQUIRED, check_required, option
+from ..depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
+from .registry import CONVERTERS
+
+__all__ = ["CONVERTER_VERSION", "ConvertOptions", "ConvertConfig", "resolve_workers"]
+
+CONVERTER_VERSION = 1
+MAX_AUTO_WORKERS = 16
+
+
+def resolve_workers(workers: int, limit: int = MAX_AUTO_WORKERS) -> int:
+    """``workers`` processes, or for 0 the CPU cores this process may use (at most ``limit``)."""
+    if workers:
+        return workers
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not available on macOS / Windows
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, limit))
+
+
+@dataclass
+class ConvertOptions:
+    """Settings of one conversion run (see ``depthpe convert --help``).
+
+    max_side: longer image side after resizing (pixels; never enlarged). frame_stride: keep every
+    k-th frame (1 = all). min_frames: scenes with fewer usable frames are skipped (a scene needs two
+    views to be multi-view). min_valid_fraction: frames whose fraction of valid depth pixels is below
+    this are dropped. val_scenes / split_seed: the random validation draw (``SPLIT_RULE="random"``).
+    limit: convert at most this many scenes (the first ones in sorted order; the split is still drawn
+    over all scenes). workers: processes (1 = in this process; 0 = one per available core, at most
+    16). split_csv: ARKitScenes split CSV (None = search the download). progress: a progress bar.
+    Own captures (``folder``, ``colmap``): cameras: camera source (COLMAP folder or JSON; None =
+    searched in the scene folder); depth_scale: 16-bit PNG depth value per camera unit (None = 1000,
+    millimetres with metre cameras); metric: the cameras are in metres.
+    """
+
+    max_side: int = option(640, metavar="PX", help="longer image side after resizing, never enlarged")
+    frame_stride: int = option(1, metavar="S", help="keep every S-th frame of a sequence (1 = all; the "
+                               "training sampler chooses views anyway)")
+    min_frames: int = option(2, metavar="F", help="skip scenes with fewer usable frames (a scene needs two views)")
+    min_valid_fraction: float = option(0.01, metavar="X", help="drop frames with a smaller fraction of valid "
+                                       "depth pixels")
+    val_scenes: int = option(2000, metavar="M", help="validation scenes drawn for co3d and megasynth (at most "
+                             "half of the scenes); ignored when ROOT/<dataset>/split.json exists")
+    split_seed: int = option(0, metavar="S", help="seed of the validation draw")
+    limit: Optional[int] = option(None, metavar="K", help="convert at most K scenes (the first in sorted order; "
+                                  "for a quick try)")
+    workers: int = option(1, metavar="N", help="worker processes; 0 = one per available CPU core, at most 16")
+    jpeg_quality: int = option(95, metavar="Q", help="JPEG quality of the stored images")
+    depth_dtype: str = option("float16", choices=("float16", "float32"), help="stored depth precision")
+    depth_compression: str = option(DEFAULT_DEPTH_COMPRESSION, choices=DEPTH_COMPRESSIONS,
+                                    help="HDF5 codec of the stored depth (gzip: smallest; none reads 15-30x "
+                                         "faster at 1.7-4.7x the size; docs/data.md)")
+    split_csv: Optional[str] = option(None, metavar="CSV", help="arkitscenes: the official "
+                                      "3dod_train_val_splits.csv (none: searched under --src; else the "
+                                      "Training/Validation folders decide)")
+    progress: bool = option(True, flag="--quiet", store_false=True, help="no progress bar")
+    cameras: Optional[str] = option(None, metavar="SOURCE", help="folder, colmap: camera source for every scene "
+                                    "(a COLMAP model folder or a cameras JSON; none: cameras.json or the "
+                                    "COLMAP model in the scene folder)")
+    depth_scale: Optional[float] = option(None, metavar="S", help="folder: 16-bit PNG depth value per camera "
+                                          "unit (none: 1000, millimetres with metre cameras)")
+    metric: bool = option(False, help="folder, colmap: the cameras and depth are in metres (recorded as metric)")
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.max_side >= 8, f"max_side must be at least 8 pixels, got {self.max_side}"),
+            (self.frame_stride >= 1, f"frame_stride must be >= 1, got {self.frame_stride}"),
+            (self.min_frames >= 1, f"min_frames must be >= 1, got {self.min_frames}"),
+            (0 <= self.min_valid_fraction <= 1, f"min_valid_fraction must be in [0, 1], got {self.min_valid_fraction}"),
+            (self.val_scenes >= 0, f"val_scenes must be >= 0, got {self.val_scenes}"),
+            (self.limit is None or self.limit >= 0, f"limit must be >= 0, got {self.limit}"),
+            (self.workers >= 0, f"workers must be >= 0 (0 = one per CPU core), got {self.workers}"),
+            (self.depth_dtype in ("float16", "float32"), f"depth_dtype must be float16 or float32, got {self.depth_dtype!r}"),
+            (self.depth_compression in DEPTH_COMPRESSIONS,
+             f"depth_compression must be one of {DEPTH_COMPRESSIONS}, got {self.depth_compression!r}"),
+            (self.depth_scale is None or self.depth_scale > 0, f"depth_scale must be positive, got {self.depth_scale}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    def content_settings(self) -> dict:
+        """Settings that change the content of a scene file (stored in it; a mismatch reconverts).
+        The own-capture settings appear only when set, so files of the dataset converters keep
+        their settings."""
+        own = {"cameras": self.cameras, "depth_scale": self.depth_scale, "metric": self.metric or None}
+        return {
+            "converter_version": CONVERTER_VERSION,
+            "max_side": self.max_side,
+            "frame_stride": self.frame_stride,
+            "min_valid_fraction": self.min_valid_fraction,
+            "jpeg_quality": self.jpeg_quality,
+            "depth_dtype": self.depth_dtype,
+            **{k: v for k, v in own.items() if v is not None},
+        }
+
+
+@dataclass
+class ConvertConfig(ConvertOptions):
+    """``depthpe convert``: ``dataset`` (a layout of ``CONVERTERS``) read from ``src`` into
+    ``out/<dataset>/<split>/``. workers: the command's default is 0 (one per core, at most 16), the
+    library's 1 (in this process). check: run ``depthpe check`` afterwards (None = on for the own
+    captures ``folder`` and ``colmap``, off for the datasets)."""
+
+    dataset: str = option(REQUIRED, positional=True, choices=tuple(sorted(CONVERTERS)),
+                          help="which dataset layout to read")
+    src: str = option(REQUIRED, metavar="RAW_ROOT", help="root of the raw download")
+    out: str = option(REQUIRED, metavar="ROOT", help="data root; scenes go to ROOT/<dataset>/<split>/")
+    workers: int = option(0, metavar="N", help="worker processes; 0 = one per available CPU core, at most 16")
+    check: Optional[bool] = option(None, help="run `depthpe check` on the converted dataset afterwards (none: "
+                                   "on for folder and colmap, off for the datasets)")
+
+    def __post_init__(self) -> None:
+        check_required(self)
+        if self.dataset not in CONVERTERS:
+            raise ValueError(f"unknown dataset {self.dataset!r} (one of {', '.join(sorted(CONVERTERS))})")
+        super().__post_init__()

@@ -1,0 +1,122 @@
+"""Typed settings of ``depthpe eval`` and ``depthpe predict``, and the groups they share.
+
+* ``ModelInput``: which model and how its input is made (model, revision, dtype, image_width);
+  shared by ``EvalConfig`` and ``PredictConfig``.
+* ``ViewProtocol``: how the views of a held-out scene are chosen (views, seed, manifest); shared by
+  ``EvalConfig`` and the run config's ``val`` section (``depthpe.run.schema.ValConfig``).
+
+Each field's default and help text are written here once; the commands' options are generated from
+them (``depthpe.options``), so ``depthpe eval --config FILE`` and ``key=value`` work as for ``train``.
+Light module: no torch import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .options import REQUIRED, check_required, flag_of, option
+
+__all__ = ["DTYPES", "ModelInput", "ViewProtocol", "EvalConfig", "PredictConfig"]
+
+DTYPES = ("fp32", "bf16")  # fp32, or bfloat16 autocast (CPU or GPU); metrics stay float32
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+@dataclass
+class ModelInput:
+    """The model and its input. model: an exported model folder (``runs/NAME/final``) or a Hub repo id;
+    revision: Hub branch, tag or commit; dtype: ``fp32`` or ``bf16`` (autocast); image_width: input
+    width in pixels, a multiple of 14 (None = the width the model was trained at, else 518)."""
+
+    model: str = option(REQUIRED, help="exported model folder (e.g. runs/NAME/final) or Hub repo id")
+    revision: Optional[str] = option(None, help="Hub revision (branch, tag or commit) of --model")
+    dtype: str = option("fp32", choices=DTYPES, help="fp32 or bf16: run the model under bfloat16 autocast")
+    image_width: Optional[int] = option(None, metavar="PX", help="input width in pixels, a multiple of 14 "
+                                        "(none: the model's training width, else 518)")
+
+    def _label(self, name: str) -> str:
+        """How a field is named in error messages (the command-line flag)."""
+        return flag_of(type(self), name)
+
+    def _check_model_input(self) -> None:
+        _require(self.dtype in DTYPES, f"{self._label('dtype')} must be one of {list(DTYPES)}, got {self.dtype!r}")
+        _require(self.image_width is None or (self.image_width > 0 and self.image_width % 14 == 0),
+                 f"{self._label('image_width')} must be a positive multiple of 14, got {self.image_width}")
+
+
+@dataclass
+class ViewProtocol:
+    """Which views of a held-out scene are evaluated. views: frames per scene (a scene with fewer is
+    evaluated with all of them); seed: the draw of scenes and views; manifest: a manifest.json of an
+    earlier run (val_manifest.json for validation) whose views are evaluated instead."""
+
+    views: int = option(8, help="views per scene")
+    seed: int = option(0, help="seed of the view subsets")
+    manifest: Optional[str] = option(None, metavar="FILE", help="manifest.json of an earlier run: the same views")
+
+    def _label(self, name: str) -> str:
+        return name
+
+    def _check_view_protocol(self) -> None:
+        _require(self.views >= 2, f"{self._label('views')} must be at least 2 (a multi-view model needs two views), "
+                                  f"got {self.views}")
+
+
+@dataclass
+class EvalConfig(ViewProtocol, ModelInput):
+    """``depthpe eval``: metrics of ``model`` on the held-out scenes of every dataset under ``data``
+    (``data/<dataset>/<split>/index.json``), written to ``out`` (docs/evaluation.md).
+
+    max_scenes: the first K scenes of each dataset (None = all); panels: scenes rendered as PNG
+    panels; num_workers: data loader workers; cpu: run on the CPU even with a GPU."""
+
+    data: str = option(REQUIRED, help="data root holding <dataset>/<split>/index.json")
+    split: str = option("val", help="split to evaluate")
+    datasets: Optional[list[str]] = option(None, help="dataset names (none: all with that split)")
+    max_scenes: Optional[int] = option(None, flag="--scenes", metavar="K",
+                                       help="evaluate the first K scenes of each dataset (none: all)")
+    out: str = option(REQUIRED, help="output folder")
+    panels: int = option(4, help="scenes rendered as PNG panels")
+    num_workers: int = option(2, help="data loader workers")
+    cpu: bool = option(False, help="run on CPU even if a GPU is available")
+
+    def _label(self, name: str) -> str:
+        return flag_of(type(self), name)
+
+    def __post_init__(self) -> None:
+        check_required(self)
+        self._check_model_input()
+        self._check_view_protocol()
+        _require(self.max_scenes is None or self.max_scenes >= 1,
+                 f"--scenes must be at least 1, got {self.max_scenes}")
+        _require(self.panels >= 0 and self.num_workers >= 0, "--panels and --num-workers must be >= 0")
+
+
+@dataclass
+class PredictConfig(ModelInput):
+    """``depthpe predict``: depth for the ``images`` (a folder, a glob or one file) with optional
+    ``cameras``, written to ``out`` (docs/predict.md). device: torch device (None = cuda if
+    available, else cpu); max_views: views per prediction (None = the most the model was trained
+    with, else 8); conf_threshold: pixels below this confidence are left out of points.ply."""
+
+    images: str = option(REQUIRED, help="folder of images (searched recursively), a glob, or one file")
+    cameras: Optional[str] = option(None, metavar="SOURCE", help="COLMAP folder (sparse/0, .bin or .txt), "
+                                    "cameras .json or scene .h5")
+    out: str = option(REQUIRED, help="output folder")
+    device: Optional[str] = option(None, help="torch device (none: cuda if available, else cpu)")
+    max_views: Optional[int] = option(None, help="views per prediction (none: the most the model was "
+                                      "trained with, else 8)")
+    conf_threshold: Optional[float] = option(None, help="leave out of points.ply the pixels whose "
+                                             "confidence is below this (none: keep all)")
+
+    def __post_init__(self) -> None:
+        check_required(self)
+        self._check_model_input()
+        _require(self.max_views is None or self.max_views >= 1, f"--max-views must be >= 1, got {self.max_views}")
+        _require(self.conf_threshold is None or self.conf_threshold >= 0,
+                 f"--conf-threshold must be >= 0, got {self.conf_threshold} (confidence is > 1)")
