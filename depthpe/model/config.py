@@ -17,7 +17,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from .encoding_spec import encoding_pair, head_dim_multiple
+from ..pe.spec import encoding_pair, head_dim_multiple
 
 __all__ = ["DepthModelConfig", "PRESETS", "ConfigError"]
 
@@ -48,8 +48,8 @@ class DepthModelConfig:
         0.01, which keeps a deep model near identity at the start; larger values let the residual
         branches of a small model trained from scratch contribute from the first step);
       global_pe: positional encoding of the global attention: a preset name
-        (``depthpe.pe.available_encodings()``) or a pair ``{qk: NAME, vo: NAME}`` of DPPE transforms
-        (``depthpe.model.encoding_spec``); pe_options: keyword options for that encoding;
+        (``depthpe.pe.spec.PRESET_PAIRS``) or a pair ``{qk: NAME, vo: NAME}`` of DPPE transforms
+        (``depthpe.pe.spec``); pe_options: keyword options for that encoding;
       plucker: add a Plücker ray map (per pixel (d, o x d) of its camera ray, patchified) to the
         patch tokens through a learned linear embedding initialised to zero (``model/plucker.py``);
       gradient_checkpointing: recompute each aggregator block in the backward pass (training only).

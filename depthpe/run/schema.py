@@ -209,7 +209,7 @@ def _model_config(self) -> DepthModelConfig:
 def _check_model_section(self) -> None:
     """Preset and encoding names exist; the architecture is valid once every field is known."""
     from ..config import did_you_mean
-    from ..model.encoding_spec import PRESET_PAIRS, encoding_pair
+    from ..pe.spec import PRESET_PAIRS, encoding_pair
 
     if self.preset is not None and self.preset not in PRESETS:
         raise ValueError(f"model.preset: unknown preset {self.preset!r} (choose from {sorted(PRESETS)})")
