@@ -29,13 +29,15 @@ def ownership_rows() -> dict[str, str]:
 
 def _named(relative: str, rows: dict[str, str]) -> bool:
     """``depthpe/a/b.py`` is named by a row of its own, or by the row of a folder above it whose text
-    names the rest of the path in backticks (`` `b.py` ``, `` `convert/b.py` ``)."""
+    names the rest of the path in backticks (`` `b.py` ``, `` `convert/b.py` ``; a command or
+    benchmark module also by its name, `` `b` ``)."""
     if relative in rows:
         return True
     parts = relative.split("/")
     for i in range(1, len(parts)):
         folder, rest = "/".join(parts[:i]) + "/", "/".join(parts[i:])
-        if folder in rows and f"`{rest}`" in rows[folder]:
+        names = {f"`{rest}`", f"`{rest.removesuffix('.py').replace('_', '-')}`"}
+        if folder in rows and any(name in rows[folder] for name in names):
             return True
     return False
 
