@@ -49,6 +49,8 @@ __all__ = [
     "write_json_cameras",
     "write_colmap_text",
     "find_camera",
+    "match_cameras",
+    "fit_camera",
     "COLMAP_PIXEL_SHIFT",
 ]
 
@@ -377,12 +379,92 @@ def _camera_list(cameras) -> list[FrameCamera]:
     return list(cameras.values()) if isinstance(cameras, dict) else list(cameras)
 
 
+def _path_parts(name: str) -> tuple[str, ...]:
+    """A '/'- or '\\'-separated image name as its path components."""
+    return tuple(part for part in name.replace("\\", "/").split("/") if part)
+
+
+def _is_suffix(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """True if one of the component tuples ends with the other (``img.png`` and ``a/img.png``)."""
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    return long[len(long) - len(short):] == short
+
+
+def _suffix_matches(cameras_by_file: dict, parts: tuple[str, ...]) -> list[str]:
+    """Keys of ``cameras_by_file`` (``{file name: [(path components, key), ...]}``) whose path is a
+    suffix of ``parts`` or has ``parts`` as its suffix."""
+    return [key for key_parts, key in cameras_by_file.get(parts[-1] if parts else "", [])
+            if _is_suffix(key_parts, parts)]
+
+
+def match_cameras(cameras: dict[str, FrameCamera], names) -> dict[str, FrameCamera | None]:
+    """The camera of every image -> ``{name: FrameCamera or None}`` (None: no camera).
+
+    names: the images' paths relative to the images folder, '/'-separated. A camera key equal to
+    the image's path matches first; otherwise a key that is a path suffix of the name or the other
+    way round (a bare file name ``img.png`` for ``a/img.png``, or ``images/a/img.png``) matches when
+    it is the only such key and no other image without an exact match has it. Raises ConfigError
+    (one line naming both files) for an ambiguous match: two images ``a/img.png`` and ``b/img.png``
+    for a camera ``img.png``, or two cameras ``x/img.png`` and ``y/img.png`` for an image ``img.png``.
+    """
+    parts = {name: _path_parts(name) for name in names}
+    exact = {_path_parts(key): key for key in cameras}
+    out = {name: cameras[exact[p]] for name, p in parts.items() if p in exact}
+    matched = {parts[name] for name in out}
+    cameras_by_file: dict[str, list] = {}
+    for key_parts, key in exact.items():
+        if key_parts and key_parts not in matched:
+            cameras_by_file.setdefault(key_parts[-1], []).append((key_parts, key))
+    claims: dict[str | None, list[str]] = {}
+    for name in (n for n in parts if n not in out):
+        keys = _suffix_matches(cameras_by_file, parts[name])
+        if len(keys) > 1:
+            raise ConfigError(f"image {name!r} matches the cameras {keys[0]!r} and {keys[1]!r} of the camera source; "
+                              "name each image in the cameras file by its path relative to the images folder")
+        claims.setdefault(keys[0] if keys else None, []).append(name)
+    for key, claimants in claims.items():
+        if key is not None and len(claimants) > 1:
+            raise ConfigError(f"images {claimants[0]!r} and {claimants[1]!r} both match the camera {key!r} of the "
+                              "camera source; name each image in the cameras file by its path relative to the "
+                              f"images folder (e.g. {claimants[0]!r})")
+        out.update((name, None if key is None else cameras[key]) for name in claimants)
+    return {name: out[name] for name in parts}
+
+
 def find_camera(cameras: dict[str, FrameCamera], name: str) -> FrameCamera | None:
-    """The camera of image ``name`` (a path relative to the images folder, '/'-separated): the exact
-    name, else the unique camera with the same file name (basename), else None."""
-    name = name.replace(os.sep, "/")
-    if name in cameras:
-        return cameras[name]
-    base = name.rsplit("/", 1)[-1]
-    matches = [cam for key, cam in cameras.items() if key.replace("\\", "/").rsplit("/", 1)[-1] == base]
-    return matches[0] if len(matches) == 1 else None
+    """The camera of the single image ``name`` (a path relative to the images folder, '/'-separated):
+    the exact name, else the unique camera whose name is a path suffix of it or the other way round,
+    else None. For a set of images use ``match_cameras``, which also refuses one camera matching
+    two images."""
+    try:
+        return match_cameras(cameras, [name])[name]
+    except ConfigError:
+        return None
+
+
+def fit_camera(cam: FrameCamera, name: str, height: int, width: int) -> tuple[FrameCamera, str | None]:
+    """The camera of image ``name`` whose stored pixel grid is ``height`` x ``width`` -> (camera, note).
+
+    A camera without a size, or of that size, is returned as is (note None). A camera calibrated at
+    another resolution of the same aspect ratio (within 1 %, e.g. COLMAP run on downscaled copies)
+    gets K rescaled (``geometry.resize_intrinsics``) and the size of the image, with a note. Another
+    aspect ratio is a ConfigError naming the image, both sizes and what to do (K is never rescaled
+    anisotropically: a rotated or cropped image needs its own camera).
+    """
+    if not (cam.width and cam.height) or (cam.width, cam.height) == (width, height):
+        return cam, None
+    sx, sy = width / cam.width, height / cam.height
+    if abs(sx / sy - 1) > 0.01:
+        swapped = abs((height / cam.width) / (width / cam.height) - 1) <= 0.01
+        hint = (" (width and height swapped: images are read in their stored pixel grid and EXIF "
+                "orientation is ignored, so the camera must describe that grid)") if swapped else ""
+        raise ConfigError(f"image {name!r} is {width}x{height} (WxH) but its camera is for {cam.width}x{cam.height}, "
+                          f"another aspect ratio{hint}: give the camera of the image as stored (a cropped or "
+                          "rotated image needs its own K)")
+    import torch
+
+    from ..geometry import resize_intrinsics
+
+    K = resize_intrinsics(torch.from_numpy(cam.K), sx, sy).numpy()
+    note = f"{name}: K rescaled from {cam.width}x{cam.height} to the image's {width}x{height}"
+    return FrameCamera(cam.name, K, cam.w2c, width, height), note
