@@ -149,7 +149,7 @@ def load_model(model, device: str | torch.device = "cpu"):
 
 
 def _match_cameras(names: list[str], sizes: list[tuple[int, int]], cameras) -> tuple[list[FrameCamera], list[str]]:
-    """The camera of each image (by relative path, else a unique path suffix: ``match_cameras``),
+    """The camera of each image (by relative path, else a unique file name: ``match_cameras``),
     with K rescaled when the camera was calibrated at another resolution of the same aspect
     (``fit_camera``). ``sizes``: (H, W) per image. Returns (cameras, notes); ConfigError for a
     missing or ambiguous camera or a size of another aspect."""

@@ -1,7 +1,7 @@
 """Two images with one file name (issue 23 item 7): `a/img_0.png` and `b/img_0.png` with a camera
 source that names `img_0.png` once must not both get that camera. Images match cameras by their
-path relative to the images folder first; a bare file name (any path suffix) only when it is
-unique; an ambiguous match is a one-line error in `depthpe convert folder` and `depthpe predict`."""
+path relative to the images folder first; otherwise by file name, the closest path winning, and
+only when that is unique; an ambiguous match is a one-line error in `depthpe convert folder` and `depthpe predict`."""
 
 from __future__ import annotations
 
@@ -45,12 +45,15 @@ def _capture(root, scene, camera_names):
     return root
 
 
-def test_match_cameras_by_relative_path_then_unique_suffix():
-    cams = {k: _cam(k) for k in ["a/img_0.png", "b/img_0.png", "images/c/x.png", "solo.png", "y.png"]}
-    got = match_cameras(cams, ["a/img_0.png", "b/img_0.png", "c/x.png", "deep/er/solo.png", "z.png"])
+def test_match_cameras_by_relative_path_then_closest_unique_file_name():
+    cams = {k: _cam(k) for k in ["a/img_0.png", "b/img_0.png", "images/c/x.png", "images/d/x.png", "solo.png",
+                                 "undistorted/raw.png", "y.png"]}
+    got = match_cameras(cams, ["a/img_0.png", "b/img_0.png", "c/x.png", "d/x.png", "deep/er/solo.png",
+                               "frames/raw.png", "z.png"])
     assert {k: v and v.name for k, v in got.items()} == {
         "a/img_0.png": "a/img_0.png", "b/img_0.png": "b/img_0.png", "c/x.png": "images/c/x.png",
-        "deep/er/solo.png": "solo.png", "z.png": None}
+        "d/x.png": "images/d/x.png", "deep/er/solo.png": "solo.png", "frames/raw.png": "undistorted/raw.png",
+        "z.png": None}
     # an exact match takes its camera out of the suffix search: b/img_0.png gets the bare name
     got = match_cameras({k: _cam(k) for k in ["a/img_0.png", "img_0.png"]}, ["a/img_0.png", "b/img_0.png"])
     assert (got["a/img_0.png"].name, got["b/img_0.png"].name) == ("a/img_0.png", "img_0.png")
@@ -60,8 +63,10 @@ def test_ambiguous_matches_are_one_line_errors():
     with pytest.raises(ConfigError, match=r"^images 'a/img_0.png' and 'b/img_0.png' both match the camera "
                                           r"'img_0.png' .*path relative to the images folder"):
         match_cameras({"img_0.png": _cam("img_0.png")}, ["a/img_0.png", "b/img_0.png"])
-    with pytest.raises(ConfigError, match=r"^image 'c.png' matches the cameras 'x/c.png' and 'y/c.png'"):
+    with pytest.raises(ConfigError, match=r"^image 'c.png' matches the cameras 'x/c.png' and 'y/c.png' .* equally"):
         match_cameras({k: _cam(k) for k in ["x/c.png", "y/c.png"]}, ["c.png"])
+    got = match_cameras({"x/a/img.png": _cam("x/a/img.png")}, ["a/img.png", "b/img.png"])  # a is closer: no tie
+    assert got["a/img.png"].name == "x/a/img.png" and got["b/img.png"] is None
     assert find_camera({k: _cam(k) for k in ["x/c.png", "y/c.png"]}, "c.png") is None  # one image: no camera
 
 

@@ -384,58 +384,65 @@ def _path_parts(name: str) -> tuple[str, ...]:
     return tuple(part for part in name.replace("\\", "/").split("/") if part)
 
 
-def _is_suffix(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    """True if one of the component tuples ends with the other (``img.png`` and ``a/img.png``)."""
-    short, long = (a, b) if len(a) <= len(b) else (b, a)
-    return long[len(long) - len(short):] == short
+def _shared_tail(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """How many trailing path components ``a`` and ``b`` share (``a/img.png``, ``x/a/img.png``: 2)."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
 
 
-def _suffix_matches(cameras_by_file: dict, parts: tuple[str, ...]) -> list[str]:
-    """Keys of ``cameras_by_file`` (``{file name: [(path components, key), ...]}``) whose path is a
-    suffix of ``parts`` or has ``parts`` as its suffix."""
-    return [key for key_parts, key in cameras_by_file.get(parts[-1] if parts else "", [])
-            if _is_suffix(key_parts, parts)]
+def _best_camera(name: str, parts: tuple[str, ...], candidates: list) -> tuple[int, str] | None:
+    """(shared trailing components, key) of the candidate ``(key parts, key)`` closest to the image
+    path ``parts``, or None without candidates; ConfigError when two are equally close."""
+    scored = sorted(((_shared_tail(key_parts, parts), key) for key_parts, key in candidates), reverse=True)
+    if len(scored) > 1 and scored[0][0] == scored[1][0]:
+        raise ConfigError(f"image {name!r} matches the cameras {scored[1][1]!r} and {scored[0][1]!r} of the camera "
+                          "source equally; name each image in the cameras file by its path relative to the "
+                          "images folder")
+    return scored[0] if scored else None
 
 
 def match_cameras(cameras: dict[str, FrameCamera], names) -> dict[str, FrameCamera | None]:
     """The camera of every image -> ``{name: FrameCamera or None}`` (None: no camera).
 
-    names: the images' paths relative to the images folder, '/'-separated. A camera key equal to
-    the image's path matches first; otherwise a key that is a path suffix of the name or the other
-    way round (a bare file name ``img.png`` for ``a/img.png``, or ``images/a/img.png``) matches when
-    it is the only such key and no other image without an exact match has it. Raises ConfigError
-    (one line naming both files) for an ambiguous match: two images ``a/img.png`` and ``b/img.png``
-    for a camera ``img.png``, or two cameras ``x/img.png`` and ``y/img.png`` for an image ``img.png``.
+    names: the images' paths relative to the images folder, '/'-separated. A camera named with the
+    image's path matches first. Otherwise, among the cameras left with the same file name, the one
+    sharing the most trailing path components with the image (``images/a/img.png`` or a bare
+    ``img.png`` for ``a/img.png``), when it is the closest for no other image as well. Raises
+    ConfigError (one line naming both files) for an ambiguous match: a camera ``img.png`` and two
+    images ``a/img.png`` and ``b/img.png``, or two cameras ``x/img.png``, ``y/img.png`` and an
+    image ``img.png``.
     """
     parts = {name: _path_parts(name) for name in names}
     exact = {_path_parts(key): key for key in cameras}
     out = {name: cameras[exact[p]] for name, p in parts.items() if p in exact}
     matched = {parts[name] for name in out}
-    cameras_by_file: dict[str, list] = {}
+    by_file: dict[str, list] = {}
     for key_parts, key in exact.items():
         if key_parts and key_parts not in matched:
-            cameras_by_file.setdefault(key_parts[-1], []).append((key_parts, key))
-    claims: dict[str | None, list[str]] = {}
+            by_file.setdefault(key_parts[-1], []).append((key_parts, key))
+    claims: dict[str, list[tuple[int, str]]] = {}
     for name in (n for n in parts if n not in out):
-        keys = _suffix_matches(cameras_by_file, parts[name])
-        if len(keys) > 1:
-            raise ConfigError(f"image {name!r} matches the cameras {keys[0]!r} and {keys[1]!r} of the camera source; "
-                              "name each image in the cameras file by its path relative to the images folder")
-        claims.setdefault(keys[0] if keys else None, []).append(name)
+        best = _best_camera(name, parts[name], by_file.get(parts[name][-1] if parts[name] else "", []))
+        if best is not None:
+            claims.setdefault(best[1], []).append((best[0], name))
     for key, claimants in claims.items():
-        if key is not None and len(claimants) > 1:
-            raise ConfigError(f"images {claimants[0]!r} and {claimants[1]!r} both match the camera {key!r} of the "
-                              "camera source; name each image in the cameras file by its path relative to the "
-                              f"images folder (e.g. {claimants[0]!r})")
-        out.update((name, None if key is None else cameras[key]) for name in claimants)
-    return {name: out[name] for name in parts}
+        claimants.sort(key=lambda c: -c[0])
+        if len(claimants) > 1 and claimants[0][0] == claimants[1][0]:
+            first, second = claimants[0][1], claimants[1][1]
+            raise ConfigError(f"images {first!r} and {second!r} both match the camera {key!r} of the camera source; "
+                              "name each image in the cameras file by its path relative to the images folder "
+                              f"(e.g. {first!r})")
+        out[claimants[0][1]] = cameras[key]
+    return {name: out.get(name) for name in parts}
 
 
 def find_camera(cameras: dict[str, FrameCamera], name: str) -> FrameCamera | None:
     """The camera of the single image ``name`` (a path relative to the images folder, '/'-separated):
-    the exact name, else the unique camera whose name is a path suffix of it or the other way round,
-    else None. For a set of images use ``match_cameras``, which also refuses one camera matching
-    two images."""
+    the exact name, else the one camera with the same file name closest to its path
+    (``match_cameras``), else None (also when two are equally close). For a set of images use
+    ``match_cameras``, which also refuses one camera matching two images."""
     try:
         return match_cameras(cameras, [name])[name]
     except ConfigError:

@@ -13,8 +13,8 @@ Layout of one scene (``SRC`` itself, or every subfolder of ``SRC`` that holds ``
 ``--cameras SOURCE`` names the camera source instead (the same for every scene). Cameras are read
 with ``depthpe.io.cameras.read_cameras`` (OpenCV K and world-to-camera; COLMAP's half-pixel shift
 is undone there) and matched to images by name (``match_cameras``: the path relative to
-``images/``, else a unique path suffix such as the bare file name; one camera name that fits two
-images skips the scene). Images are read in their stored pixel grid, EXIF orientation ignored
+``images/``, else the file name with the closest path when that is unique; one camera name that
+fits two images skips the scene). Images are read in their stored pixel grid, EXIF orientation ignored
 (``read_rgb_image``): cameras and depth maps describe that grid. K refers to the camera's ``width``
 x ``height`` and is rescaled to the image's size when only the resolution differs; another aspect
 ratio skips the scene with a message naming the image (``fit_camera``). Frames without a camera,
