@@ -126,5 +126,6 @@ def scene_metrics(scene: PredictedScene) -> tuple[dict[str, dict], dict[str, flo
     image_aligned (``depthpe.metrics``), {"native": 1.0, "scene_aligned": median-ratio scale})."""
     valid = scene.gt > 0
     rows = scene_rows(scene.depth, scene.gt, valid, dataset=scene.dataset, scene=scene.scene)
-    table = {s["mode"]: s for s in scene_summaries(rows)}
+    by_mode = {s["mode"]: s for s in scene_summaries(rows)}
+    table = {mode: by_mode[mode] for mode in ("native", "scene_aligned", "image_aligned") if mode in by_mode}
     return table, {"native": 1.0, "scene_aligned": float(scene_scale(scene.depth, scene.gt, valid))}

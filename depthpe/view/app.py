@@ -25,9 +25,11 @@ METRIC_COLUMNS = ("abs_rel", "delta1", "rmse")
 
 
 def scene_extent(scene: ViewScene) -> float:
-    """A length for sizing points and frustums: the 5-95 percentile spread of the predicted
-    points (largest axis), else 1."""
-    pts = np.concatenate([w[f.depth > 0] for w, f in zip(scene.world_points("prediction"), scene.frames)])
+    """A length for sizing points and frustums: the 5-95 percentile spread (largest axis) of the
+    GT points, else of the predicted ones; 1 without points."""
+    kind = "gt" if scene.has_gt else "prediction"
+    pts = np.concatenate([w[(f.gt if scene.has_gt else f.depth) > 0]
+                          for w, f in zip(scene.world_points(kind), scene.frames)])
     if len(pts) < 2:
         return 1.0
     lo, hi = np.percentile(pts, [5, 95], axis=0)
