@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .scene import ALIGNMENTS, COLORINGS, SOURCES, PointSet, Selection, ViewScene, camera_pose, frustum_fov, \
-    select_points
+    select_points, side_offset
 
 __all__ = ["Viewer", "scene_extent"]
 
@@ -73,8 +73,10 @@ class Viewer:
                 image=frame.image, wxyz=tf.SO3.from_matrix(R).wxyz, position=centre, color=(230, 120, 20),
                 thickness=0.004 * self._extent))
         R0, c0 = camera_pose(self.scene.frames[0].w2c)
-        self.server.initial_camera.position = c0 - R0[:, 2] * 0.6 * self._extent - R0[:, 1] * 0.2 * self._extent
-        self.server.initial_camera.look_at = c0 + R0[:, 2] * 0.5 * self._extent
+        # behind the first camera; with GT (side by side) further back, between the two clouds
+        shift, back = (side_offset(self.scene) / 2, 1.6) if self.scene.has_gt else (np.zeros(3), 0.6)
+        self.server.initial_camera.position = c0 + shift - R0[:, 2] * back * self._extent - R0[:, 1] * 0.2 * self._extent
+        self.server.initial_camera.look_at = c0 + shift + R0[:, 2] * 0.5 * self._extent
         self.server.initial_camera.up = -R0[:, 1]
         return handles
 
