@@ -40,6 +40,7 @@ from .data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _load
 from .files import atomic_write_bytes
 from .inference_config import DTYPES, EvalConfig
 from .model.inference import predict_depth
+from .worst_images import WorstImages
 from .metrics import BASELINE_MODES, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
 
 __all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",
@@ -57,6 +58,7 @@ class EvalResult:
     manifest: dict  # {"<dataset>/<scene>": [frame indices]}
     failures: list[dict] = field(default_factory=list)  # scenes that could not be evaluated
     panels: list = field(default_factory=list)  # (name, uint8 HWC panel) of the first scenes
+    worst: list = field(default_factory=list)  # WorstImages.items: the worst images by native AbsRel
 
     def views_used(self) -> dict[str, int]:
         """Views actually evaluated per scene ("<dataset>/<scene>" -> count; fewer than requested
@@ -143,6 +145,7 @@ def evaluate(
     scenes: Collection[str] | None = None,
     loss_fn: Callable | None = None,
     scale_reference: str = "others",
+    worst: int = 0,
 ) -> EvalResult:
     """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes of ``sources``.
 
@@ -158,6 +161,7 @@ def evaluate(
     loss_fn(pred, gt, valid, conf) -> {term: float}: the training loss terms of one scene (normalized
     units; (1, S, H, W) tensors), averaged over scenes into ``summary[dataset]["loss"]``.
     scale_reference: the unit GT is normalized to; use the model's own (training_inputs.json).
+    worst: keep the panels of this many images with the largest native AbsRel (``EvalResult.worst``).
     Returns an ``EvalResult`` (see ``write_outputs``).
     """
     if dtype not in DTYPES:
@@ -175,11 +179,14 @@ def evaluate(
     was_training = model.training
     model.eval()
     try:
+        worst_images = WorstImages(worst)
         rows, failures, frames, rendered, losses = _predict_scenes(
-            model, loader, dtype, global_value, panels if rank == 0 else 0, show, loss_fn)
+            model, loader, dtype, global_value, panels if rank == 0 else 0, show, loss_fn, worst_images)
     finally:
         model.train(was_training)
-    return _gathered_result(accelerator, rows, failures, frames, losses, global_value, rendered)
+    result = _gathered_result(accelerator, rows, failures, frames, losses, global_value, rendered)
+    result.worst = WorstImages(worst).merge(_gather([worst_images], accelerator)).items
+    return result
 
 
 def _scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
@@ -237,9 +244,11 @@ def scene_prediction(model, batch: dict, dtype: str = "fp32") -> dict[str, torch
     return predict_depth(model, batch["images"], batch["K"], batch["w2c"], scale=1.0, dtype=dtype)
 
 
-def _predict_scenes(model, loader, dtype: str, global_value: dict, panels: int, progress: bool, loss_fn=None):
+def _predict_scenes(model, loader, dtype: str, global_value: dict, panels: int, progress: bool, loss_fn=None,
+                    worst: WorstImages | None = None):
     """Pass 2: run the model on this process's scenes; returns (metric rows, failures, frames per
-    scene, rendered panels, [(dataset, loss terms)] when ``loss_fn`` is given)."""
+    scene, rendered panels, [(dataset, loss terms)] when ``loss_fn`` is given); offers every
+    scene to ``worst``."""
     from tqdm.auto import tqdm
 
     rows, failures, frames, rendered, losses = [], [], {}, [], []
@@ -257,6 +266,8 @@ def _predict_scenes(model, loader, dtype: str, global_value: dict, panels: int, 
             losses.append((name, loss_fn(out["depth"].cpu(), gt[None], valid[None],
                                          None if conf is None else conf.cpu())))
         new = scene_rows(pred, gt, valid, dataset=name, scene=scene)
+        if worst is not None:
+            worst.offer(new, batch["images"][0], gt, pred, valid, frames[f"{name}/{scene}"])
         new += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
         rows += [{**r, "views": len(frames[f"{name}/{scene}"])} for r in new]
         if len(rendered) < panels:
@@ -307,6 +318,23 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
     paths["table"] = atomic_write_bytes(out / "summary.md", (format_summary(result.summary) + "\n").encode())
     for name, panel in result.panels:
         paths[f"panel_{name}"] = save_png(out / "panels" / f"{name}.png", panel)
+    paths.update(_write_worst(result.worst, out))
+    from .report.eval_report import write_eval_report
+
+    paths["report"] = write_eval_report(out)
+    return paths
+
+
+def _write_worst(items: list[dict], out: Path) -> dict[str, Path]:
+    """``worst/NN_<dataset>_<scene>_v<image>.png`` panels and ``worst.json`` (their metrics and files)."""
+    from .viz import save_png
+
+    listed, paths = [], {}
+    for rank, item in enumerate(items):
+        name = f"worst/{rank:02d}_{item['dataset']}_{item['scene']}_v{item['image']}.png"
+        paths[f"worst_{rank}"] = save_png(out / name, item["panel"])
+        listed.append({**{k: v for k, v in item.items() if k != "panel"}, "file": name})
+    paths["worst"] = atomic_write_bytes(out / "worst.json", json.dumps(listed, indent=1).encode())
     return paths
 
 
@@ -391,7 +419,8 @@ def _report(result: EvalResult, cfg: EvalConfig) -> None:
         print(f"warning: {len(short)} scene(s) have fewer frames than --views {cfg.views} and were evaluated "
               f"with all their frames: {listed}; the counts are in summary.json (views.per_scene) and the "
               "views column of metrics_per_image.csv")
-    print(f"wrote {cfg.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/")
+    print(f"wrote {cfg.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/, worst/, "
+          "report.html (open it in a browser)")
 
 
 def run_evaluation(cfg: EvalConfig) -> EvalResult:
@@ -417,7 +446,8 @@ def run_evaluation(cfg: EvalConfig) -> EvalResult:
         print(f"evaluating at {note}" + (", bf16 autocast" if cfg.dtype == "bf16" else ""), flush=True)
     result = evaluate(model, sources, views=cfg.views, seed=cfg.seed, image_width=width, aspect=aspect,
                       max_scenes=cfg.max_scenes, manifest=load_manifest(cfg.manifest), accelerator=accelerator,
-                      num_workers=cfg.num_workers, panels=cfg.panels, dtype=cfg.dtype, scale_reference=scale_reference)
+                      num_workers=cfg.num_workers, panels=cfg.panels, dtype=cfg.dtype, scale_reference=scale_reference,
+                      worst=cfg.worst)
     if accelerator.is_main_process:
         meta = {"model": cfg.model, "revision": cfg.revision, "data": cfg.data, "split": cfg.split,
                 "views": cfg.views, "seed": cfg.seed, "image_width": width, "aspect": aspect,

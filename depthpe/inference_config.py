@@ -73,7 +73,7 @@ class EvalConfig(ViewProtocol, ModelInput):
     (``data/<dataset>/<split>/index.json``), written to ``out`` (docs/evaluation.md).
 
     max_scenes: the first K scenes of each dataset (None = all); panels: scenes rendered as PNG
-    panels; num_workers: data loader workers; cpu: run on the CPU even with a GPU."""
+    panels; worst: images with the largest native AbsRel shown in report.html; num_workers: data loader workers; cpu: run on the CPU even with a GPU."""
 
     data: str = option(REQUIRED, help="data root holding <dataset>/<split>/index.json")
     split: str = option("val", help="split to evaluate")
@@ -82,6 +82,7 @@ class EvalConfig(ViewProtocol, ModelInput):
                                        help="evaluate the first K scenes of each dataset (none: all)")
     out: str = option(REQUIRED, help="output folder")
     panels: int = option(4, help="scenes rendered as PNG panels")
+    worst: int = option(8, help="images with the largest native AbsRel shown with their panels in report.html")
     num_workers: int = option(2, help="data loader workers")
     cpu: bool = option(False, help="run on CPU even if a GPU is available")
 
@@ -94,7 +95,8 @@ class EvalConfig(ViewProtocol, ModelInput):
         self._check_view_protocol()
         _require(self.max_scenes is None or self.max_scenes >= 1,
                  f"--scenes must be at least 1, got {self.max_scenes}")
-        _require(self.panels >= 0 and self.num_workers >= 0, "--panels and --num-workers must be >= 0")
+        _require(self.panels >= 0 and self.num_workers >= 0 and self.worst >= 0,
+                 "--panels, --worst and --num-workers must be >= 0")
 
 
 @dataclass
