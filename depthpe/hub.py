@@ -60,6 +60,8 @@ __all__ = [
     "MODEL_FILES",
     "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_JOB_DEADLINE",
+    "DEFAULT_RETRIES",
+    "DEFAULT_RETRY_DELAY",
     "PushResult",
     "PushHandle",
     "HubPusher",
@@ -75,6 +77,8 @@ MODEL_FILES = (*REQUIRED_FILES, CARD_NAME, TRAINING_INPUTS_NAME)  # uploaded whe
 MAX_RETRY_DELAY = 300.0
 DEFAULT_REQUEST_TIMEOUT = 60.0  # s a Hub request may wait to connect, send a chunk or get the next one
 DEFAULT_JOB_DEADLINE = 1800.0  # s an upload job may take from its start (all attempts) before it is given up
+DEFAULT_RETRIES = 5  # attempts after the first failed one
+DEFAULT_RETRY_DELAY = 10.0  # s before the first retry (doubles each time, at most MAX_RETRY_DELAY)
 
 
 def step_tag(step: int, branch: str | None = None) -> str:
@@ -260,8 +264,8 @@ class HubPusher:
     """
 
     def __init__(self, repo_id: str, *, private: bool = False, revision: str | None = None,
-                 token: str | None = None, endpoint: str | None = None, retries: int = 5,
-                 retry_delay: float = 10.0, request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+                 token: str | None = None, endpoint: str | None = None, retries: int = DEFAULT_RETRIES,
+                 retry_delay: float = DEFAULT_RETRY_DELAY, request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
                  retry_timeouts: bool = True, job_deadline: float | None = DEFAULT_JOB_DEADLINE,
                  log: Callable[[str], None] | None = None, give_up_hint: str | None = None, api=None):
         if not repo_id or not isinstance(repo_id, str) or repo_id.count("/") > 1 or repo_id.strip("/") != repo_id:

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from depthpe.model.encoding_spec import OFFICIAL_TRANSFORMS
+from depthpe.pe.spec import OFFICIAL_TRANSFORMS
 
 BASE = 100.0
 

@@ -7,12 +7,16 @@ import torch
 import torch.nn.functional as F
 
 from depthpe.pe import (
+    Encoding,
     apply_rope_2d,
     available_encodings,
     multiview_attention,
     prepare_encoding,
+    register_encoding,
     token_positions,
 )
+from depthpe.pe import registry
+from depthpe.pe.spec import PRESET_PAIRS
 from tests.test_pe_support import GRID, IMAGE, random_cameras, random_qkv, rel_err
 
 B, H, S, NS = 2, 4, 3, 5
@@ -29,6 +33,33 @@ def data(seed=0, d=48):
 
 def test_all_methods_registered():
     assert set(ALL) <= set(available_encodings())
+    assert available_encodings() == sorted(PRESET_PAIRS)  # one table of presets, nothing else
+
+
+class _DoubledValues(Encoding):
+    """A user encoding for the registry test: v <- 2 v."""
+
+    def transform_v(self, v):
+        return 2 * v
+
+
+def test_users_register_their_own_encoding(monkeypatch):
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # undone after the test
+    seen = {}
+
+    @register_encoding("doubled")
+    def make_doubled(**geometry):
+        seen.update(geometry)
+        return _DoubledValues()
+
+    K, w2c, q, k, v = data(4)
+    out = multiview_attention(q, k, v, method="doubled", K=K, w2c=w2c, image_size=IMAGE, grid=GRID,
+                              num_special=NS)
+    assert "doubled" in available_encodings() and seen["num_views"] == S and seen["grid"] == GRID
+    assert torch.equal(out, F.scaled_dot_product_attention(q, k, 2 * v))
+    for taken in ("doubled", "prope"):
+        with pytest.raises(ValueError, match="already registered"):
+            register_encoding(taken)(make_doubled)
 
 
 @pytest.mark.parametrize("method", ALL)

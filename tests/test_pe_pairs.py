@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depthpe.model.encoding_spec import OFFICIAL_TRANSFORMS, PRESET_PAIRS, encoding_pair
+from depthpe.pe.spec import OFFICIAL_TRANSFORMS, PRESET_PAIRS, encoding_pair
 from depthpe.pe import multiview_attention, prepare_encoding
 from tests import dppe_official_reference as ref
 from tests.test_pe_support import random_cameras, random_qkv
@@ -67,6 +67,24 @@ def test_urope_pair_is_the_urope_preset():
     geom = dict(K=K, w2c=w2c, image_size=IMAGE, grid=GRID, num_special=5)
     a = multiview_attention(q, k, v, method="urope", **geom)
     assert torch.equal(a, multiview_attention(q, k, v, method={"qk": "urope", "vo": "none"}, **geom))
+
+
+@pytest.mark.parametrize("preset", sorted(PRESET_PAIRS))
+def test_preset_takes_the_options_of_its_pair(preset):
+    """A preset is its pair and nothing else, options included: ``rope_base`` (or its older name
+    ``base``) reaches every RoPE, and an unknown option is refused for every preset alike."""
+    g = torch.Generator().manual_seed(4)
+    K, w2c = random_cameras(1, 2, g, image=IMAGE)
+    q, k, v = random_qkv(1, 4, 2 * 11, 32, g)
+    geom = dict(K=K, w2c=w2c, image_size=IMAGE, grid=GRID, num_special=5)
+    pair = dict(zip(("qk", "vo"), PRESET_PAIRS[preset]))
+    a = multiview_attention(q, k, v, method=preset, rope_base=30.0, **geom)
+    assert torch.equal(a, multiview_attention(q, k, v, method=pair, rope_base=30.0, **geom))
+    assert torch.equal(a, multiview_attention(q, k, v, method=preset, base=30.0, **geom))
+    if preset != "none":  # plain attention has no RoPE to change
+        assert not torch.equal(a, multiview_attention(q, k, v, method=preset, **geom))
+    with pytest.raises(TypeError, match="not_an_option"):
+        prepare_encoding(preset, not_an_option=1, **geom)
 
 
 @pytest.mark.parametrize("bad", [{"qk": "KRt", "vo": "p2d"}, {"qk": "p2d"}, {"qk": "urope", "vo": "p2d"},

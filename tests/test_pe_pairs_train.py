@@ -7,7 +7,7 @@ import time
 import torch
 
 from depthpe import DepthModel, DepthModelConfig
-from depthpe.model.encoding_spec import OFFICIAL_TRANSFORMS
+from depthpe.pe.spec import OFFICIAL_TRANSFORMS
 
 H, W = 28, 28  # 2 x 2 patches
 

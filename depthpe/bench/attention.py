@@ -21,7 +21,7 @@ Ratios are against ``rope`` (VGGT 2D RoPE around the same SDPA call). The refere
 ``rope-per-view`` is RoPE computed with one SDPA call per query view, as URoPE must: its ratio is the
 cost of that split alone.
 
-``--methods`` takes preset names and pairs written ``qk=A,vo=B`` (``depthpe.model.encoding_spec``);
+``--methods`` takes preset names and pairs written ``qk=A,vo=B`` (``depthpe.pe.spec``);
 more ``key=value`` items set encoding options, e.g. ``qk=KRtAdd2d,vo=KRtAdd2d,softmax=blockwise``
 (the DPPE paper's appendix-A tAdd) or ``dppe_tadd,softmax=blockwise``.
 """
@@ -103,7 +103,7 @@ def parse_method(text: str) -> tuple[str | dict, dict]:
     Raises ``ValueError`` naming the valid presets and pairs."""
     import yaml
 
-    from depthpe.model.encoding_spec import encoding_pair
+    from depthpe.pe.spec import encoding_pair
 
     items = [item.strip() for item in text.split(",") if item.strip()]
     method: str | dict = {}

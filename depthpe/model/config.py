@@ -17,7 +17,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from .encoding_spec import encoding_pair, head_dim_multiple
+from ..pe.spec import encoding_pair, head_dim_multiple
 
 __all__ = ["DepthModelConfig", "PRESETS", "ConfigError"]
 
@@ -48,8 +48,8 @@ class DepthModelConfig:
         0.01, which keeps a deep model near identity at the start; larger values let the residual
         branches of a small model trained from scratch contribute from the first step);
       global_pe: positional encoding of the global attention: a preset name
-        (``depthpe.pe.available_encodings()``) or a pair ``{qk: NAME, vo: NAME}`` of DPPE transforms
-        (``depthpe.model.encoding_spec``); pe_options: keyword options for that encoding;
+        (``depthpe.pe.spec.PRESET_PAIRS``) or a pair ``{qk: NAME, vo: NAME}`` of DPPE transforms
+        (``depthpe.pe.spec``); pe_options: keyword options for that encoding;
       plucker: add a Plücker ray map (per pixel (d, o x d) of its camera ray, patchified) to the
         patch tokens through a learned linear embedding initialised to zero (``model/plucker.py``);
       gradient_checkpointing: recompute each aggregator block in the backward pass (training only).
@@ -184,19 +184,9 @@ class DepthModelConfig:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # VGGT-1B aggregator + depth head sizes, frozen timm DINOv2 ViT-L/14-reg4 (pretrained).
-    "vggt-1b": dict(
-        backbone="vit_large_patch14_reg4_dinov2",
-        backbone_blocks=None,
-        pretrained=True,
-        embed_dim=1024,
-        num_blocks=24,
-        num_heads=16,
-        mlp_ratio=4.0,
-        head_features=256,
-        head_out_channels=[256, 512, 1024, 1024],
-        head_layers=[4, 11, 17, 23],
-    ),
+    # VGGT-1B aggregator + depth head sizes, frozen timm DINOv2 ViT-L/14-reg4 (pretrained): the
+    # dataclass defaults themselves, written once there.
+    "vggt-1b": {},
     # CPU-sized model for tests and the quickstart. A randomly initialised 1-block DINOv2-S keeps
     # the spatial content of each patch (timm's LayerScale init makes random blocks near-identity),
     # so the model learns depth even without downloadable weights.

@@ -20,29 +20,17 @@ import torch.nn as nn
 from huggingface_hub import PyTorchModelHubMixin
 
 from ..pe import check_encoding_cameras
+from ..pe.spec import encoding_pair
 from .aggregator import Aggregator
 from .config import DepthModelConfig
-from .encoding_spec import encoding_pair
 from .dpt import DPTHead
 from .inference import check_input_shapes, check_inputs, predict_depth
+from .state_dicts import state_dict_mismatches
 
 __all__ = ["DepthModel", "CheckpointMismatchError"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
-
-
-def state_dict_mismatches(own: dict, incoming: dict) -> tuple[list[str], list[str], list[str]]:
-    """Compare a model's state dict with one to load: (missing keys, unexpected keys,
-    "key: checkpoint shape vs model shape" lines), each sorted."""
-    missing = sorted(set(own) - set(incoming))
-    unexpected = sorted(set(incoming) - set(own))
-    shapes = sorted(
-        f"{k}: checkpoint {tuple(incoming[k].shape)} vs model {tuple(own[k].shape)}"
-        for k in set(own) & set(incoming)
-        if incoming[k].shape != own[k].shape
-    )
-    return missing, unexpected, shapes
 
 
 class CheckpointMismatchError(RuntimeError):

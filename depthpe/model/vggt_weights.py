@@ -56,6 +56,7 @@ from pathlib import Path
 import torch
 
 from .backbone import read_state_dict
+from .state_dicts import state_dict_mismatches
 
 __all__ = [
     "VGGT_HUB_ID",
@@ -283,8 +284,6 @@ def load_vggt_weights(model: torch.nn.Module, vggt_sd: dict[str, torch.Tensor]) 
     when it raises. dtypes are converted to the model's.
     """
     mapped = vggt_to_depthpe(vggt_sd)
-    from .depth_model import state_dict_mismatches
-
     own = model.state_dict()
     missing, unexpected, shapes = state_dict_mismatches(own, mapped)
     zero_init = [k for k in missing if k.startswith(ZERO_INIT_PREFIXES)]

@@ -14,7 +14,7 @@ Layouts (those of the official PRoPE / DPPE code):
   Inside each quarter of width w = d/4 the pairing is split-half (c, c + w/2), frequencies
   ``base ** (-m / (w/2))``, m = 0..w/2-1, base 100. The *forward* map (q, k, v) is a rotation by
   **-theta**: (a, b) -> (a cos + b sin, b cos - a sin); o gets the inverse (+theta).
-* other layouts of the pairs (``depthpe.model.encoding_spec.transform_layout``): ``p`` / ``Rt`` put
+* other layouts of the pairs (``depthpe.pe.spec.transform_layout``): ``p`` / ``Rt`` put
   4-chunks on the whole head, ``2d`` puts the RoPE on the whole head ([x: d/2 | y: d/2]),
   ``vggt2d`` is VGGT's RoPE (``VggtRope``).
 * positions: special tokens (0, 0); patch (x, y) at (x + patch_offset, y + patch_offset). The official
@@ -34,9 +34,9 @@ import warnings
 import torch
 
 from ..geometry import invert_intrinsics, invert_w2c, normalize_intrinsics, to_4x4
-from ..model.encoding_spec import head_dim_multiple, transform_layout
 from .base import Encoding
 from .rope import apply_rope_2d
+from .spec import head_dim_multiple, transform_layout
 
 __all__ = [
     "lift_intrinsics",
@@ -324,7 +324,7 @@ def check_head_dim(d: int, method: str, multiple: int = 8) -> None:
 class CameraBlockEncoding(Encoding):
     """Generic per-tensor encoding: each of q, k, v, o gets its transform's segments.
 
-    ``transforms``: {"q", "k", "v", "o"} -> transform name (``encoding_spec.transform_layout`` gives
+    ``transforms``: {"q", "k", "v", "o"} -> transform name (``spec.transform_layout`` gives
     its segments); ``ops``: the same keys -> camera op with ``apply(x, out, adjoint)`` on the
     ``cam`` segment (None where there is none); ``rotary``: {"rope": PropeRope, "vggt": VggtRope} with
     ``apply(x, out, inverse)``. q, k, v get the forward rotation, o the inverse. A tensor whose

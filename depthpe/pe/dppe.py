@@ -39,19 +39,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .base import register_encoding
 from .camera import CameraBlockEncoding
-from .pairs import make_pair_encoding
 
-__all__ = ["make_dppe_dual", "make_dppe_tadd", "TAddBlockwise", "tadd_blockwise_channels",
-           "tadd_appendix_channels"]
-
-
-@register_encoding("dppe_dual")
-def make_dppe_dual(*, rope_base: float = 100.0, max_translation: float | None = 10.0, **geometry):
-    """Prepare DPPE-dual. K: (B,S,3,3) pixel intrinsics; w2c: (B,S,3|4,4) OpenCV world-to-camera."""
-    return make_pair_encoding("dppe_dual", method="dppe_dual", rope_base=rope_base,
-                              max_translation=max_translation, **geometry)
+__all__ = ["TAddBlockwise", "tadd_blockwise_channels", "tadd_appendix_channels"]
 
 
 def tadd_blockwise_channels(d: int) -> dict[str, torch.Tensor]:
@@ -148,13 +138,3 @@ def _sdpa_equal_width(q, k, v, *, dropout_p: float = 0.0):
     out = F.scaled_dot_product_attention(q, k, F.pad(v, (0, a - b)), dropout_p=dropout_p)
     return out[..., :b]
 
-
-@register_encoding("dppe_tadd")
-def make_dppe_tadd(*, softmax: str = "shared", rope_base: float = 100.0,
-                   max_translation: float | None = 10.0, **geometry):
-    """Prepare DPPE-tAdd = (p2d, KRtAdd2d). softmax: "shared" (official code, default) or
-    "blockwise" (split of PRoPE's logits, ``tadd_blockwise_channels``)."""
-    if softmax not in ("shared", "blockwise"):
-        raise ValueError(f"dppe_tadd softmax must be 'shared' or 'blockwise', got {softmax!r}")
-    return make_pair_encoding("dppe_tadd", method="dppe_tadd", softmax=softmax, rope_base=rope_base,
-                              max_translation=max_translation, **geometry)

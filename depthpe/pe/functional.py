@@ -1,7 +1,8 @@
 """Functional form of the encodings: one call does prepare + attend.
 
 For a model with many layers, prepare once per forward pass with ``prepare_encoding`` and call
-``enc.attend(q, k, v)`` in every layer; ``multiview_attention`` is the convenience form.
+``enc.attend(q, k, v)`` in every layer; ``multiview_attention`` is the convenience form. The top
+of ``depthpe.pe``: it imports the registry (``registry``) and the name table (``spec``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from collections.abc import Mapping
 
 import torch
 
-from ..model.encoding_spec import encoding_pair
-from .base import available_encodings, prepare_encoding
+from .registry import available_encodings, prepare_encoding
+from .spec import encoding_pair
 
 __all__ = ["multiview_attention"]
 
@@ -39,7 +40,7 @@ def multiview_attention(
     K: (B, S, 3, 3) pixel intrinsics; w2c: (B, S, 3, 4) or (B, S, 4, 4) OpenCV world-to-camera
     (both may be None for "none"/"rope"); image_size: (H, W) pixels; grid: (h, w) patches.
     method: one of ``available_encodings()`` or a pair ``{"qk": NAME, "vo": NAME}`` of DPPE
-    transforms (``depthpe.model.encoding_spec``); ``options`` are method specific (e.g. urope
+    transforms (``depthpe.pe.spec``); ``options`` are method specific (e.g. urope
     ``anchors=``, dppe_tadd ``softmax="blockwise"``). Returns (B, heads, S*T, head_dim).
     """
     if q.ndim != 4 or k.shape != q.shape or v.shape[:-1] != q.shape[:-1]:

@@ -2,8 +2,9 @@
 
 A pair names the query-key transform (on q and k) and the value-output transform (on v before and
 on the attention output o after one SDPA call). Names, layouts and validation are in
-``depthpe.model.encoding_spec``; this module builds the numbers. For a camera transform with the
-4x4 map M_i of view i (``camera_maps``), tokens of view i get
+``depthpe.pe.spec``; this module builds the numbers, for the pairs and for every preset (a preset
+is a named pair: PRoPE = (p2d, p2d), GTA = (Rt2d, Rt2d), ...; ``spec.PRESET_PAIRS``). For a camera
+transform with the 4x4 map M_i of view i (``camera_maps``), tokens of view i get
 
     q <- M_i^T,  k <- M_i^-1   (qk: logit_ij = q_i^T M_i M_j^-1 k_j)
     v <- M_i^-1, o <- M_i      (vo: o_i = sum_j a_ij M_i M_j^-1 v_j)
@@ -17,6 +18,12 @@ float64 with closed-form inverses.
 
 ``softmax="blockwise"`` (vo ``KRtAdd2d``): separate rotation and translation softmaxes
 (``depthpe.pe.dppe.TAddBlockwise``); with qk ``KRtAdd2d`` this is the DPPE paper's appendix A.
+``translation_scale`` c (``Rt`` / ``Rt2d``) scales the translation column, ``E^c = [R | c t]``, like
+GTA's ``trans_coeff`` (official GTA learns it per layer, initialised to 0.01; here it is a fixed
+number, default 1 = the DPPE preset).
+
+This module composes the families below it (``camera``, ``rope``, ``dppe``, ``urope``) and is
+composed by ``registry`` (names -> encodings) above it.
 """
 
 from __future__ import annotations
@@ -24,8 +31,7 @@ from __future__ import annotations
 import torch
 
 from ..geometry import invert_intrinsics, invert_w2c, normalize_intrinsics
-from ..model.encoding_spec import encoding_label, encoding_pair, transform_layout
-from .base import Encoding
+from .base import Encoding, token_positions
 from .camera import (
     CameraBlockEncoding,
     PropeRope,
@@ -36,6 +42,10 @@ from .camera import (
     lift_intrinsics,
     validate_cameras,
 )
+from .dppe import TAddBlockwise
+from .rope import Rope2D
+from .spec import encoding_label, encoding_pair, transform_layout
+from .urope import make_urope
 
 __all__ = ["camera_maps", "make_pair_encoding", "uses_cameras", "uses_intrinsics", "check_encoding_cameras"]
 
@@ -142,46 +152,54 @@ def _rotary(qk: str, vo: str, grid, num_special: int, patch_offset: int, rope_ba
     return ops
 
 
-def _check_options(qk: str, vo: str, softmax: str, translation_scale: float) -> None:
+def _check_options(method: str, qk: str, vo: str, softmax: str, translation_scale: float) -> None:
     """Options that only some pairs understand are refused elsewhere (one-line ``ValueError``)."""
-    label = encoding_label({"qk": qk, "vo": vo})
     if softmax not in ("shared", "blockwise"):
-        raise ValueError(f"{label}: softmax must be 'shared' or 'blockwise', got {softmax!r}")
+        raise ValueError(f"{method}: softmax must be 'shared' or 'blockwise', got {softmax!r}")
     if softmax == "blockwise" and not (vo == "KRtAdd2d" and qk in ("p2d", "KRtAdd2d")):
-        raise ValueError(f"{label}: softmax 'blockwise' needs vo KRtAdd2d and qk KRtAdd2d (the paper's "
+        raise ValueError(f"{method}: softmax 'blockwise' needs vo KRtAdd2d and qk KRtAdd2d (the paper's "
                          "appendix A) or p2d (the dppe_tadd preset)")
     if translation_scale != 1.0 and "Rt" not in (qk, vo) and "Rt2d" not in (qk, vo):
-        raise ValueError(f"{label}: translation_scale applies to the Rt / Rt2d transforms only")
+        raise ValueError(f"{method}: translation_scale applies to the Rt / Rt2d transforms only")
 
 
 def make_pair_encoding(spec, *, image_size, grid, num_special, patch_offset, K, w2c, num_views,
-                       rope_base: float = 100.0, max_translation: float | None = 10.0,
-                       translation_scale: float = 1.0, softmax: str = "shared", method=None,
-                       **options) -> Encoding:
+                       base: float | None = None, **options) -> Encoding:
     """Prepare the encoding of ``spec`` (a preset name or {qk, vo}); geometry as ``prepare_encoding``.
 
     K: (B, S, 3, 3) pixel intrinsics, w2c: (B, S, 3|4, 4) OpenCV world-to-camera (None allowed when
     no transform of the pair reads them; only their shapes are checked here, values by
-    ``check_encoding_cameras``). Options: ``rope_base`` (2D RoPE base), ``max_translation``
-    (``check_encoding_cameras`` warns above this |t|), ``translation_scale`` (Rt / Rt2d),
-    ``softmax`` (vo KRtAdd2d); the pair {qk: urope, vo: none} takes URoPE's options instead. ``method``: the name used in messages.
+    ``check_encoding_cameras``). Options: ``rope_base`` (2D RoPE base, 100; ``base`` is its older
+    name, which the ``rope`` preset took), ``max_translation`` (``check_encoding_cameras`` warns above
+    this |t|), ``translation_scale`` (Rt / Rt2d) and ``softmax`` (vo KRtAdd2d); the pair
+    {qk: urope, vo: none} takes URoPE's options instead (``urope.make_urope``).
     """
     qk, vo = encoding_pair(spec)
-    method = method or encoding_label(spec)
+    method = encoding_label(spec)
+    if base is not None:
+        if "rope_base" in options:
+            raise ValueError(f"{method}: give rope_base or its older name base, not both")
+        options["rope_base"] = base
     geometry = dict(image_size=image_size, grid=grid, num_special=num_special,
                     patch_offset=patch_offset, K=K, w2c=w2c, num_views=num_views)
     if qk == "urope":
-        from .urope import make_urope
+        return make_urope(**geometry, **options)
+    return _make_transform_pair(qk, vo, method, **geometry, **options)
 
-        return make_urope(**geometry, rope_base=rope_base, max_translation=max_translation, **options)
-    if options:
-        raise TypeError(f"{method}: unknown option(s) {sorted(options)}; accepted: rope_base, "
-                         "max_translation, translation_scale, softmax")
-    _check_options(qk, vo, softmax, translation_scale)
+
+def _make_transform_pair(qk: str, vo: str, method: str, *, image_size, grid, num_special, patch_offset,
+                         K, w2c, num_views, rope_base: float = 100.0,
+                         max_translation: float | None = 10.0, translation_scale: float = 1.0,
+                         softmax: str = "shared", **unknown) -> Encoding:
+    """The encoding of the pair (qk, vo) of ``spec.OFFICIAL_TRANSFORMS`` or qk ``vggt2d``; arguments as
+    ``make_pair_encoding`` (``max_translation`` is read by ``check_encoding_cameras``, not here)."""
+    if unknown:
+        raise TypeError(f"{method}: unknown option(s) {sorted(unknown)}; accepted: rope_base (or base), "
+                        "max_translation, translation_scale, softmax")
+    _check_options(method, qk, vo, softmax, translation_scale)
     if qk == "vggt2d" and vo == "none":
-        from .rope import _make_rope
-
-        return _make_rope(base=rope_base, **geometry)
+        positions = token_positions(num_views, grid, num_special, patch_offset, dtype=torch.float64)
+        return Rope2D(positions, base=rope_base)
     if qk == vo == "none":
         return Encoding()
     Kbar = E = batch = None
@@ -193,8 +211,6 @@ def make_pair_encoding(spec, *, image_size, grid, num_special, patch_offset, K, 
     with torch.autocast(device_type="cpu" if E is None else E.device.type, enabled=False):
         q_op, k_op = _slot_ops(qk, "qk", Kbar, E, translation_scale)
         v_op, o_op = _slot_ops(vo, "vo", Kbar, E, translation_scale)
-    from .dppe import TAddBlockwise
-
     cls = TAddBlockwise if softmax == "blockwise" else CameraBlockEncoding
     h, w = grid
     return cls(method=method, num_views=num_views, tokens_per_view=num_special + h * w, batch=batch,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Encoding, register_encoding, token_positions
+from .base import Encoding
 
 __all__ = ["rope_angles", "apply_rope_1d", "apply_rope_2d", "Rope2D"]
 
@@ -79,12 +79,3 @@ class Rope2D(Encoding):
     transform_q = _rotate
     transform_k = _rotate
 
-
-@register_encoding("rope")
-def _make_rope(*, num_views, grid, num_special, patch_offset, base: float = 100.0, **_):
-    return Rope2D(token_positions(num_views, grid, num_special, patch_offset, dtype=torch.float64), base=base)
-
-
-@register_encoding("none")
-def _make_none(**_):
-    return Encoding()

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from ..geometry import invert_intrinsics
-from .base import Encoding, register_encoding, token_positions
+from .base import Encoding, token_positions
 from .camera import camera_tensors, memoized, work_dtype
 
 __all__ = ["URoPE", "make_urope", "default_anchors", "project_key_positions"]
@@ -380,7 +380,6 @@ class _RotateKeys(torch.autograd.Function):
         return torch.view_as_real(gk), None, None, None, None
 
 
-@register_encoding("urope")
 def make_urope(*, image_size, grid, num_special, patch_offset, K, w2c, num_views,
                anchors=None, view_chunk: int = 1, behind_eps: float = 1e-3, clip: float = 1.0,
                rope_base: float = 100.0, cache_tables: bool = False,

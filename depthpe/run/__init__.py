@@ -2,9 +2,11 @@
 
 ``load_run_config`` reads a config; ``train`` runs it. Modules: ``schema`` (the config dataclasses),
 ``loading`` (files, overrides, shipped configs), ``preflight`` (checks before anything is built),
-``state`` (what a checkpoint restores), ``step`` (one optimizer step), ``checkpoints``,
-``tracking`` (logging and trackers), ``validation`` (what validation keeps in the run folder),
-``pushes`` (what training pushes to the Hub), ``trainer`` (the loop).
+``building`` (model, optimizer, schedule and loaders from a config), ``lock`` (one run per output
+folder), ``preemption`` (SIGTERM/SIGINT turned into a checkpoint and an exit status), ``state``
+(what a checkpoint restores), ``step`` (one optimizer step), ``checkpoints`` (writing, finding and
+loading them), ``tracking`` (logging and trackers), ``validation`` (what validation keeps in the run
+folder), ``pushes`` (what training pushes to the Hub), ``trainer`` (the loop).
 """
 
 from .loading import dump_run_config, load_run_config, save_run_config

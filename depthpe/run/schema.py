@@ -22,6 +22,7 @@ from omegaconf import MISSING
 
 from ..config import ConfigError, instantiate, merge_layers
 from ..data.config import DataConfig, SourceConfig
+from ..hub import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
 from ..inference_config import ViewProtocol
 from ..model.config import PRESETS, DepthModelConfig
 
@@ -165,8 +166,10 @@ class HubConfig:
     repo_id: "user/name" (None = no pushes); private: visibility when the repo is created;
     push_every: push every Nth checkpoint (the final model is always pushed); revision: branch
     (None = main); license: licence of the weights on the model card; retries / retry_delay:
-    attempts after a failure and the first back-off in seconds (doubling); wait_timeout: seconds to
-    wait for uploads when training ends.
+    attempts after a failure and the first back-off in seconds (doubling); request_timeout: seconds
+    one Hub request may wait to connect, send or receive; job_deadline: seconds one upload may take,
+    retries included, before it is given up; wait_timeout: seconds to wait for uploads when training
+    ends. The defaults are ``depthpe.hub``'s (``DEFAULT_*``), written once there.
     """
 
     repo_id: Optional[str] = None
@@ -174,11 +177,11 @@ class HubConfig:
     push_every: int = 1
     revision: Optional[str] = None
     license: str = "apache-2.0"
-    retries: int = 5
-    retry_delay: float = 10.0
-    request_timeout: float = 60.0
-    job_deadline: float = 1800.0
-    wait_timeout: float = 1800.0
+    retries: int = DEFAULT_RETRIES
+    retry_delay: float = DEFAULT_RETRY_DELAY
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    job_deadline: float = DEFAULT_JOB_DEADLINE
+    wait_timeout: float = DEFAULT_JOB_DEADLINE
 
     def __post_init__(self):
         _require(self.push_every >= 1, f"hub.push_every must be >= 1 (every Nth checkpoint), got {self.push_every}")
@@ -206,7 +209,7 @@ def _model_config(self) -> DepthModelConfig:
 def _check_model_section(self) -> None:
     """Preset and encoding names exist; the architecture is valid once every field is known."""
     from ..config import did_you_mean
-    from ..model.encoding_spec import PRESET_PAIRS, encoding_pair
+    from ..pe.spec import PRESET_PAIRS, encoding_pair
 
     if self.preset is not None and self.preset not in PRESETS:
         raise ValueError(f"model.preset: unknown preset {self.preset!r} (choose from {sorted(PRESETS)})")

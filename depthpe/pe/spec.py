@@ -1,12 +1,16 @@
-"""What ``model.global_pe`` may name: presets, and ``{qk: NAME, vo: NAME}`` pairs (no torch).
+"""The encoding spec: what ``model.global_pe`` and ``prepare_encoding`` may name (no torch).
 
 A pair names one transform for the query-key path (qk: applied to q and k before the dot product)
 and one for the value-output path (vo: applied to v before and to the attention output after).
 The transform names are those of the official DPPE code (sbintuitions/dppe, ``dppe/torch.py``);
 every combination of two of them is accepted there and here. depthpe adds two query-key-only
 names for its own presets: ``vggt2d`` (VGGT's 2D RoPE, any vo) and ``urope`` (vo must be ``none``).
-The numerics live in ``depthpe.pe.pairs``; this module is the name table, the layout of the head
-dim per transform and the validation that the config and the run-config loader share.
+A preset is a named pair and nothing else: ``PRESET_PAIRS`` is the one table of preset names (the
+registry of ``depthpe.pe.registry`` is built from it).
+
+This module is the bottom of ``depthpe.pe`` and imports nothing of depthpe: the name table, the
+layout of the head dim per transform, and the validation that the model config, the run-config
+loader and the encodings share. The numerics live in ``depthpe.pe.pairs``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,93 @@
+"""Encodings by name: ``prepare_encoding``, ``available_encodings`` and ``register_encoding``.
+
+The registry starts with one entry per preset of ``spec.PRESET_PAIRS`` (each prepares its (qk, vo)
+pair with ``pairs.make_pair_encoding``); ``register_encoding`` adds your own factories to the same
+table. This is the entry point of ``depthpe.pe``: it sits above the families and their composition
+(``pairs``) and below the functional form (``functional``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Callable
+
+import torch
+
+from .base import Encoding
+from .pairs import make_pair_encoding
+from .spec import PRESET_PAIRS
+
+__all__ = ["register_encoding", "prepare_encoding", "available_encodings"]
+
+_REGISTRY: dict[str, Callable[..., Encoding]] = {
+    name: functools.partial(make_pair_encoding, name) for name in PRESET_PAIRS
+}
+
+
+def register_encoding(name: str):
+    """Decorator registering ``factory(**geometry, **options) -> Encoding`` under ``name``.
+
+    ``geometry`` holds the keyword arguments ``prepare_encoding`` passes every factory (image_size,
+    grid, num_special, patch_offset, K, w2c, num_views); ``options`` are the caller's. Raises
+    ``ValueError`` when ``name`` is taken (the presets are registered from the start).
+    """
+
+    def deco(factory):
+        if name in _REGISTRY:
+            raise ValueError(f"encoding {name!r} is already registered")
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def available_encodings() -> list[str]:
+    """Names accepted by ``prepare_encoding``: the presets (``model.global_pe``) and registered names."""
+    return sorted(_REGISTRY)
+
+
+def prepare_encoding(
+    method: str | Mapping[str, str],
+    *,
+    image_size: tuple[int, int],
+    grid: tuple[int, int],
+    num_special: int = 0,
+    patch_offset: int = 1,
+    K: torch.Tensor | None = None,
+    w2c: torch.Tensor | None = None,
+    num_views: int | None = None,
+    **options,
+) -> Encoding:
+    """Prepare the encoding ``method`` for one forward pass.
+
+    method: a registered name (``available_encodings()``) or a pair ``{"qk": NAME, "vo": NAME}`` of
+    DPPE transforms (``depthpe.pe.pairs``, ``depthpe.pe.spec``).
+    image_size: (H, W) pixels; grid: (h, w) patches per view; num_special: special tokens per view
+    (RoPE position 0, their own view's camera); patch_offset: patch (x, y) sits at RoPE position
+    (x + patch_offset, y + patch_offset). K: (B, S, 3, 3) pixel intrinsics and w2c: (B, S, 3|4, 4)
+    OpenCV world-to-camera, required by the camera encodings. num_views: S, inferred from K/w2c when
+    given. ``options`` are method specific (``pe_options`` in the model config).
+    """
+    if isinstance(method, Mapping):
+        factory = functools.partial(make_pair_encoding, dict(method))
+    elif method in _REGISTRY:
+        factory = _REGISTRY[method]
+    else:
+        raise ValueError(
+            f"unknown positional encoding {method!r}; available: {', '.join(available_encodings())} "
+            "or a pair {qk: NAME, vo: NAME}"
+        )
+    if num_views is None:
+        cams = K if K is not None else w2c
+        num_views = int(cams.shape[1]) if cams is not None else 1
+    return factory(
+        image_size=tuple(image_size),
+        grid=tuple(grid),
+        num_special=int(num_special),
+        patch_offset=int(patch_offset),
+        K=K,
+        w2c=w2c,
+        num_views=int(num_views),
+        **options,
+    )
