@@ -93,7 +93,7 @@ def depth_storage_problem(depth: np.ndarray, dtype: str) -> str | None:
 def _cast_counts(frame: np.ndarray, dtype: str) -> tuple[int, int, int]:
     """(positive values that ``dtype`` stores as 0 or below its smallest normal, values above its
     largest, distinct positive values after the cast) of one (H, W) depth frame. float16 from its
-    bit patterns (a histogram: 0 is pattern 0, subnormals 1..0x3ff, inf 0x7c00); a cast to a type at
+    bit patterns (a histogram: 0 is pattern 0 or 0x8000, subnormals 1..0x3ff, inf 0x7c00); a cast to a type at
     least as wide merges and overflows nothing (reported as ``MIN_DISTINCT_DEPTHS`` distinct values)."""
     info = np.finfo(dtype)
     if frame.dtype.kind == "f" and frame.dtype.itemsize <= info.dtype.itemsize:
@@ -106,8 +106,8 @@ def _cast_counts(frame: np.ndarray, dtype: str) -> tuple[int, int, int]:
                 len(np.unique(cast)))
     with np.errstate(over="ignore"):
         bits = np.bincount(frame.astype(np.float16).reshape(-1).view(np.uint16), minlength=0x10000)
-    zeros = frame.size - int(np.count_nonzero(frame))
-    tiny = int(bits[0]) - zeros + int(bits[1:0x400].sum())
+    zeros = frame.size - int(np.count_nonzero(frame))  # +0.0 and -0.0 (pattern 0x8000)
+    tiny = int(bits[0]) + int(bits[0x8000]) - zeros + int(bits[1:0x400].sum())
     return tiny, int(bits[0x7C00]), int(np.count_nonzero(bits[0x400:0x7C00]))
 
 
