@@ -41,7 +41,8 @@ from .files import atomic_write_bytes
 from .inference_config import DTYPES, EvalConfig
 from .model.inference import predict_depth
 from .worst_images import WorstImages
-from .metrics import BASELINE_MODES, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
+from .metrics import (BASELINE_MODES, MIN_VALID_FRACTION, MODES, StreamingMedian, aggregate, baseline_rows,
+                      scene_rows)
 
 __all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",
            "usable_sources", "input_size", "run_evaluation"]
@@ -146,6 +147,7 @@ def evaluate(
     loss_fn: Callable | None = None,
     scale_reference: str = "others",
     worst: int = 0,
+    min_valid_fraction: float = MIN_VALID_FRACTION,
 ) -> EvalResult:
     """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes of ``sources``.
 
@@ -162,7 +164,12 @@ def evaluate(
     units; (1, S, H, W) tensors), averaged over scenes into ``summary[dataset]["loss"]``.
     scale_reference: the unit GT is normalized to; use the model's own (training_inputs.json).
     worst: keep the panels of this many images with the largest native AbsRel (``EvalResult.worst``).
-    Returns an ``EvalResult`` (see ``write_outputs``).
+    min_valid_fraction: the valid depth a scene's views need together, and each image to be scored
+    (at least ``metrics.MIN_VALID_PIXELS`` pixels too; a source's own ``min_valid_fraction`` wins);
+    sparser images are left out (``n_empty_images``), a scene without a scored image is skipped
+    and listed in ``failures`` like an unusable file (``SceneEvalDataset``).
+    Returns an ``EvalResult`` (see ``write_outputs``); its summary holds only defined (finite)
+    values: a metric without any scored image is left out, never NaN.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
@@ -170,7 +177,7 @@ def evaluate(
     world = accelerator.num_processes if accelerator is not None else 1
     dataset = SceneEvalDataset(
         sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest,
-        scale_reference=scale_reference,
+        scale_reference=scale_reference, min_valid_fraction=min_valid_fraction,
     )
     indices = _scene_indices(dataset, max_scenes, selection, seed, scenes)[rank::world]
     loader = _scene_loader(dataset, indices, num_workers)
@@ -207,8 +214,23 @@ def _gathered_result(accelerator, rows, failures, frames, losses, global_value, 
     for name, value in global_value.items():
         summary.setdefault(name, {}).setdefault("global_constant", {})["value"] = value
     _add_mean_losses(summary, [item for part in _gather([losses], accelerator) for item in part])
-    return EvalResult(summary=summary, rows=all_rows, manifest=dict(sorted(all_frames.items())),
+    return EvalResult(summary=finite_values(summary), rows=all_rows, manifest=dict(sorted(all_frames.items())),
                       failures=all_failures, panels=rendered)
+
+
+def finite_values(tree):
+    """``tree`` (nested dicts and lists) without its non-finite float leaves (NaN, inf: a metric that
+    is undefined, e.g. over no scored image): dict entries are left out, list items become None.
+    What summary.json, validation logs and trackers get, so none of them ever holds NaN."""
+    if isinstance(tree, dict):
+        return {k: finite_values(v) for k, v in tree.items() if not _non_finite(v)}
+    if isinstance(tree, (list, tuple)):
+        return [None if _non_finite(v) else finite_values(v) for v in tree]
+    return tree
+
+
+def _non_finite(value) -> bool:
+    return isinstance(value, (float, np.floating)) and not math.isfinite(value)
 
 
 def _global_medians(loader, accelerator, progress: bool) -> dict[str, float]:
@@ -287,9 +309,14 @@ def format_summary(summary: dict, keys: Sequence[str] = ("abs_rel", "delta1", "d
             entry = summary[dataset].get(mode)
             if not entry or "n_scenes" not in entry:
                 continue
-            vals = " | ".join("-" if math.isnan(entry[k]) else f"{entry[k]:.4f}" for k in keys)
+            vals = " | ".join(_cell(entry.get(k)) for k in keys)
             lines.append(f"| {dataset} | {mode} | {entry['n_scenes']} | {entry['n_images']} | {vals} |")
     return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    """A table cell: the value to 4 decimals, ``-`` where it is undefined (missing, None or NaN)."""
+    return "-" if value is None or _non_finite(value) else f"{value:.4f}"
 
 
 def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None = None) -> dict[str, Path]:
@@ -304,7 +331,8 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
     doc = {"meta": meta or {}, "summary": result.summary, "failures": result.failures,
            "views": {"requested": requested, "per_scene": result.views_used(),
                      "fewer_than_requested": result.short_scenes(requested) if requested else {}}}
-    paths["summary"] = atomic_write_bytes(out / "summary.json", json.dumps(doc, indent=1, default=float).encode())
+    text = json.dumps(finite_values(doc), indent=1, default=float, allow_nan=False)  # strict JSON: no NaN
+    paths["summary"] = atomic_write_bytes(out / "summary.json", text.encode())
     buf = io.StringIO()
     if result.rows:
         fieldnames = list(result.rows[0].keys())
@@ -447,12 +475,12 @@ def run_evaluation(cfg: EvalConfig) -> EvalResult:
     result = evaluate(model, sources, views=cfg.views, seed=cfg.seed, image_width=width, aspect=aspect,
                       max_scenes=cfg.max_scenes, manifest=load_manifest(cfg.manifest), accelerator=accelerator,
                       num_workers=cfg.num_workers, panels=cfg.panels, dtype=cfg.dtype, scale_reference=scale_reference,
-                      worst=cfg.worst)
+                      worst=cfg.worst, min_valid_fraction=cfg.min_valid_fraction)
     if accelerator.is_main_process:
         meta = {"model": cfg.model, "revision": cfg.revision, "data": cfg.data, "split": cfg.split,
                 "views": cfg.views, "seed": cfg.seed, "image_width": width, "aspect": aspect,
                 "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": cfg.dtype,
-                "scale_reference": scale_reference}
+                "scale_reference": scale_reference, "min_valid_fraction": cfg.min_valid_fraction}
         write_outputs(result, cfg.out, meta=meta)
         _report(result, cfg)
     accelerator.wait_for_everyone()
