@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -47,10 +47,29 @@ def _node(rank: int, port: int, config: Path, env: dict, *args: str) -> subproce
                             start_new_session=True)
 
 
+def _kill_tree(node: subprocess.Popen) -> None:
+    """SIGKILL a launcher and every process under it (torchrun starts workers in sessions of their own)."""
+    try:
+        launcher = psutil.Process(node.pid)
+        processes = [*launcher.children(recursive=True), launcher]
+    except psutil.NoSuchProcess:
+        return
+    for process in processes:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
 def _two_nodes(config: Path, env: dict, *args: str, timeout: float = 300) -> list[tuple[int, str]]:
     port = _port()
     nodes = [_node(rank, port, config, env, *args) for rank in (0, 1)]
-    return [(p.returncode, p.communicate(timeout=timeout)[0]) for p in nodes]
+    try:
+        outputs = [p.communicate(timeout=timeout)[0] for p in nodes]
+    finally:
+        for p in nodes:
+            _kill_tree(p)
+    return [(p.returncode, out) for p, out in zip(nodes, outputs)]
 
 
 def _config_file(tmp: Path, root: Path, out: Path, **train) -> Path:
@@ -116,15 +135,19 @@ def test_a_dead_machine_ends_the_survivor_with_one_line(synth_root, tmp_path):  
     env = _env(tmp_path)
     nodes = [_node(rank, port, config, env) for rank in (0, 1)]
     checkpoints = tmp_path / "killed" / "checkpoints"
-    deadline = time.time() + 240
-    while not any(checkpoints.glob("step_*/trainer_state.json")) and time.time() < deadline:
-        assert nodes[0].poll() is None, nodes[0].communicate()[0][-3000:]
-        time.sleep(0.5)
-    assert any(checkpoints.glob("step_*/trainer_state.json")), "no checkpoint within 240 s"
-    os.killpg(nodes[1].pid, signal.SIGKILL)  # the second machine: its launcher and its worker
-    killed_at = time.time()
-    out = nodes[0].communicate(timeout=180)[0]
-    nodes[1].communicate()
+    try:
+        deadline = time.time() + 240
+        while not any(checkpoints.glob("step_*/trainer_state.json")) and time.time() < deadline:
+            assert nodes[0].poll() is None, nodes[0].communicate()[0][-3000:]
+            time.sleep(0.5)
+        assert any(checkpoints.glob("step_*/trainer_state.json")), "no checkpoint within 240 s"
+        _kill_tree(nodes[1])  # the second machine dies: its launcher and its worker
+        killed_at = time.time()
+        out = nodes[0].communicate(timeout=180)[0]
+        nodes[1].communicate()
+    finally:
+        for node in nodes:
+            _kill_tree(node)
     assert nodes[0].returncode != 0
     assert time.time() - killed_at < 120
     lines = [line for line in out.splitlines() if "lost contact with the others" in line]
