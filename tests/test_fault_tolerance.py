@@ -131,6 +131,84 @@ def test_kill_during_checkpoint_save_keeps_previous_checkpoint(synth_root, refer
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_0000002", "step_0000004"]
 
 
+def _wait_at_loss_call(n: int, marker: Path) -> None:
+    """Fault: in the n-th loss computation (during step n) create ``marker`` and wait until the test
+    has removed it (after sending its signal)."""
+    import time
+
+    import depthpe.losses as losses
+
+    real, calls = losses.depth_loss, [0]
+
+    def depth_loss(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == n:
+            marker.touch()
+            deadline = time.monotonic() + 120
+            while marker.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return real(*args, **kwargs)
+
+    losses.depth_loss = depth_loss
+
+
+def waiting_child(config: str, at_step: int, marker: str) -> None:
+    """Entry point of a training child that waits for the test's signal during step ``at_step``."""
+    _wait_at_loss_call(at_step, Path(marker))
+    raise SystemExit(main(["--config", config]))
+
+
+def _signal_group_at_step(tmp_path: Path, config: Path, signum: int, step: int) -> tuple[int, str]:
+    """Train ``config`` in a child process in a new session (its own process group, with its 2
+    loader workers); during ``step`` send ``signum`` to that whole group with ``os.killpg``, as Slurm,
+    systemd and Kubernetes do. Returns the child's exit status and what it printed."""
+    import subprocess
+    import sys
+    import time
+
+    marker, log = tmp_path / "at_step", tmp_path / "child.log"
+    code = f"from tests.test_fault_tolerance import waiting_child; waiting_child({str(config)!r}, {step}, {str(marker)!r})"
+    with open(log, "w") as out:
+        child = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                                 start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), f"the child did not reach step {step}: {log.read_text()[-3000:]}"
+        os.killpg(child.pid, signum)
+        marker.unlink()
+        child.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    return child.returncode, log.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_stop_signal_to_the_process_group_checkpoints_that_step_and_resumes_exactly(
+        synth_root, reference, tmp_path, signum, status):  # noqa: F811
+    """Pre-emption as schedulers do it: the signal reaches the training process and its 2 loader
+    workers at once, during step 3 (between the periodic checkpoints of steps 2 and 4). The workers
+    leave it to the main process, which finishes the step, writes step_3, prints one line and exits
+    with 143 (SIGTERM) or 130 (SIGINT); --resume latest then ends with the uninterrupted weights."""
+    out, config = tmp_path / "run", tmp_path / "config.yaml"
+    config.write_text(dump_run_config(_config(synth_root, out, num_workers=2)))
+    returncode, printed = _signal_group_at_step(tmp_path, config, signum, 3)
+    assert returncode == status, printed[-3000:]
+    assert "Traceback" not in printed and "killed by signal" not in printed, printed[-3000:]
+    name = signal.Signals(signum).name
+    assert sum(f"{name} received: checkpoint written at step 3; continue with --resume latest" in line
+               for line in printed.splitlines()) == 1, printed[-3000:]
+    assert find_checkpoint(out, "latest").name == "step_0000003"
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_0000002", "step_0000003"]
+    assert not (out / "final").exists()
+    assert main(["--config", str(config), "--resume", "latest"]) == 0
+    _assert_equal(_weights(out / "final"), reference)
+
+
 # ------------------------------------------------------------------------------------------- bad data
 BAD = ("corrupt", "truncated", "nan_depth", "inf_depth", "nan_camera", "inf_camera", "missing")
 
