@@ -12,6 +12,9 @@ import multiprocessing
 import os
 import shutil
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -134,8 +137,6 @@ def test_kill_during_checkpoint_save_keeps_previous_checkpoint(synth_root, refer
 def _wait_at_loss_call(n: int, marker: Path) -> None:
     """Fault: in the n-th loss computation (during step n) create ``marker`` and wait until the test
     has removed it (after sending its signal)."""
-    import time
-
     import depthpe.losses as losses
 
     real, calls = losses.depth_loss, [0]
@@ -152,24 +153,27 @@ def _wait_at_loss_call(n: int, marker: Path) -> None:
     losses.depth_loss = depth_loss
 
 
-def waiting_child(config: str, at_step: int, marker: str) -> None:
-    """Entry point of a training child that waits for the test's signal during step ``at_step``."""
-    _wait_at_loss_call(at_step, Path(marker))
-    raise SystemExit(main(["--config", config]))
+def waiting_child(at_step: str, marker: str, *argv: str) -> None:
+    """Entry point of a training child (``depthpe train ARGV``) that waits for the test's signal
+    during step ``at_step``."""
+    _wait_at_loss_call(int(at_step), Path(marker))
+    raise SystemExit(main(list(argv)))
 
 
-def _signal_group_at_step(tmp_path: Path, config: Path, signum: int, step: int) -> tuple[int, str]:
-    """Train ``config`` in a child process in a new session (its own process group, with its 2
-    loader workers); during ``step`` send ``signum`` to that whole group with ``os.killpg``, as Slurm,
-    systemd and Kubernetes do. Returns the child's exit status and what it printed."""
-    import subprocess
-    import sys
-    import time
+ROOT = Path(__file__).resolve().parent.parent
+WAITING_CHILD = [sys.executable, "-c", "import sys; from tests.test_fault_tolerance import waiting_child; "
+                                       "waiting_child(*sys.argv[1:])"]
 
+
+def _signal_group_at_step(tmp_path: Path, prefix: list[str], argv: list[str], signum: int,
+                          step: int) -> tuple[int, str]:
+    """Run ``prefix + WAITING_CHILD`` (``depthpe train ARGV`` in a child process) in a new session, so
+    it, its loader workers and anything between form one process group; during ``step`` send
+    ``signum`` to that whole group with ``os.killpg``, as Slurm, systemd and Kubernetes do. Returns
+    the exit status and what the child printed."""
     marker, log = tmp_path / "at_step", tmp_path / "child.log"
-    code = f"from tests.test_fault_tolerance import waiting_child; waiting_child({str(config)!r}, {step}, {str(marker)!r})"
     with open(log, "w") as out:
-        child = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+        child = subprocess.Popen([*prefix, *WAITING_CHILD, str(step), str(marker), *argv], cwd=ROOT,
                                  start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 240
@@ -196,7 +200,7 @@ def test_stop_signal_to_the_process_group_checkpoints_that_step_and_resumes_exac
     with 143 (SIGTERM) or 130 (SIGINT); --resume latest then ends with the uninterrupted weights."""
     out, config = tmp_path / "run", tmp_path / "config.yaml"
     config.write_text(dump_run_config(_config(synth_root, out, num_workers=2)))
-    returncode, printed = _signal_group_at_step(tmp_path, config, signum, 3)
+    returncode, printed = _signal_group_at_step(tmp_path, [], ["--config", str(config)], signum, 3)
     assert returncode == status, printed[-3000:]
     assert "Traceback" not in printed and "killed by signal" not in printed, printed[-3000:]
     name = signal.Signals(signum).name
@@ -206,6 +210,41 @@ def test_stop_signal_to_the_process_group_checkpoints_that_step_and_resumes_exac
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_0000002", "step_0000003"]
     assert not (out / "final").exists()
     assert main(["--config", str(config), "--resume", "latest"]) == 0
+    _assert_equal(_weights(out / "final"), reference)
+
+
+NEW_PID_NAMESPACE = ["unshare", "--pid", "--fork", "--mount-proc"]  # the trainer is PID 1, as in a container
+
+
+def _pid_namespaces_work() -> bool:
+    try:
+        return subprocess.run([*NEW_PID_NAMESPACE, "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.slow
+def test_a_run_killed_in_a_container_resumes_with_the_same_command(synth_root, reference, tmp_path):  # noqa: F811
+    """A container restart: the run is PID 1 of a fresh PID namespace on the same host, is SIGKILLed
+    during step 3, and the same command (``--resume auto``) in a new namespace, where it is PID 1
+    again, takes the lock over instead of taking "pid 1 is alive" for the old run, and resumes."""
+    if not _pid_namespaces_work():
+        print("skipped: `unshare --pid --fork --mount-proc` does not work here (needs root or user namespaces)")
+        pytest.skip("`unshare --pid --fork --mount-proc` does not work here (needs root or user namespaces)")
+    import socket
+
+    out, config = tmp_path / "run", tmp_path / "config.yaml"
+    config.write_text(dump_run_config(_config(synth_root, out)))
+    argv = ["--config", str(config), "--resume", "auto"]
+    returncode, printed = _signal_group_at_step(tmp_path, NEW_PID_NAMESPACE, argv, signal.SIGKILL, 3)
+    assert returncode == -signal.SIGKILL, printed[-3000:]
+    assert find_checkpoint(out, "latest").name == "step_0000002"
+    again = subprocess.run([*NEW_PID_NAMESPACE, sys.executable, "-m", "depthpe.train", *argv], cwd=ROOT,
+                           capture_output=True, text=True, timeout=240)
+    printed = again.stdout + again.stderr
+    assert again.returncode == 0, printed[-3000:]
+    assert f"took over the lock of a run that is gone (pid 1 on {socket.gethostname()}, since " in printed
+    assert "resumed from" in printed and "step_0000002 at step 2" in printed
     _assert_equal(_weights(out / "final"), reference)
 
 

@@ -322,34 +322,49 @@ def test_resume_latest_falls_back_past_a_broken_checkpoint(synth_root, tmp_path,
     assert all(torch.equal(reference[k], resumed[k]) for k in reference)  # still bit-exact from step 2
 
 
-def _write_lock(out, pid, host=None):
+HOLD_LOCK = """
+import sys
+from pathlib import Path
+from depthpe.run.lock import acquire_lock
+held = acquire_lock(Path(sys.argv[1]))  # kept: the lock lives as long as its object
+print("held", flush=True)
+sys.stdin.read()  # hold the lock until the test kills this process
+"""
+
+
+def test_a_live_run_holds_its_output_dir_and_a_dead_ones_lock_is_taken_over(synth_root, tmp_path, capsys):
+    """The lock is the kernel's: a .lock file left by a run on another host (or by an older depthpe)
+    does not block, a live holder (a child process) is refused with one line, and the lock of a
+    holder killed with SIGKILL (nothing released it by hand) is taken over with a note."""
+    import re
     import socket
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / ".lock").write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid, "since": "earlier"}))
-
-
-def test_a_live_run_locks_its_output_dir_and_a_dead_one_is_taken_over(synth_root, tmp_path, capsys):
-    import os
     import subprocess
     import sys
 
     from depthpe.config import ConfigError
 
-    out = tmp_path / "run"
-    _write_lock(out, os.getppid())  # a live process on this host
-    with pytest.raises(ConfigError, match=f"in use by another training run \\(pid {os.getppid()} on"):
-        train(run_config(synth_root, out))
-    _write_lock(out, os.getpid(), host="elsewhere")  # another host: cannot be checked, refused
-    with pytest.raises(ConfigError, match="on elsewhere"):
-        train(run_config(synth_root, out))
-    assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing else was written
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    _write_lock(out, int(gone.stdout))  # that process has exited
+    out, host = tmp_path / "run", socket.gethostname()
+    out.mkdir()
+    (out / ".lock").write_text(json.dumps({"host": "elsewhere", "pid": 1, "since": "earlier"}))
+    train(run_config(synth_root, out, train={"steps": 1, "checkpoint_every": 0}))
+    assert not (out / ".lock.owner").exists()  # the holder's record is removed at the end; .lock stays
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=rf"^output_dir {re.escape(str(out))} is in use by another training run "
+                                              rf"\(pid {holder.pid} on {re.escape(host)}, since [^)]+\) \(wait for "
+                                              rf"it to finish, or use another output_dir\)$"):
+            train(run_config(synth_root, out, train={"steps": 1}))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert holder.returncode == -9
     capsys.readouterr()
-    train(run_config(synth_root, out, train={"steps": 2, "checkpoint_every": 0}))
-    assert "took over the lock of a run that is gone" in capsys.readouterr().out
-    assert not (out / ".lock").exists()  # released at the end
+    train(run_config(synth_root, out, train={"steps": 1, "checkpoint_every": 0}))
+    assert f"took over the lock of a run that is gone (pid {holder.pid} on {host}, since " in capsys.readouterr().out
+    assert not (out / ".lock.owner").exists()
 
 
 def test_resumed_optimizer_groups_carry_changed_weight_decay_and_betas(synth_root, tmp_path, monkeypatch):
