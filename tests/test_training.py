@@ -367,6 +367,25 @@ def test_a_live_run_holds_its_output_dir_and_a_dead_ones_lock_is_taken_over(synt
     assert not (out / ".lock.owner").exists()
 
 
+def test_a_filesystem_without_locks_trains_with_a_warning(synth_root, tmp_path, monkeypatch, capsys):
+    """Where flock is refused (ENOLCK, e.g. NFS without a lock manager) the run goes on and says
+    that nothing stops a second run."""
+    import errno
+
+    import depthpe.run.lock as lock_mod
+
+    class NoLocks(lock_mod.FileLock):
+        def acquire(self, *args, **kwargs):
+            raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(lock_mod, "FileLock", NoLocks)
+    out = tmp_path / "run"
+    train(run_config(synth_root, out, train={"steps": 1, "checkpoint_every": 0}))
+    printed = "".join(capsys.readouterr())
+    assert f"could not lock {out / '.lock'} ([Errno {errno.ENOLCK}] No locks available): file locks do not work" in printed
+    assert (out / "final" / "model.safetensors").is_file() and not (out / ".lock.owner").exists()
+
+
 def test_resumed_optimizer_groups_carry_changed_weight_decay_and_betas(synth_root, tmp_path, monkeypatch):
     out = tmp_path / "run"
     train(run_config(synth_root, out, optim={"weight_decay": 0.05}, train={"steps": 2, "checkpoint_every": 1}))
