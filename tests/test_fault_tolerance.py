@@ -204,6 +204,7 @@ def test_stop_signal_to_the_process_group_checkpoints_that_step_and_resumes_exac
     assert returncode == status, printed[-3000:]
     assert "Traceback" not in printed and "killed by signal" not in printed, printed[-3000:]
     name = signal.Signals(signum).name
+    assert f"{name} received: stopping after this step with a checkpoint" in printed  # said at once
     assert sum(f"{name} received: checkpoint written at step 3; continue with --resume latest" in line
                for line in printed.splitlines()) == 1, printed[-3000:]
     assert find_checkpoint(out, "latest").name == "step_0000003"

@@ -172,6 +172,42 @@ def test_sigterm_writes_a_checkpoint_and_resume_matches(synth_root, tmp_path, mo
         assert torch.equal(reference[k], resumed[k]), k
 
 
+def test_ctrl_c_once_asks_for_a_checkpoint_twice_stops_at_once_with_one_line(monkeypatch, capfd):
+    """SIGINT is recorded like SIGTERM (exit status 130 rather than 143; SIGTERM wins when both came);
+    a second SIGINT raises KeyboardInterrupt, which `depthpe train` reports in one line with status 130."""
+    import os
+    import signal
+    from types import SimpleNamespace
+
+    import depthpe.run.trainer as trainer_mod
+    from depthpe.run.preemption import StopRequest
+    from depthpe.train import main
+
+    one_process = SimpleNamespace(device=torch.device("cpu"), reduce=lambda t, reduction: t)
+    stop = StopRequest()
+    try:
+        assert stop.requested(one_process) == 0
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested(one_process) == 130
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested(one_process) == 143
+    finally:
+        stop.restore()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert "SIGINT received: stopping after this step with a checkpoint (Ctrl-C again" in capfd.readouterr().err
+
+    def interrupted(cfg, resume=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer_mod, "train", interrupted)
+    assert main(["--config", "quickstart"]) == 130
+    err = capfd.readouterr().err
+    assert err.strip() == ("error: interrupted (Ctrl-C) without a new checkpoint; `--resume latest` continues from "
+                           "the last complete one") and "Traceback" not in err
+
+
 def _record_optimizer_steps(monkeypatch):
     """Patch AdamW.step to record, at every real optimizer step, each param group's lr and weight
     decay and the global norm of the gradients it is about to apply (after clipping)."""
