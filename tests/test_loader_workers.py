@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from torch.utils.data import DataLoader, Dataset
 
-from depthpe.data.dataset import loader_kwargs
+from depthpe.data.dataset import loader_kwargs, worker_init_fn
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,21 +35,46 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_workers_ignore_stop_signals_of_others_and_obey_a_sigterm_of_their_parent():
+def _kill_from_another_process(signame: str, pids) -> None:
+    """Send a signal as a scheduler or a terminal does: from a process that is not the parent."""
+    subprocess.run(["kill", f"-{signame}", *map(str, pids)], check=True)
+
+
+def test_loader_workers_ignore_stop_signals_sent_by_others():
     loader = DataLoader(_Pids(), batch_size=1, **loader_kwargs(2))
     batches = iter(loader)
     workers = {int(next(batches)) for _ in range(8)}
     assert len(workers) == 2 and os.getpid() not in workers
-    for sig in ("TERM", "INT"):  # sent by another process (kill), as a scheduler or a terminal does
-        subprocess.run(["kill", f"-{sig}", *map(str, workers)], check=True)
+    for signame in ("TERM", "INT"):
+        _kill_from_another_process(signame, workers)
     time.sleep(0.5)
     assert all(_alive(pid) for pid in workers)
     assert {int(next(batches)) for _ in range(8)} == workers  # still serving
-    worker = batches._workers[0]
-    worker.terminate()  # SIGTERM from the parent, as torch and multiprocessing end a stuck worker
+    del batches  # the loader stops its workers itself
+
+
+def _set_up_and_wait(ready) -> None:
+    worker_init_fn(0)
+    ready.send("ready")
+    time.sleep(60)
+
+
+def test_a_worker_obeys_a_sigterm_of_its_parent():
+    """``Process.terminate()`` (SIGTERM from the parent) still ends a worker: torch and multiprocessing
+    end a worker that does not leave in time with it, and would wait for ever otherwise."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    ready, child_end = ctx.Pipe()
+    worker = ctx.Process(target=_set_up_and_wait, args=(child_end,), daemon=True)
+    worker.start()
+    assert ready.poll(30) and ready.recv() == "ready"
+    _kill_from_another_process("TERM", [worker.pid])
+    time.sleep(0.5)
+    assert worker.is_alive()
+    worker.terminate()
     worker.join(timeout=10)
     assert worker.exitcode == 143
-    del batches
 
 
 CHILD = """
