@@ -12,6 +12,9 @@ import multiprocessing
 import os
 import shutil
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -129,6 +132,121 @@ def test_kill_during_checkpoint_save_keeps_previous_checkpoint(synth_root, refer
     assert ".tmp_step_0000004: an interrupted checkpoint save" in printed
     _assert_equal(_weights(out / "final"), reference)
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_0000002", "step_0000004"]
+
+
+def _wait_at_loss_call(n: int, marker: Path) -> None:
+    """Fault: in the n-th loss computation (during step n) create ``marker`` and wait until the test
+    has removed it (after sending its signal)."""
+    import depthpe.losses as losses
+
+    real, calls = losses.depth_loss, [0]
+
+    def depth_loss(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == n:
+            marker.touch()
+            deadline = time.monotonic() + 120
+            while marker.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return real(*args, **kwargs)
+
+    losses.depth_loss = depth_loss
+
+
+def waiting_child(at_step: str, marker: str, *argv: str) -> None:
+    """Entry point of a training child (``depthpe train ARGV``) that waits for the test's signal
+    during step ``at_step``."""
+    _wait_at_loss_call(int(at_step), Path(marker))
+    raise SystemExit(main(list(argv)))
+
+
+ROOT = Path(__file__).resolve().parent.parent
+WAITING_CHILD = [sys.executable, "-c", "import sys; from tests.test_fault_tolerance import waiting_child; "
+                                       "waiting_child(*sys.argv[1:])"]
+
+
+def _signal_group_at_step(tmp_path: Path, prefix: list[str], argv: list[str], signum: int,
+                          step: int) -> tuple[int, str]:
+    """Run ``prefix + WAITING_CHILD`` (``depthpe train ARGV`` in a child process) in a new session, so
+    it, its loader workers and anything between form one process group; during ``step`` send
+    ``signum`` to that whole group with ``os.killpg``, as Slurm, systemd and Kubernetes do. Returns
+    the exit status and what the child printed."""
+    marker, log = tmp_path / "at_step", tmp_path / "child.log"
+    with open(log, "w") as out:
+        child = subprocess.Popen([*prefix, *WAITING_CHILD, str(step), str(marker), *argv], cwd=ROOT,
+                                 start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), f"the child did not reach step {step}: {log.read_text()[-3000:]}"
+        os.killpg(child.pid, signum)
+        marker.unlink()
+        child.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    return child.returncode, log.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_stop_signal_to_the_process_group_checkpoints_that_step_and_resumes_exactly(
+        synth_root, reference, tmp_path, signum, status):  # noqa: F811
+    """Pre-emption as schedulers do it: the signal reaches the training process and its 2 loader
+    workers at once, during step 3 (between the periodic checkpoints of steps 2 and 4). The workers
+    leave it to the main process, which finishes the step, writes step_3, prints one line and exits
+    with 143 (SIGTERM) or 130 (SIGINT); --resume latest then ends with the uninterrupted weights."""
+    out, config = tmp_path / "run", tmp_path / "config.yaml"
+    config.write_text(dump_run_config(_config(synth_root, out, num_workers=2)))
+    returncode, printed = _signal_group_at_step(tmp_path, [], ["--config", str(config)], signum, 3)
+    assert returncode == status, printed[-3000:]
+    assert "Traceback" not in printed and "killed by signal" not in printed, printed[-3000:]
+    name = signal.Signals(signum).name
+    assert f"{name} received: stopping after this step with a checkpoint" in printed  # said at once
+    assert sum(f"{name} received: checkpoint written at step 3; continue with --resume latest" in line
+               for line in printed.splitlines()) == 1, printed[-3000:]
+    assert find_checkpoint(out, "latest").name == "step_0000003"
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_0000002", "step_0000003"]
+    assert not (out / "final").exists()
+    assert main(["--config", str(config), "--resume", "latest"]) == 0
+    _assert_equal(_weights(out / "final"), reference)
+
+
+NEW_PID_NAMESPACE = ["unshare", "--pid", "--fork", "--mount-proc"]  # the trainer is PID 1, as in a container
+
+
+def _pid_namespaces_work() -> bool:
+    try:
+        return subprocess.run([*NEW_PID_NAMESPACE, "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.slow
+def test_a_run_killed_in_a_container_resumes_with_the_same_command(synth_root, reference, tmp_path):  # noqa: F811
+    """A container restart: the run is PID 1 of a fresh PID namespace on the same host, is SIGKILLed
+    during step 3, and the same command (``--resume auto``) in a new namespace, where it is PID 1
+    again, takes the lock over instead of taking "pid 1 is alive" for the old run, and resumes."""
+    if not _pid_namespaces_work():
+        print("skipped: `unshare --pid --fork --mount-proc` does not work here (needs root or user namespaces)")
+        pytest.skip("`unshare --pid --fork --mount-proc` does not work here (needs root or user namespaces)")
+    import socket
+
+    out, config = tmp_path / "run", tmp_path / "config.yaml"
+    config.write_text(dump_run_config(_config(synth_root, out)))
+    argv = ["--config", str(config), "--resume", "auto"]
+    returncode, printed = _signal_group_at_step(tmp_path, NEW_PID_NAMESPACE, argv, signal.SIGKILL, 3)
+    assert returncode == -signal.SIGKILL, printed[-3000:]
+    assert find_checkpoint(out, "latest").name == "step_0000002"
+    again = subprocess.run([*NEW_PID_NAMESPACE, sys.executable, "-m", "depthpe.train", *argv], cwd=ROOT,
+                           capture_output=True, text=True, timeout=240)
+    printed = again.stdout + again.stderr
+    assert again.returncode == 0, printed[-3000:]
+    assert f"took over the lock of a run that is gone (pid 1 on {socket.gethostname()}, since " in printed
+    assert "resumed from" in printed and "step_0000002 at step 2" in printed
+    _assert_equal(_weights(out / "final"), reference)
 
 
 # ------------------------------------------------------------------------------------------- bad data

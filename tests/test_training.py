@@ -172,6 +172,42 @@ def test_sigterm_writes_a_checkpoint_and_resume_matches(synth_root, tmp_path, mo
         assert torch.equal(reference[k], resumed[k]), k
 
 
+def test_ctrl_c_once_asks_for_a_checkpoint_twice_stops_at_once_with_one_line(monkeypatch, capfd):
+    """SIGINT is recorded like SIGTERM (exit status 130 rather than 143; SIGTERM wins when both came);
+    a second SIGINT raises KeyboardInterrupt, which `depthpe train` reports in one line with status 130."""
+    import os
+    import signal
+    from types import SimpleNamespace
+
+    import depthpe.run.trainer as trainer_mod
+    from depthpe.run.preemption import StopRequest
+    from depthpe.train import main
+
+    one_process = SimpleNamespace(device=torch.device("cpu"), reduce=lambda t, reduction: t)
+    stop = StopRequest()
+    try:
+        assert stop.requested(one_process) == 0
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested(one_process) == 130
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested(one_process) == 143
+    finally:
+        stop.restore()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert "SIGINT received: stopping after this step with a checkpoint (Ctrl-C again" in capfd.readouterr().err
+
+    def interrupted(cfg, resume=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer_mod, "train", interrupted)
+    assert main(["--config", "quickstart"]) == 130
+    err = capfd.readouterr().err
+    assert err.strip() == ("error: interrupted (Ctrl-C) without a new checkpoint; `--resume latest` continues from "
+                           "the last complete one") and "Traceback" not in err
+
+
 def _record_optimizer_steps(monkeypatch):
     """Patch AdamW.step to record, at every real optimizer step, each param group's lr and weight
     decay and the global norm of the gradients it is about to apply (after clipping)."""
@@ -322,34 +358,68 @@ def test_resume_latest_falls_back_past_a_broken_checkpoint(synth_root, tmp_path,
     assert all(torch.equal(reference[k], resumed[k]) for k in reference)  # still bit-exact from step 2
 
 
-def _write_lock(out, pid, host=None):
+HOLD_LOCK = """
+import sys
+from pathlib import Path
+from depthpe.run.lock import acquire_lock
+held = acquire_lock(Path(sys.argv[1]))  # kept: the lock lives as long as its object
+print("held", flush=True)
+sys.stdin.read()  # hold the lock until the test kills this process
+"""
+
+
+def test_a_live_run_holds_its_output_dir_and_a_dead_ones_lock_is_taken_over(synth_root, tmp_path, capsys):
+    """The lock is the kernel's: a .lock file left by a run on another host (or by an older depthpe)
+    does not block, a live holder (a child process) is refused with one line, and the lock of a
+    holder killed with SIGKILL (nothing released it by hand) is taken over with a note."""
+    import re
     import socket
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / ".lock").write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid, "since": "earlier"}))
-
-
-def test_a_live_run_locks_its_output_dir_and_a_dead_one_is_taken_over(synth_root, tmp_path, capsys):
-    import os
     import subprocess
     import sys
 
     from depthpe.config import ConfigError
 
-    out = tmp_path / "run"
-    _write_lock(out, os.getppid())  # a live process on this host
-    with pytest.raises(ConfigError, match=f"in use by another training run \\(pid {os.getppid()} on"):
-        train(run_config(synth_root, out))
-    _write_lock(out, os.getpid(), host="elsewhere")  # another host: cannot be checked, refused
-    with pytest.raises(ConfigError, match="on elsewhere"):
-        train(run_config(synth_root, out))
-    assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing else was written
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    _write_lock(out, int(gone.stdout))  # that process has exited
+    out, host = tmp_path / "run", socket.gethostname()
+    out.mkdir()
+    (out / ".lock").write_text(json.dumps({"host": "elsewhere", "pid": 1, "since": "earlier"}))
+    train(run_config(synth_root, out, train={"steps": 1, "checkpoint_every": 0}))
+    assert not (out / ".lock.owner").exists()  # the holder's record is removed at the end; .lock stays
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=rf"^output_dir {re.escape(str(out))} is in use by another training run "
+                                              rf"\(pid {holder.pid} on {re.escape(host)}, since [^)]+\) \(wait for "
+                                              rf"it to finish, or use another output_dir\)$"):
+            train(run_config(synth_root, out, train={"steps": 1}))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert holder.returncode == -9
     capsys.readouterr()
-    train(run_config(synth_root, out, train={"steps": 2, "checkpoint_every": 0}))
-    assert "took over the lock of a run that is gone" in capsys.readouterr().out
-    assert not (out / ".lock").exists()  # released at the end
+    train(run_config(synth_root, out, train={"steps": 1, "checkpoint_every": 0}))
+    assert f"took over the lock of a run that is gone (pid {holder.pid} on {host}, since " in capsys.readouterr().out
+    assert not (out / ".lock.owner").exists()
+
+
+def test_a_filesystem_without_locks_trains_with_a_warning(synth_root, tmp_path, monkeypatch, capsys):
+    """Where flock is refused (ENOLCK, e.g. NFS without a lock manager) the run goes on and says
+    that nothing stops a second run."""
+    import errno
+
+    import depthpe.run.lock as lock_mod
+
+    class NoLocks(lock_mod.FileLock):
+        def acquire(self, *args, **kwargs):
+            raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(lock_mod, "FileLock", NoLocks)
+    out = tmp_path / "run"
+    train(run_config(synth_root, out, train={"steps": 1, "checkpoint_every": 0}))
+    printed = "".join(capsys.readouterr())
+    assert f"could not lock {out / '.lock'} ([Errno {errno.ENOLCK}] No locks available): file locks do not work" in printed
+    assert (out / "final" / "model.safetensors").is_file() and not (out / ".lock.owner").exists()
 
 
 def test_resumed_optimizer_groups_carry_changed_weight_decay_and_betas(synth_root, tmp_path, monkeypatch):

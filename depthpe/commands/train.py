@@ -44,6 +44,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _train(args)
+    except KeyboardInterrupt:  # Ctrl-C twice, or once before training started (once in training: a checkpoint)
+        if args.debug:
+            raise
+        from ..run.preemption import INTERRUPTED_EXIT_CODE
+
+        print("error: interrupted (Ctrl-C) without a new checkpoint; `--resume latest` continues from the last "
+              "complete one", file=sys.stderr, flush=True)
+        return INTERRUPTED_EXIT_CODE
+
+
+def _train(args: argparse.Namespace) -> int:
     from ..run import dump_run_config, load_run_config
 
     with report_errors(args.debug):

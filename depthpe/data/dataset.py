@@ -38,12 +38,15 @@ counts travel with the batch).
 Scene files are opened lazily inside ``__getitem__`` (in DataLoader workers), never at construction:
 datasets are built from ``index.json`` files only and keep a small per-process LRU of ``SceneReader``
 that is dropped when the process id changes (after a fork) and not pickled (spawn).
+
+Loader workers are forked and set up by ``depthpe.data.workers.worker_init_fn``: they leave SIGTERM
+and SIGINT to the main process (which checkpoints on pre-emption) and never inherit a live OpenCV
+thread pool (a fork hook settles it first), so a loader started after ``predict`` does not hang.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -67,6 +70,7 @@ from depthpe.data.sampling import (
     target_size,
 )
 from depthpe.data.scene_file import SceneFileError, SceneReader, read_index
+from depthpe.data.workers import worker_init_fn
 from depthpe.geometry import DegenerateSceneError, normalize_scene
 from depthpe.metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS, min_valid_pixels, scored_mask
 
@@ -598,15 +602,6 @@ def collate_eval(samples: Sequence[dict]) -> dict:
     if item["error"] is not None:
         return dict(item)
     return {**collate(samples), "error": None}
-
-
-def worker_init_fn(worker_id: int) -> None:
-    """DataLoader worker setup: seed python/numpy from torch's per-worker seed and run OpenCV with one
-    thread (workers are the parallelism). Sample randomness itself comes from the sample keys."""
-    seed = torch.initial_seed() % (1 << 32)
-    random.seed(seed)
-    np.random.seed(seed)
-    cv2.setNumThreads(1)
 
 
 def loader_kwargs(num_workers: int, pin_memory: bool = False, prefetch_factor: int | None = 2) -> dict:

@@ -1,34 +1,44 @@
-"""One training run per output folder: ``<output_dir>/.lock`` names the run that writes there.
+"""One training run per output folder: the run holds a kernel lock on ``<output_dir>/.lock``.
 
-Two runs writing one folder interleave checkpoints and corrupt each other. The lock file is created
-exclusively (``O_CREAT | O_EXCL``) and holds the owner's host, pid and start time, so a refusal can
-say who holds the folder. A lock left by a process that no longer exists on this host is taken over
-with a message; a lock held by another host cannot be checked and is refused (delete the file if
-that run is gone). Written by hand because ``filelock``'s kernel locks record no owner to report
-and its marker files expose the owner only through private modules.
+Two runs writing one folder interleave checkpoints and corrupt each other. The run takes an
+exclusive ``flock`` on ``.lock`` (through ``filelock``) and holds it for its lifetime; the kernel
+releases it when the process ends in any way (SIGKILL, a crash, a container restart), so a lock is
+never stale and nothing has to guess from a pid whether its holder still lives (a restarted
+container is PID 1 again, and a pid on another host cannot be checked at all). The ``.lock`` file
+itself stays in place after a run (removing a lock file breaks the exclusion for a run waiting on
+it). ``.lock.owner`` records the holder's host, pid and start time for the refusal message only; one
+left behind by a run that did not end cleanly is reported when the next run takes over.
+
+On a filesystem whose locks do not work (``flock`` refused, e.g. some NFS setups) the run goes on
+without the lock and logs a warning; see docs/training.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
 import time
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from ..config import ConfigError
 
-__all__ = ["LOCK_FILE", "lock_owner", "lock_problem", "acquire_lock", "release_lock", "run_lock"]
+__all__ = ["LOCK_FILE", "OWNER_FILE", "lock_owner", "lock_problem", "acquire_lock", "release_lock", "run_lock"]
 
 LOCK_FILE = ".lock"
+OWNER_FILE = ".lock.owner"
+_NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP}  # what flock says where locks do not work
 
 
 def lock_owner(output_dir: str | Path) -> dict | None:
-    """The owner recorded in ``output_dir/.lock`` ({host, pid, since}), {} if unreadable, None if no lock."""
-    path = Path(output_dir) / LOCK_FILE
+    """The holder recorded in ``output_dir/.lock.owner`` ({host, pid, since}), {} if unreadable,
+    None if there is no record."""
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads((Path(output_dir) / OWNER_FILE).read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
@@ -36,55 +46,64 @@ def lock_owner(output_dir: str | Path) -> dict | None:
     return doc if isinstance(doc, dict) else {}
 
 
-def _alive(owner: dict) -> bool:
-    """Whether the owning process may still run: True for another host (cannot tell) or a live pid."""
-    if owner.get("host") != socket.gethostname():
-        return True
-    try:
-        os.kill(int(owner.get("pid", -1)), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError, OverflowError):
-        return True
-    return True
+def _describe(owner: dict | None) -> str:
+    if not owner:
+        return "an unknown run"
+    return f"pid {owner.get('pid')} on {owner.get('host')}, since {owner.get('since')}"
+
+
+def _in_use(output_dir: Path) -> str:
+    return (f"output_dir {output_dir} is in use by another training run ({_describe(lock_owner(output_dir))}) "
+            f"(wait for it to finish, or use another output_dir)")
 
 
 def lock_problem(output_dir: str | Path) -> str | None:
-    """Why ``output_dir`` cannot be trained into now (a live run holds its lock), or None."""
-    owner = lock_owner(output_dir)
-    if owner is None or (owner and not _alive(owner)):
+    """Why ``output_dir`` cannot be trained into now (a live process holds its lock), or None. Takes
+    the lock for a moment to find out; never creates ``output_dir``."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
         return None
-    who = f"pid {owner.get('pid')} on {owner.get('host')}, since {owner.get('since')}" if owner else "an unknown run"
-    return (f"output_dir {output_dir} is in use by another training run ({who}) (wait for it to finish, use another "
-            f"output_dir, or delete {Path(output_dir) / LOCK_FILE} if that run is gone)")
+    probe = FileLock(str(output_dir / LOCK_FILE))
+    try:
+        probe.acquire(timeout=0)
+    except Timeout:
+        return _in_use(output_dir)
+    except OSError:  # no locks here (or no write access): acquire_lock reports it
+        return None
+    probe.release()
+    return None
 
 
-def acquire_lock(output_dir: Path) -> str | None:
-    """Create ``output_dir/.lock`` for this process; returns a note when a dead run's lock was taken
-    over. Raises ``ConfigError`` when a live run holds it."""
+def acquire_lock(output_dir: Path) -> tuple[FileLock | None, str | None]:
+    """Lock ``output_dir/.lock`` for this process and record it as the holder. Returns the held lock
+    and a note to log: that a run which did not end cleanly left its record, or, where the
+    filesystem refuses locks, that the run goes on without one (the lock is then None). Raises
+    ``ConfigError`` when a live process holds the lock."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    path, note = output_dir / LOCK_FILE, None
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            problem, owner = lock_problem(output_dir), lock_owner(output_dir)
-            if problem:
-                raise ConfigError(problem) from None
-            note = f"took over the lock of a run that is gone ({owner or 'unreadable lock file'})"
-            path.unlink(missing_ok=True)
-            continue
-        with os.fdopen(fd, "w") as f:
-            json.dump({"host": socket.gethostname(), "pid": os.getpid(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}, f)
-        return note
-    raise ConfigError(f"could not lock {output_dir} (another run took it at the same moment; try again)")
+    lock = FileLock(str(output_dir / LOCK_FILE))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ConfigError(_in_use(output_dir)) from None
+    except OSError as err:
+        if err.errno not in _NO_LOCKS:
+            raise  # not a lock problem (e.g. a read-only folder): the caller reports it
+        return None, (f"could not lock {output_dir / LOCK_FILE} ({err}): file locks do not work on this filesystem, "
+                      "so nothing stops a second run from writing into this output_dir; make sure only one run "
+                      "trains into it (docs/training.md)")
+    left = lock_owner(output_dir)
+    note = f"took over the lock of a run that is gone ({_describe(left)})" if left is not None else None
+    record = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+    (output_dir / OWNER_FILE).write_text(json.dumps(record))
+    return lock, note
 
 
-def release_lock(output_dir: Path) -> None:
-    """Remove ``output_dir/.lock`` if this process holds it."""
-    owner = lock_owner(output_dir)
-    if owner and owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
-        (output_dir / LOCK_FILE).unlink(missing_ok=True)
+def release_lock(lock: FileLock | None, output_dir: Path) -> None:
+    """Remove this run's holder record and release ``lock`` (the ``.lock`` file stays)."""
+    if lock is None:
+        return
+    (output_dir / OWNER_FILE).unlink(missing_ok=True)
+    lock.release()
 
 
 @contextlib.contextmanager
@@ -93,10 +112,10 @@ def run_lock(output_dir: str | Path, accelerator):
     process takes it; every process learns whether it could, so all stop together with ``ConfigError``."""
     import torch
 
-    output_dir, problem, note = Path(output_dir), None, None
+    output_dir, problem, note, lock = Path(output_dir), None, None, None
     if accelerator.is_main_process:
         try:
-            note = acquire_lock(output_dir)
+            lock, note = acquire_lock(output_dir)
         except ConfigError as err:
             problem = str(err)
     failed = accelerator.reduce(torch.tensor(float(problem is not None), device=accelerator.device), reduction="sum")
@@ -105,5 +124,4 @@ def run_lock(output_dir: str | Path, accelerator):
     try:
         yield note
     finally:
-        if accelerator.is_main_process:
-            release_lock(output_dir)
+        release_lock(lock, output_dir)

@@ -29,7 +29,7 @@ from .checkpoints import (STATE_FILE, find_checkpoint, publish_final, remove_inc
 from .distributed import LOST_PEER_EXIT_CODE, check_world_size, lost_peer, process_group_kwargs
 from .loading import save_run_config
 from .lock import run_lock
-from .preemption import PREEMPTED_EXIT_CODE, StopRequest
+from .preemption import STOP_SIGNALS, StopRequest
 from .preflight import Preflight, preflight
 from .schema import RunConfig
 from .state import TrainState
@@ -76,23 +76,24 @@ def _due(every: int, step: int, total: int) -> bool:
 def train(cfg: RunConfig, *, resume: str | None = None) -> Path:
     """Run training as configured; returns the exported final model folder. ``resume``: "latest",
     "auto" (latest if any) or a checkpoint folder. Raises ``ConfigError`` before building anything
-    when the config cannot run; exits with status 143 after a checkpoint on SIGTERM, and with status 1
-    and one line naming the checkpoint to resume from when another process of the run is gone."""
+    when the config cannot run; exits with status 143 after a checkpoint on SIGTERM (130 on SIGINT),
+    and with status 1 and one line naming the checkpoint to resume from when another process of the
+    run is gone."""
     checked = preflight(cfg, resume)
     accelerator = make_accelerator(cfg)
     with run_lock(cfg.output_dir, accelerator) as took_over:
-        stop = StopRequest()
+        stop = StopRequest()  # before the loader forks its workers: they inherit it until they ignore signals
         try:
             run = start_run(cfg, checked, accelerator, notes=[took_over] if took_over else [])
             while run.state.step < cfg.train.steps:
                 log_step(run, run_step(run.model, run.optimizer, run.batches, cfg, run.state, run.accelerator))
                 if cfg.val.sources and _due(cfg.val.every, run.state.step, cfg.train.steps):
                     validate(run)
-                preempted = stop.requested(run.accelerator)
-                if preempted or _due(cfg.train.checkpoint_every, run.state.step, cfg.train.steps):
+                stop_status = stop.requested(run.accelerator)
+                if stop_status or _due(cfg.train.checkpoint_every, run.state.step, cfg.train.steps):
                     push(run, checkpoint(run), final=False)
-                if preempted:
-                    _exit_preempted(run)
+                if stop_status:
+                    _exit_preempted(run, stop_status)
             return finish(run)
         except Exception as err:
             if not lost_peer(err, accelerator.num_processes):
@@ -271,14 +272,16 @@ def push(run: Run, folder: Path, *, final: bool) -> None:
         run.hub.after_checkpoint(folder, run.state.step)
 
 
-def _exit_preempted(run: Run) -> None:
-    """After the pre-emption checkpoint: drop queued uploads (only one in flight finishes), exit 143."""
+def _exit_preempted(run: Run, status: int) -> None:
+    """After the pre-emption checkpoint: drop queued uploads (only one in flight finishes), exit with
+    ``status`` (143 after SIGTERM, 130 after SIGINT)."""
     run.bar.close()
     if run.hub is not None:
         run.hub.abandon()
-    log.info(f"SIGTERM received: checkpoint written at step {run.state.step}; continue with --resume latest")
+    name = {code: sig.name for sig, code in STOP_SIGNALS.items()}[status]
+    log.info(f"{name} received: checkpoint written at step {run.state.step}; continue with --resume latest")
     run.accelerator.end_training()
-    raise SystemExit(PREEMPTED_EXIT_CODE)
+    raise SystemExit(status)
 
 
 def _exit_lost_peer(cfg: RunConfig, accelerator, err: BaseException) -> None:
