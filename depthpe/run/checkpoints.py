@@ -14,6 +14,7 @@ dot-folder that nothing reads (``remove_incomplete`` deletes those when the next
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,9 +23,11 @@ from pathlib import Path
 from typing import Callable
 
 from ..model.training_inputs import TrainingInputs, write_training_inputs
+from .disk_space import NoSpaceError, check_free_space, expected_checkpoint_bytes, export_bytes, space_error
 
 __all__ = ["CHECKPOINT_PREFIX", "STATE_FILE", "checkpoint_dirs", "checkpoint_problem", "find_checkpoint",
-           "rotate_checkpoints", "remove_tree", "remove_incomplete", "save_checkpoint", "export_model", "publish_final"]
+           "rotate_checkpoints", "remove_tree", "remove_incomplete", "save_checkpoint", "export_model", "publish_final",
+           "NoSpaceError"]
 
 CHECKPOINT_PREFIX = "step_"
 STATE_FILE = "trainer_state.json"
@@ -154,34 +157,81 @@ def _publish(tmp: Path, final: Path, trainer_state: dict) -> None:
     os.replace(tmp, final)
 
 
+def _agreed_free_space(accelerator, output_dir: Path, needed: int, what: str) -> None:
+    """``check_free_space`` on the main process; every process raises the same ``NoSpaceError``
+    (the main process's answer is broadcast, so no rank is left waiting at a barrier)."""
+    from accelerate.utils import broadcast_object_list
+
+    problem = None
+    if accelerator.is_main_process:
+        try:
+            check_free_space(output_dir, needed, what)
+        except NoSpaceError as err:
+            problem = str(err)
+    problem = broadcast_object_list([problem])[0]
+    if problem:
+        raise NoSpaceError(problem)
+
+
+@contextlib.contextmanager
+def _space_guard(accelerator, tmp: Path, output_dir: Path, needed: int, what: str):
+    """Check the free space first; if the writes of the block fail, delete the partial ``tmp`` folder
+    (main process) and raise ``NoSpaceError`` when the disk, a quota or the file-size limit was the
+    cause (any other error is re-raised as it is)."""
+    _agreed_free_space(accelerator, output_dir, needed, what)
+    try:
+        yield
+    except Exception as err:
+        if accelerator.is_main_process:
+            problem = space_error(err, output_dir, needed, what)
+            remove_tree(tmp)
+        else:
+            problem = None
+        if problem is not None:
+            raise problem from err
+        raise
+
+
 def save_checkpoint(accelerator, model, output_dir: Path, step: int, trainer_state: dict,
-                    inputs: TrainingInputs) -> Path:
+                    inputs: TrainingInputs, optimizer=None) -> Path:
     """Write ``checkpoints/step_N`` atomically: Accelerate state (every process saves its own RNG
     state, ``state/random_states_<rank>.pkl``), exported model, then ``trainer_state.json``, all in
-    ``checkpoints/.tmp_step_N``, renamed when complete. Call on every process; returns the folder."""
+    ``checkpoints/.tmp_step_N``, renamed when complete. Call on every process; returns the folder.
+
+    The free space is checked first against the size of the previous checkpoint (or the state's
+    tensors of ``model`` and ``optimizer``); a checkpoint that does not fit, or whose writes fail
+    for lack of space, raises ``NoSpaceError`` (one line) and leaves no partial folder behind; the
+    previous checkpoints stay."""
     root = output_dir / "checkpoints"
     final = root / f"{CHECKPOINT_PREFIX}{step:07d}"
     tmp = root / f".tmp_{CHECKPOINT_PREFIX}{step:07d}"
-    if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp / "state"))
-    accelerator.wait_for_everyone()  # every rank's RNG file is on disk before the folder is published
-    export_model(accelerator, model, tmp / "model", inputs)
-    if accelerator.is_main_process:
-        _publish(tmp, final, trainer_state)
+    previous = checkpoint_dirs(output_dir)
+    needed = expected_checkpoint_bytes(previous[-1] if previous else None, model, optimizer)
+    with _space_guard(accelerator, tmp, output_dir, needed, f"checkpoint step {step}"):
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(tmp / "state"))
+        accelerator.wait_for_everyone()  # every rank's RNG file is on disk before the folder is published
+        export_model(accelerator, model, tmp / "model", inputs)
+        if accelerator.is_main_process:
+            _publish(tmp, final, trainer_state)
     accelerator.wait_for_everyone()
     return final
 
 
 def publish_final(accelerator, model, output_dir: Path, trainer_state: dict, inputs: TrainingInputs) -> Path:
-    """Export the final model to ``output_dir/final`` atomically (via ``.tmp_final``); every process."""
+    """Export the final model to ``output_dir/final`` atomically (via ``.tmp_final``); every process.
+    Like ``save_checkpoint``, checks the free space first (the model's tensors) and raises
+    ``NoSpaceError`` without a partial folder when the export does not fit."""
     final, tmp = output_dir / "final", output_dir / ".tmp_final"
-    if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-    export_model(accelerator, model, tmp, inputs)
-    if accelerator.is_main_process:
-        _publish(tmp, final, trainer_state)
+    needed = export_bytes(model)
+    with _space_guard(accelerator, tmp, output_dir, needed, "the final model"):
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        export_model(accelerator, model, tmp, inputs)
+        if accelerator.is_main_process:
+            _publish(tmp, final, trainer_state)
     accelerator.wait_for_everyone()
     return final
