@@ -65,6 +65,22 @@ def check_data_sources(cfg: RunConfig, *, validation: bool = True) -> None:
                 raise ConfigError(
                     f"{section}.sources.{i} ({src.name}): {index} not found (generate scenes with `depthpe synth "
                     f"--out {src.root}`, convert a dataset with `depthpe convert`, or fix {section}.sources.{i}.root)")
+            if section == "data":
+                _check_training_scenes(i, src)
+
+
+def _check_training_scenes(index: int, src) -> None:
+    """Training source ``index`` lists a scene of 2 or more frames (unless its weight is 0); a
+    malformed index is left to the dataset, which names it."""
+    from ..data.dataset import load_entries, too_few_frames_problem
+    from ..data.scene_file import SceneFileError
+
+    try:
+        problem = too_few_frames_problem(index, src, load_entries(src))
+    except (SceneFileError, OSError, ValueError, KeyError, TypeError):
+        return
+    if problem:
+        raise ConfigError(f"data.sources.{index}: {problem}")
 
 
 def _check_files(cfg: RunConfig) -> None:
