@@ -22,6 +22,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
+from ..files import atomic_write_bytes
 from ..model.training_inputs import TrainingInputs, write_training_inputs
 from .disk_space import NoSpaceError, check_free_space, expected_checkpoint_bytes, export_bytes, space_error
 
@@ -115,15 +116,32 @@ def rotate_checkpoints(output_dir: Path, keep: int, protected: Callable[[Path], 
             remove_tree(old)
 
 
+def _published_name(tmp: Path) -> Path:
+    """The folder a temporary one becomes: ``checkpoints/.tmp_step_N`` -> ``step_N``, ``.tmp_final`` -> ``final``."""
+    return tmp.with_name(tmp.name[len(".tmp_"):])
+
+
 def remove_incomplete(output_dir: Path) -> list[str]:
-    """Delete leftovers of interrupted saves or deletions (``checkpoints/.tmp_*``, ``.del_*``,
-    ``.tmp_final``); returns their names. Call on the main process before training starts."""
+    """Tidy up after interrupted saves, deletions and publishes (main process, before training starts).
+
+    A temporary folder that holds its ``trainer_state.json`` (written last) is complete: only its
+    rename was interrupted (``checkpoints/.tmp_step_N``, ``.tmp_final``), so it is published now.
+    Other temporary folders and ``.del_*`` leftovers are deleted. Returns one line per folder, naming
+    its full path and what was done."""
     root = output_dir / "checkpoints"
-    stale = sorted(p for p in root.glob(".*_" + CHECKPOINT_PREFIX + "*") if p.is_dir()) if root.is_dir() else []
-    stale += [p for p in (output_dir / ".tmp_final", output_dir / ".del_final") if p.is_dir()]
-    for p in stale:
-        shutil.rmtree(p, ignore_errors=True)
-    return [p.name for p in stale]
+    temporary = sorted(p for p in root.glob(".*_" + CHECKPOINT_PREFIX + "*") if p.is_dir()) if root.is_dir() else []
+    temporary += [p for p in (output_dir / ".tmp_final", output_dir / ".del_final") if p.is_dir()]
+    done = []
+    for p in temporary:
+        if p.name.startswith(".tmp_") and (p / STATE_FILE).is_file():
+            target = _published_name(p)
+            remove_tree(target)
+            os.replace(p, target)
+            done.append(f"completed the interrupted publish of {target} (from {p})")
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            done.append(f"removed {p}: an interrupted checkpoint save or deletion")
+    return done
 
 
 def export_model(accelerator, model, directory: Path, inputs: TrainingInputs) -> None:
@@ -152,7 +170,7 @@ def export_model(accelerator, model, directory: Path, inputs: TrainingInputs) ->
 
 def _publish(tmp: Path, final: Path, trainer_state: dict) -> None:
     """Write trainer_state.json into ``tmp`` (last), then rename ``tmp`` to ``final`` (main process)."""
-    (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1))
+    atomic_write_bytes(tmp / STATE_FILE, json.dumps(trainer_state, indent=1).encode())  # its presence = complete
     remove_tree(final)  # only when this folder was written before (a resumed run passing it again)
     os.replace(tmp, final)
 

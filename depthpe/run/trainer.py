@@ -113,8 +113,8 @@ def _prepare_output(cfg: RunConfig, accelerator) -> None:
     setup_logging(output_dir if accelerator.is_main_process else None)
     if accelerator.is_main_process:
         save_run_config(cfg, output_dir / "config.yaml")
-        for name in remove_incomplete(output_dir):
-            log.info(f"removed {output_dir / 'checkpoints' / name}: an interrupted checkpoint save or deletion")
+        for line in remove_incomplete(output_dir):
+            log.info(line)
     t, world = cfg.train, accelerator.num_processes
     log.info(f"world size {world} ({accelerator.distributed_type.value}, device {accelerator.device}, mixed "
              f"precision {accelerator.mixed_precision}); global batch per step = {world} process(es) x "

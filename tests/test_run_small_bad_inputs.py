@@ -1,0 +1,62 @@
+"""Small bad inputs of training and the commands (issue 23, item 9): an interrupted final publish,
+a source of single-frame scenes, a seed outside numpy's range, a read-only or file output path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from safetensors.torch import load_file
+
+from depthpe.cli import main
+from depthpe.config import ConfigError
+from depthpe.run import RunConfig, dump_run_config
+from depthpe.run.checkpoints import remove_incomplete
+from depthpe.run.trainer import train
+from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+
+
+def test_an_interrupted_final_publish_is_completed_by_the_next_start(synth_root, tmp_path):
+    out = tmp_path / "run"
+    final = train(run_config(synth_root, out))
+    weights = load_file(final / "model.safetensors")
+    # killed inside the publish: the old final/ renamed away, the complete .tmp_final not yet renamed
+    final.rename(out / ".tmp_final")
+    assert remove_incomplete(out) == [f"completed the interrupted publish of {final} (from {out / '.tmp_final'})"]
+    assert not (out / ".tmp_final").exists() and load_file(final / "model.safetensors").keys() == weights.keys()
+    assert json.loads((final / "trainer_state.json").read_text())["step"] == 4
+    # an incomplete one (no trainer_state.json) is deleted, and the message names where it was
+    (out / ".tmp_final").mkdir()
+    (out / "checkpoints" / ".tmp_step_0000009").mkdir()
+    assert remove_incomplete(out) == [
+        f"removed {out / 'checkpoints' / '.tmp_step_0000009'}: an interrupted checkpoint save or deletion",
+        f"removed {out / '.tmp_final'}: an interrupted checkpoint save or deletion"]
+    # the rerun with --resume completes the publish before anything else and logs the right path
+    final.rename(out / ".tmp_final")
+    train(run_config(synth_root, out, train={"steps": 5}), resume="latest")
+    log = (out / "train.log").read_text()
+    assert f"completed the interrupted publish of {final} (from {out / '.tmp_final'})" in log
+    assert "checkpoints/.tmp_final" not in log
+
+
+def test_a_source_of_single_frame_scenes_says_scenes_need_two_frames(synth_root, tmp_path, capsys):
+    from depthpe.data.scene_file import read_index, write_index
+
+    root = tmp_path / "data"
+    split = root / "synth" / "train"
+    split.mkdir(parents=True)
+    entries = [dict(e, num_frames=1) for e in read_index(synth_root / "synth" / "train")][:1]
+    write_index(split, entries, dataset="synth", split="train")
+    config = tmp_path / "run.yaml"
+    config.write_text(dump_run_config(run_config(root, tmp_path / "run")))
+    assert main(["train", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: data.sources.0: source 0 (synth) has 1 scene(s) in ") and "\n" not in err, err
+    assert "but none with >= 2 frames" in err and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("seed", [-1, 2**40, 2**32])
+def test_a_seed_outside_numpys_range_is_a_config_error(seed):
+    with pytest.raises(ConfigError, match=r"seed must be an integer in \[0, 2\*\*32 - 1\]"):
+        RunConfig.from_dict({"seed": seed})
+    assert RunConfig.from_dict({"seed": 2**32 - 1}).seed == 2**32 - 1
