@@ -60,3 +60,16 @@ def test_a_seed_outside_numpys_range_is_a_config_error(seed):
     with pytest.raises(ConfigError, match=r"seed must be an integer in \[0, 2\*\*32 - 1\]"):
         RunConfig.from_dict({"seed": seed})
     assert RunConfig.from_dict({"seed": 2**32 - 1}).seed == 2**32 - 1
+
+
+def test_the_rescaled_k_note_names_the_cameras_size_and_the_images():
+    import numpy as np
+
+    from depthpe.io.cameras import FrameCamera
+    from depthpe.prediction import _match_cameras
+
+    K = np.array([[50.0, 0, 27.5], [0, 50.0, 27.5], [0, 0, 1]])
+    cams = {"a.png": FrameCamera("a.png", K, np.eye(4)[:3], 56, 56)}
+    (cam,), notes = _match_cameras(["a.png"], [(112, 112)], cams)
+    assert notes == ["a.png: K rescaled from 56x56 to the image's 112x112"]
+    assert cam.K[0, 0] == 100.0 and (cam.width, cam.height) == (112, 112)
