@@ -73,3 +73,50 @@ def test_the_rescaled_k_note_names_the_cameras_size_and_the_images():
     (cam,), notes = _match_cameras(["a.png"], [(112, 112)], cams)
     assert notes == ["a.png: K rescaled from 56x56 to the image's 112x112"]
     assert cam.K[0, 0] == 100.0 and (cam.width, cam.height) == (112, 112)
+
+
+OUT_COMMANDS = {  # command line with OUT where the output folder goes; the status of a bad one
+    "train": (["train", "--config", "CONFIG", "output_dir=OUT"], 2),
+    "eval": (["eval", "--model", "MODEL", "--data", "DATA", "--out", "OUT"], 2),
+    "predict": (["predict", "--model", "MODEL", "--images", "DATA", "--out", "OUT"], 2),
+    "synth": (["synth", "--out", "OUT", "--train-scenes", "1", "--val-scenes", "0", "--quiet"], 2),
+    "convert": (["convert", "folder", "--src", "DATA", "--out", "OUT"], 2),
+}
+
+
+def _argv(command, out, tmp_path, synth_root):
+    config = tmp_path / "run.yaml"
+    config.write_text(dump_run_config(run_config(synth_root, tmp_path / "unused")))
+    values = {"OUT": str(out), "CONFIG": str(config), "MODEL": str(tmp_path / "no_model"), "DATA": str(synth_root)}
+    argv, status = OUT_COMMANDS[command]
+    return [values.get(a, a.replace("OUT", str(out))) for a in argv], status
+
+
+@pytest.mark.parametrize("command", [c for c in OUT_COMMANDS if c != "train"])
+def test_out_naming_a_file_is_one_error_line(command, synth_root, tmp_path, capsys):
+    target = tmp_path / "a_file"
+    target.write_text("keep me")
+    argv, status = _argv(command, target, tmp_path, synth_root)
+    assert main(argv) == status
+    printed = capsys.readouterr()
+    text = (printed.err + printed.out).strip()
+    assert f"error: --out {target} is a file, not a folder (give a folder path)" in text, text
+    assert "Traceback" not in text and target.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("command", list(OUT_COMMANDS))
+def test_a_read_only_output_folder_is_one_error_line(command, synth_root, tmp_path, capsys, monkeypatch):
+    import os
+
+    parent = tmp_path / "read_only"
+    parent.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(parent) else real(p, mode, **kw))
+    argv, status = _argv(command, parent / "out", tmp_path, synth_root)
+    assert main(argv) == status
+    printed = capsys.readouterr()
+    text = (printed.err + printed.out).strip()
+    label = "output_dir" if command == "train" else "--out"
+    assert (f"error: {label} {parent / 'out'}: {parent} is not writable (a read-only file system or no permission); "
+            "choose a folder you can write to") in text, text
+    assert "Traceback" not in text and not (parent / "out").exists()

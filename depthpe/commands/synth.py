@@ -71,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..data.convert.options import resolve_workers
     from ..data.synth import SceneGenerationError, format_summary, write_synth_dataset
+    from ..files import output_folder_problem
 
     for name in ("height", "width"):
         if getattr(args, name) < 8:
@@ -79,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"depthpe synth: --views must be at least 2 (multi-view scenes), got {args.views}")
     if args.train_scenes < 0 or args.val_scenes < 0 or args.workers < 0 or args.seed < 0:
         raise SystemExit("depthpe synth: scene counts, --seed and --workers must be >= 0")
+    problem = output_folder_problem(args.out, "--out")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr, flush=True)
+        return 2
     workers = resolve_workers(args.workers, limit=8)
     try:
         summary = _write(args, workers, write_synth_dataset)

@@ -41,12 +41,14 @@ class Preflight:
 
 
 def _check_output_dir(cfg: RunConfig) -> None:
-    """output_dir is a folder (or does not exist yet) and no live run holds its lock."""
+    """output_dir is a writable folder (or can be made one) and no live run holds its lock."""
+    from ..files import output_folder_problem
     from .lock import lock_problem
 
     out = Path(cfg.output_dir)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"output_dir {out} is a file, not a folder (set output_dir=runs/NAME to a folder path)")
+    problem = output_folder_problem(out, "output_dir", "set output_dir=runs/NAME to a folder path")
+    if problem:
+        raise ConfigError(problem)
     problem = lock_problem(out)
     if problem:
         raise ConfigError(problem)
