@@ -120,3 +120,12 @@ def test_a_read_only_output_folder_is_one_error_line(command, synth_root, tmp_pa
     assert (f"error: {label} {parent / 'out'}: {parent} is not writable (a read-only file system or no permission); "
             "choose a folder you can write to") in text, text
     assert "Traceback" not in text and not (parent / "out").exists()
+
+
+def test_synth_with_a_very_tall_image_is_one_error_line(tmp_path, capsys):
+    status = main(["synth", "--out", str(tmp_path / "data"), "--height", "280", "--width", "28", "--train-scenes", "1",
+                   "--val-scenes", "0", "--workers", "1", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert status == 1 and "\n" not in err and "Traceback" not in err, err
+    assert err.startswith("error: could not draw a scene with valid cameras in 20 attempts at 280x28 pixels "
+                          "(height/width 10): ") and "--height 56" in err, err
