@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_target", "atomic_write_bytes"]
+__all__ = ["atomic_target", "atomic_write_bytes", "output_folder_problem"]
 
 
 @contextlib.contextmanager
@@ -49,3 +49,23 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         with open(tmp, "wb") as f:
             f.write(data)
     return path
+
+
+def output_folder_problem(path: str | os.PathLike, label: str, fix: str = "give a folder path") -> str | None:
+    """Why ``path`` cannot be an output folder, as one line starting with ``label`` (``--out``,
+    ``output_dir``), or None: ``path`` or one of its parents exists and is not a folder, or the
+    nearest existing folder on the way is not writable (read-only mount, no permission; checked with
+    ``os.access``, so the superuser passes on a writable disk). ``fix``: what to do about a file."""
+    path = Path(path)
+    for existing in (path, *path.parents):
+        if not existing.exists():
+            continue
+        if not existing.is_dir():
+            if existing != path:
+                return f"{label} {path} cannot be a folder: {existing} is a file ({fix})"
+            return f"{label} {path} is a file, not a folder ({fix})"
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return (f"{label} {path}: {existing} is not writable (a read-only file system or no permission); "
+                    "choose a folder you can write to")
+        return None
+    return None

@@ -70,6 +70,8 @@ __all__ = [
     "resolve_model_folder",
     "known_token",
     "log_to_stderr",
+    "repo_id_problem",
+    "repo_access_problem",
 ]
 
 REQUIRED_FILES = ("config.json", "model.safetensors")
@@ -268,8 +270,9 @@ class HubPusher:
                  retry_delay: float = DEFAULT_RETRY_DELAY, request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
                  retry_timeouts: bool = True, job_deadline: float | None = DEFAULT_JOB_DEADLINE,
                  log: Callable[[str], None] | None = None, give_up_hint: str | None = None, api=None):
-        if not repo_id or not isinstance(repo_id, str) or repo_id.count("/") > 1 or repo_id.strip("/") != repo_id:
-            raise ValueError(f"repo_id must look like 'user/name' (or 'name'), got {repo_id!r}")
+        problem = repo_id_problem(repo_id)
+        if problem:
+            raise ValueError(problem)
         if retries < 0 or retry_delay < 0:
             raise ValueError(f"retries and retry_delay must be >= 0, got {retries}, {retry_delay}")
         _positive_or_none(request_timeout=request_timeout, job_deadline=job_deadline)
@@ -541,6 +544,52 @@ class HubPusher:
         for secret in {self._token, known_token()} - {None, ""}:
             text = text.replace(secret, "***")
         return text
+
+
+def repo_id_problem(repo_id) -> str | None:
+    """Why ``repo_id`` cannot name a Hub model repository (huggingface_hub's own ``validate_repo_id``:
+    'name' or 'namespace/name' of letters, digits, '-', '_', '.'), one line; None when it can."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if not isinstance(repo_id, str) or not repo_id:
+        return f"repo_id must look like 'user/name' (or 'name'), got {repo_id!r}"
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        reason = str(err).replace(" Use `repo_type` argument if needed.", "").replace("\n", " ").rstrip(".")
+        return f"{repo_id!r} is not a Hub repository id: {reason} (use 'user/name', e.g. 'bob/depthpe-prope')"
+    return None
+
+
+def repo_access_problem(repo_id: str, *, private: bool = False, token: str | None = None,
+                        endpoint: str | None = None, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> str | None:
+    """With a token (``token`` or the usual sources) and not offline: create the repository, or find
+    it, as the first push would (``create_repo(exist_ok=True)``) and return one line when the Hub
+    refuses (HTTP 4xx other than 409/429: no write access to the namespace, a read-only token, a
+    name the Hub rejects). None when it worked, without a token, offline, or when the Hub could not
+    be reached (pushes retry later; a request waits at most ``timeout`` s)."""
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import HfHubHTTPError
+
+    token = token or known_token()
+    if token is None or constants.is_offline_mode():
+        return None
+    _install_request_timeouts()
+    bound = _REQUEST_TIMEOUT.set(timeout)
+    try:
+        HfApi(endpoint=endpoint, token=token).create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+    except HfHubHTTPError as err:
+        status = getattr(err.response, "status_code", None)
+        if status is None or status < 400 or status >= 500 or status in (409, 429):
+            return None
+        reason = str(err).replace(token, "***").splitlines()[0][:300]
+        return (f"the Hub refused to create or write to {repo_id} (HTTP {status}: {reason}); use a token with write "
+                "access to that namespace (HF_TOKEN or `hf auth login`) or another repo_id")
+    except Exception:  # network trouble: not a verdict on the repo_id; pushes retry and report later
+        return None
+    finally:
+        _REQUEST_TIMEOUT.reset(bound)
+    return None
 
 
 def known_token() -> str | None:

@@ -136,17 +136,24 @@ def test_same_key_same_sample_and_eval_mode_has_no_jitter(toy_root):
     torch.testing.assert_close(plain["images"], again["images"], rtol=0, atol=0)
 
 
-def test_degenerate_sample_is_redrawn_and_counted(tmp_path):
+def test_a_pure_rotation_scene_is_skipped_and_counted_like_an_unusable_file(tmp_path):
+    """All camera centres of the scene coincide: no draw of it can ever be scaled, so the file is
+    unusable (warned once, counted in skipped_files / bad_files) instead of being redrawn forever."""
     _make_source(tmp_path, "toy", [("bad", {"degenerate": True}), ("good", {})])
     ds = MultiViewDataset(_cfg(tmp_path))
+    with pytest.warns(SceneSkippedWarning, match="all 6 camera centres coincide \\(pure rotation\\)"):
+        first = ds[SampleKey(0, _scene_index(ds, "bad"), 3, 42, 56, 0)]
     for seed in range(5):
         sample = ds[SampleKey(0, _scene_index(ds, "bad"), 3, 42, 56, seed)]
-        assert sample["scene"] == "good" and sample["redraws"] >= 1 and sample["skipped_files"] == 0
+        assert sample["scene"] == "good" and sample["skipped_files"] >= 1 and sample["redraws"] == 0
+        assert [p for p, _ in sample["bad_files"]] == [str(tmp_path / "toy" / "train" / "bad.h5")] * len(sample["bad_files"])
         c = camera_centers(sample["w2c"].double())
         assert abs((c[1:] - c[0]).norm(dim=-1).mean().item() - 1) < 1e-5
+    assert "pure rotation" in first["bad_files"][0][1]
     only_bad = tmp_path / "only"
     _make_source(only_bad, "toy", [("bad", {"degenerate": True})])
-    with pytest.raises(RuntimeError, match="no usable sample"):
+    with pytest.raises(RuntimeError, match="no usable sample"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", SceneSkippedWarning)
         MultiViewDataset(_cfg(only_bad, max_attempts=3))[SampleKey(0, 0, 3, 42, 56, 0)]
 
 

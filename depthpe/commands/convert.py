@@ -7,6 +7,7 @@ import argparse
 from ..config import ConfigError
 from ..data.convert.options import ConvertConfig
 from ..options import add_options, config_from_args
+from .errors import require_output_folder
 
 DESCRIPTION = """\
 Convert a raw dataset download into depthpe scene files: ROOT/<dataset>/<split>/<scene_id>.h5 plus an
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         cfg = config_from_args(ConvertConfig, args)
+        require_output_folder(cfg.out, "--out")
         summary = convert(cfg.dataset, cfg.src, cfg.out, cfg)
     except (ConvertError, ConfigError, ValueError) as err:
         print(f"depthpe convert: error: {err}")

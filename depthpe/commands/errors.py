@@ -7,7 +7,7 @@ import sys
 
 from ..config import ConfigError
 
-__all__ = ["report_errors", "USAGE_ERROR_STATUS"]
+__all__ = ["report_errors", "require_output_folder", "USAGE_ERROR_STATUS"]
 
 USAGE_ERROR_STATUS = 2
 
@@ -22,3 +22,13 @@ def report_errors(debug: bool = False):
         if debug:
             raise
         print(f"error: {err}", file=sys.stderr, flush=True)
+
+
+def require_output_folder(path, label: str) -> None:
+    """Raise ``ConfigError`` (one line) unless ``path`` can be a command's output folder: not a
+    file, on a writable disk (``depthpe.files.output_folder_problem``)."""
+    from ..files import output_folder_problem
+
+    problem = output_folder_problem(path, label)
+    if problem:
+        raise ConfigError(problem)

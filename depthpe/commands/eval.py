@@ -6,7 +6,7 @@ import argparse
 
 from ..inference_config import EvalConfig
 from ..options import add_options, config_from_args
-from .errors import USAGE_ERROR_STATUS, report_errors
+from .errors import USAGE_ERROR_STATUS, report_errors, require_output_folder
 
 DESCRIPTION = """\
 Evaluate a depthpe model on the held-out scenes of every dataset under --data (ROOT/<dataset>/<split>/
@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(EvalConfig, args)
+        require_output_folder(cfg.out, "--out")
         from ..evaluation import run_evaluation
 
         run_evaluation(cfg)

@@ -7,7 +7,7 @@ import argparse
 
 from ..inference_config import PredictConfig
 from ..options import add_options, config_from_args
-from .errors import USAGE_ERROR_STATUS, report_errors
+from .errors import USAGE_ERROR_STATUS, report_errors, require_output_folder
 
 DESCRIPTION = """\
 Predict depth for a folder (or glob) of images of any size. Images are cropped around their principal
@@ -44,6 +44,7 @@ def _describe(result, summary: dict, out) -> str:
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(PredictConfig, args)
+        require_output_folder(cfg.out, "--out")
         import torch
 
         from ..io.prediction_files import write_prediction

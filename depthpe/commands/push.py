@@ -30,7 +30,8 @@ a request still in flight then may delay the exit by up to --timeout seconds).""
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's options."""
     parser.add_argument("dir", metavar="DIR", help="exported model folder or run folder")
-    parser.add_argument("--repo-id", required=True, metavar="ID", help="Hub repository, e.g. user/depthpe-prope")
+    parser.add_argument("--repo-id", required=True, metavar="ID", type=_repo_id,
+                        help="Hub repository, e.g. user/depthpe-prope")
     parser.add_argument("--private", action="store_true", help="create the repository private (if it is new)")
     parser.add_argument("--revision", default=None, metavar="REV",
                         help="branch to push to (created from main if missing; default: main)")
@@ -47,6 +48,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"retried (default {DEFAULT_REQUEST_TIMEOUT:g})")
     parser.add_argument("--deadline", type=_seconds, default=DEFAULT_JOB_DEADLINE, metavar="S",
                         help=f"seconds the whole upload may take, retries included (default {DEFAULT_JOB_DEADLINE:g})")
+
+
+def _repo_id(text: str) -> str:
+    """argparse type: a Hub repository id (checked as training's preflight checks ``hub.repo_id``)."""
+    from ..hub import repo_id_problem
+
+    problem = repo_id_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def _seconds(text: str) -> float:

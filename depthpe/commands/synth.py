@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..data.synth import (
     DEFAULT_HEIGHT,
@@ -69,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..data.convert.options import resolve_workers
-    from ..data.synth import format_summary, write_synth_dataset
+    from ..data.synth import SceneGenerationError, format_summary, write_synth_dataset
+    from ..files import output_folder_problem
 
     for name in ("height", "width"):
         if getattr(args, name) < 8:
@@ -78,8 +80,33 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"depthpe synth: --views must be at least 2 (multi-view scenes), got {args.views}")
     if args.train_scenes < 0 or args.val_scenes < 0 or args.workers < 0 or args.seed < 0:
         raise SystemExit("depthpe synth: scene counts, --seed and --workers must be >= 0")
+    problem = output_folder_problem(args.out, "--out")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr, flush=True)
+        return 2
     workers = resolve_workers(args.workers, limit=8)
-    summary = write_synth_dataset(
+    try:
+        summary = _write(args, workers, write_synth_dataset)
+    except SceneGenerationError as err:
+        print(f"error: {_generation_failure(args, err)}", file=sys.stderr, flush=True)
+        return 1
+    print(format_summary(summary))
+    return 0
+
+
+def _generation_failure(args: argparse.Namespace, err: Exception) -> str:
+    """The one line for a scene whose cameras could not be placed (``SceneGenerationError``)."""
+    text = f"{err} at {args.height}x{args.width} pixels"
+    if args.height > 2 * args.width:  # the FOV is horizontal: a tall image sees mostly floor and ceiling
+        return (f"{text} (height/width {args.height / args.width:.3g}): the cameras' field of view is set "
+                "horizontally, so an image much taller than wide sees past the room's geometry; use --height at "
+                f"most 2 x --width (e.g. --height {2 * args.width}) and crop, or a wider --width")
+    return f"{text}; try another --seed"
+
+
+def _write(args: argparse.Namespace, workers: int, write_synth_dataset):
+    """``write_synth_dataset`` with the command's arguments."""
+    return write_synth_dataset(
         args.out,
         train_scenes=args.train_scenes,
         val_scenes=args.val_scenes,
@@ -91,5 +118,3 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         shift=args.shift,
     )
-    print(format_summary(summary))
-    return 0

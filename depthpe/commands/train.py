@@ -64,8 +64,15 @@ def _train(args: argparse.Namespace) -> int:
         if args.print_config:
             sys.stdout.write(dump_run_config(cfg))
             return 0
+        from ..run.checkpoints import NoSpaceError
         from ..run.trainer import train
 
-        train(cfg, resume=args.resume)
+        try:
+            train(cfg, resume=args.resume)
+        except NoSpaceError as err:  # a checkpoint or the final model did not fit: one line, status 1
+            if args.debug:
+                raise
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            return 1
         return 0
     return USAGE_ERROR_STATUS

@@ -24,8 +24,9 @@ An *unusable scene file* is one that is listed in index.json but is missing, can
 read (corrupt, truncated, a truncated or corrupt image of a frame the sample reads), claims a
 shape beyond the format's limits, breaks the format (``SceneFileError``), holds an invalid camera
 anywhere in the scene (NaN/inf, non-positive focal length, non-orthonormal rotation, principal
-point far outside the image: checked when the file is opened, ``validation.camera_problems``) or
-NaN/inf depth in a frame the sample reads (``SceneReader(strict=True)``). Such a draw is skipped, warned about
+point far outside the image: checked when the file is opened, ``validation.camera_problems``),
+NaN/inf depth in a frame the sample reads (``SceneReader(strict=True)``), or, for training, whose
+camera centres all coincide (a pure rotation: no view pair has a baseline, ``require_camera_motion``). Such a draw is skipped, warned about
 (``SceneSkippedWarning``, once per file and process) and replaced by another scene, so no NaN or
 inf from a file ever reaches a batch; the file is remembered as bad by the process and every later
 draw of it is skipped without reading it again.
@@ -76,6 +77,10 @@ from depthpe.metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS, min_valid_pixe
 
 __all__ = [
     "SceneSkippedWarning",
+    "MIN_TRAIN_FRAMES",
+    "load_entries",
+    "too_few_frames_problem",
+    "require_camera_motion",
     "SampleRejected",
     "SceneEntry",
     "ReaderCache",
@@ -98,6 +103,9 @@ class SceneSkippedWarning(UserWarning):
     """A scene file could not be read and was skipped (the sample was drawn again elsewhere)."""
 
 
+MIN_TRAIN_FRAMES = 2  # views of one scene a training sample needs at the least
+
+
 class SampleRejected(Exception):
     """A drawn sample is unusable (degenerate normalization or too little valid depth)."""
 
@@ -113,14 +121,38 @@ class SceneEntry:
     width: int
 
 
-def _load_entries(src: SourceConfig) -> list[SceneEntry]:
-    """Scene entries of a source from its index.json (no HDF5 file is opened)."""
+def load_entries(src: SourceConfig) -> list[SceneEntry]:
+    """Every scene listed in the index.json of ``src`` (no HDF5 file is opened)."""
     split_dir = src.split_dir
     return [
         SceneEntry(str(split_dir / e["path"]), str(e["scene_id"]), int(e["num_frames"]),
                    int(e["height"]), int(e["width"]))
         for e in read_index(split_dir)
     ]
+
+
+def too_few_frames_problem(index: int, src: SourceConfig, entries: Sequence[SceneEntry]) -> str | None:
+    """One line when training source ``index`` (``src``, with positive weight) lists scenes but none
+    with ``MIN_TRAIN_FRAMES`` or more frames (a training sample needs two views of one scene); else None."""
+    if src.weight <= 0 or not entries or any(e.num_frames >= MIN_TRAIN_FRAMES for e in entries):
+        return None
+    frames = sorted({e.num_frames for e in entries})
+    return (f"source {index} ({src.name}) has {len(entries)} scene(s) in {src.split_dir} but none with "
+            f">= {MIN_TRAIN_FRAMES} frames (frame counts {frames}): a training sample needs {MIN_TRAIN_FRAMES} or "
+            f"more views of one scene; convert the scenes with more frames, or set data.sources.{index}.weight=0")
+
+
+def require_camera_motion(reader: SceneReader) -> None:
+    """Raise ``SceneFileError`` when all camera centres of the scene coincide (a pure rotation, a
+    tripod capture): no pair of its views has a baseline, so depth has no scale and every draw
+    would be rejected; training then skips the file like any unusable one. Uses the test of
+    ``normalize_scene`` over all frames (view 0 as the reference)."""
+    _, w2c = reader.read_cameras()
+    try:
+        normalize_scene(torch.from_numpy(w2c))
+    except DegenerateSceneError as err:
+        raise SceneFileError(f"{reader.path}: all {len(w2c)} camera centres coincide (pure rotation), so no pair "
+                             "of its views has a baseline to scale depth by; use a capture with camera motion") from err
 
 
 class ReaderCache:
@@ -328,11 +360,15 @@ class MultiViewDataset(_SceneSource, Dataset):
             raise ValueError("DataConfig has no sources; add at least one under data.sources")
         self.cfg, self.train = cfg, train
         self.entries: list[list[SceneEntry]] = []
-        for src in cfg.sources:
-            entries = [e for e in _load_entries(src) if e.num_frames >= 2]
-            self.entries.append(entries)
+        for i, src in enumerate(cfg.sources):
+            listed = load_entries(src)
+            problem = too_few_frames_problem(i, src, listed)
+            if problem:
+                raise ValueError(problem)
+            self.entries.append([e for e in listed if e.num_frames >= MIN_TRAIN_FRAMES])
         self.probs = normalized_weights([s.weight for s in cfg.sources], self.scene_counts)
         self._init_readers(cfg.reader_cache_size)
+        self._moving: set[str] = set()  # files whose cameras were found to move (require_camera_motion)
 
     @property
     def scene_counts(self) -> list[int]:
@@ -345,6 +381,9 @@ class MultiViewDataset(_SceneSource, Dataset):
     def _load(self, reader: SceneReader, source: int, key: SampleKey, rng: np.random.Generator,
               out: dict[str, torch.Tensor] | None = None) -> dict:
         cfg, src = self.cfg, self.cfg.sources[source]
+        if str(reader.path) not in self._moving:
+            require_camera_motion(reader)
+            self._moving.add(str(reader.path))
         w2c = reader.read_cameras()[1] if src.view_selection == "nearest" else None
         frames = select_views(reader.num_frames, key.num_views, rng, src.view_selection, src.window, w2c=w2c)
         return build_sample(
@@ -463,7 +502,7 @@ class SceneEvalDataset(_SceneSource, Dataset):
         self.max_attempts, self.scale_reference = max_attempts, scale_reference
         self.manifest = {k: [int(i) for i in v] for k, v in (manifest or {}).items()}
         self.items: list[tuple[int, SceneEntry]] = [
-            (i, e) for i, src in enumerate(self.sources) for e in _load_entries(src) if e.num_frames >= 2
+            (i, e) for i, src in enumerate(self.sources) for e in load_entries(src) if e.num_frames >= 2
         ]
         self._init_readers(reader_cache_size)
 

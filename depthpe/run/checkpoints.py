@@ -14,6 +14,7 @@ dot-folder that nothing reads (``remove_incomplete`` deletes those when the next
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,10 +22,13 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
+from ..files import atomic_write_bytes
 from ..model.training_inputs import TrainingInputs, write_training_inputs
+from .disk_space import NoSpaceError, check_free_space, expected_checkpoint_bytes, export_bytes, space_error
 
 __all__ = ["CHECKPOINT_PREFIX", "STATE_FILE", "checkpoint_dirs", "checkpoint_problem", "find_checkpoint",
-           "rotate_checkpoints", "remove_tree", "remove_incomplete", "save_checkpoint", "export_model", "publish_final"]
+           "rotate_checkpoints", "remove_tree", "remove_incomplete", "save_checkpoint", "export_model", "publish_final",
+           "NoSpaceError"]
 
 CHECKPOINT_PREFIX = "step_"
 STATE_FILE = "trainer_state.json"
@@ -112,15 +116,32 @@ def rotate_checkpoints(output_dir: Path, keep: int, protected: Callable[[Path], 
             remove_tree(old)
 
 
+def _published_name(tmp: Path) -> Path:
+    """The folder a temporary one becomes: ``checkpoints/.tmp_step_N`` -> ``step_N``, ``.tmp_final`` -> ``final``."""
+    return tmp.with_name(tmp.name[len(".tmp_"):])
+
+
 def remove_incomplete(output_dir: Path) -> list[str]:
-    """Delete leftovers of interrupted saves or deletions (``checkpoints/.tmp_*``, ``.del_*``,
-    ``.tmp_final``); returns their names. Call on the main process before training starts."""
+    """Tidy up after interrupted saves, deletions and publishes (main process, before training starts).
+
+    A temporary folder that holds its ``trainer_state.json`` (written last) is complete: only its
+    rename was interrupted (``checkpoints/.tmp_step_N``, ``.tmp_final``), so it is published now.
+    Other temporary folders and ``.del_*`` leftovers are deleted. Returns one line per folder, naming
+    its full path and what was done."""
     root = output_dir / "checkpoints"
-    stale = sorted(p for p in root.glob(".*_" + CHECKPOINT_PREFIX + "*") if p.is_dir()) if root.is_dir() else []
-    stale += [p for p in (output_dir / ".tmp_final", output_dir / ".del_final") if p.is_dir()]
-    for p in stale:
-        shutil.rmtree(p, ignore_errors=True)
-    return [p.name for p in stale]
+    temporary = sorted(p for p in root.glob(".*_" + CHECKPOINT_PREFIX + "*") if p.is_dir()) if root.is_dir() else []
+    temporary += [p for p in (output_dir / ".tmp_final", output_dir / ".del_final") if p.is_dir()]
+    done = []
+    for p in temporary:
+        if p.name.startswith(".tmp_") and (p / STATE_FILE).is_file():
+            target = _published_name(p)
+            remove_tree(target)
+            os.replace(p, target)
+            done.append(f"completed the interrupted publish of {target} (from {p})")
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            done.append(f"removed {p}: an interrupted checkpoint save or deletion")
+    return done
 
 
 def export_model(accelerator, model, directory: Path, inputs: TrainingInputs) -> None:
@@ -149,39 +170,86 @@ def export_model(accelerator, model, directory: Path, inputs: TrainingInputs) ->
 
 def _publish(tmp: Path, final: Path, trainer_state: dict) -> None:
     """Write trainer_state.json into ``tmp`` (last), then rename ``tmp`` to ``final`` (main process)."""
-    (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1))
+    atomic_write_bytes(tmp / STATE_FILE, json.dumps(trainer_state, indent=1).encode())  # its presence = complete
     remove_tree(final)  # only when this folder was written before (a resumed run passing it again)
     os.replace(tmp, final)
 
 
+def _agreed_free_space(accelerator, output_dir: Path, needed: int, what: str) -> None:
+    """``check_free_space`` on the main process; every process raises the same ``NoSpaceError``
+    (the main process's answer is broadcast, so no rank is left waiting at a barrier)."""
+    from accelerate.utils import broadcast_object_list
+
+    problem = None
+    if accelerator.is_main_process:
+        try:
+            check_free_space(output_dir, needed, what)
+        except NoSpaceError as err:
+            problem = str(err)
+    problem = broadcast_object_list([problem])[0]
+    if problem:
+        raise NoSpaceError(problem)
+
+
+@contextlib.contextmanager
+def _space_guard(accelerator, tmp: Path, output_dir: Path, needed: int, what: str):
+    """Check the free space first; if the writes of the block fail, delete the partial ``tmp`` folder
+    (main process) and raise ``NoSpaceError`` when the disk, a quota or the file-size limit was the
+    cause (any other error is re-raised as it is)."""
+    _agreed_free_space(accelerator, output_dir, needed, what)
+    try:
+        yield
+    except Exception as err:
+        if accelerator.is_main_process:
+            problem = space_error(err, output_dir, needed, what)
+            remove_tree(tmp)
+        else:
+            problem = None
+        if problem is not None:
+            raise problem from err
+        raise
+
+
 def save_checkpoint(accelerator, model, output_dir: Path, step: int, trainer_state: dict,
-                    inputs: TrainingInputs) -> Path:
+                    inputs: TrainingInputs, optimizer=None) -> Path:
     """Write ``checkpoints/step_N`` atomically: Accelerate state (every process saves its own RNG
     state, ``state/random_states_<rank>.pkl``), exported model, then ``trainer_state.json``, all in
-    ``checkpoints/.tmp_step_N``, renamed when complete. Call on every process; returns the folder."""
+    ``checkpoints/.tmp_step_N``, renamed when complete. Call on every process; returns the folder.
+
+    The free space is checked first against the size of the previous checkpoint (or the state's
+    tensors of ``model`` and ``optimizer``); a checkpoint that does not fit, or whose writes fail
+    for lack of space, raises ``NoSpaceError`` (one line) and leaves no partial folder behind; the
+    previous checkpoints stay."""
     root = output_dir / "checkpoints"
     final = root / f"{CHECKPOINT_PREFIX}{step:07d}"
     tmp = root / f".tmp_{CHECKPOINT_PREFIX}{step:07d}"
-    if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp / "state"))
-    accelerator.wait_for_everyone()  # every rank's RNG file is on disk before the folder is published
-    export_model(accelerator, model, tmp / "model", inputs)
-    if accelerator.is_main_process:
-        _publish(tmp, final, trainer_state)
+    previous = checkpoint_dirs(output_dir)
+    needed = expected_checkpoint_bytes(previous[-1] if previous else None, model, optimizer)
+    with _space_guard(accelerator, tmp, output_dir, needed, f"checkpoint step {step}"):
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(tmp / "state"))
+        accelerator.wait_for_everyone()  # every rank's RNG file is on disk before the folder is published
+        export_model(accelerator, model, tmp / "model", inputs)
+        if accelerator.is_main_process:
+            _publish(tmp, final, trainer_state)
     accelerator.wait_for_everyone()
     return final
 
 
 def publish_final(accelerator, model, output_dir: Path, trainer_state: dict, inputs: TrainingInputs) -> Path:
-    """Export the final model to ``output_dir/final`` atomically (via ``.tmp_final``); every process."""
+    """Export the final model to ``output_dir/final`` atomically (via ``.tmp_final``); every process.
+    Like ``save_checkpoint``, checks the free space first (the model's tensors) and raises
+    ``NoSpaceError`` without a partial folder when the export does not fit."""
     final, tmp = output_dir / "final", output_dir / ".tmp_final"
-    if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-    export_model(accelerator, model, tmp, inputs)
-    if accelerator.is_main_process:
-        _publish(tmp, final, trainer_state)
+    needed = export_bytes(model)
+    with _space_guard(accelerator, tmp, output_dir, needed, "the final model"):
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        export_model(accelerator, model, tmp, inputs)
+        if accelerator.is_main_process:
+            _publish(tmp, final, trainer_state)
     accelerator.wait_for_everyone()
     return final

@@ -1,10 +1,12 @@
 """Checks a run config against the machine before anything expensive is built.
 
 ``preflight(cfg, resume)`` runs before the Accelerator, the model or any download exists, creates
-nothing, and raises a one-line ``ConfigError`` for the first problem it finds: an output_dir that is
+nothing locally, and raises a one-line ``ConfigError`` for the first problem it finds: an output_dir that is
 a file or is in use by a live run, a data root without ``index.json``, a local weights file that does not exist, a tracker
-whose package is missing, a resume with no checkpoint or with a checkpoint whose model differs
-from the config. It returns the checkpoint to resume from and the settings that changed since the
+whose package is missing, a ``hub.repo_id`` that is no Hub repository id, a resume with no checkpoint or with a
+checkpoint whose model differs from the config, and (with a Hugging Face token, online) a ``hub.repo_id`` the
+Hub refuses to create or write to: it creates the repository as the first push would, so a run that
+could never push stops before it trains. It returns the checkpoint to resume from and the settings that changed since the
 checkpoint (allowed, reported in the log).
 """
 
@@ -19,7 +21,7 @@ from ..model.config import DepthModelConfig
 from .checkpoints import find_checkpoint
 from .schema import RunConfig
 
-__all__ = ["Preflight", "preflight", "check_data_sources", "RESUME_MODES", "WEIGHT_SOURCE_FIELDS"]
+__all__ = ["Preflight", "preflight", "check_data_sources", "check_hub_repo", "RESUME_MODES", "WEIGHT_SOURCE_FIELDS"]
 
 RESUME_MODES = ("latest", "auto")
 # Model fields that say where weights come from or how they are computed, not what they are:
@@ -39,12 +41,14 @@ class Preflight:
 
 
 def _check_output_dir(cfg: RunConfig) -> None:
-    """output_dir is a folder (or does not exist yet) and no live run holds its lock."""
+    """output_dir is a writable folder (or can be made one) and no live run holds its lock."""
+    from ..files import output_folder_problem
     from .lock import lock_problem
 
     out = Path(cfg.output_dir)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"output_dir {out} is a file, not a folder (set output_dir=runs/NAME to a folder path)")
+    problem = output_folder_problem(out, "output_dir", "set output_dir=runs/NAME to a folder path")
+    if problem:
+        raise ConfigError(problem)
     problem = lock_problem(out)
     if problem:
         raise ConfigError(problem)
@@ -63,6 +67,22 @@ def check_data_sources(cfg: RunConfig, *, validation: bool = True) -> None:
                 raise ConfigError(
                     f"{section}.sources.{i} ({src.name}): {index} not found (generate scenes with `depthpe synth "
                     f"--out {src.root}`, convert a dataset with `depthpe convert`, or fix {section}.sources.{i}.root)")
+            if section == "data":
+                _check_training_scenes(i, src)
+
+
+def _check_training_scenes(index: int, src) -> None:
+    """Training source ``index`` lists a scene of 2 or more frames (unless its weight is 0); a
+    malformed index is left to the dataset, which names it."""
+    from ..data.dataset import load_entries, too_few_frames_problem
+    from ..data.scene_file import SceneFileError
+
+    try:
+        problem = too_few_frames_problem(index, src, load_entries(src))
+    except (SceneFileError, OSError, ValueError, KeyError, TypeError):
+        return
+    if problem:
+        raise ConfigError(f"data.sources.{index}: {problem}")
 
 
 def _check_files(cfg: RunConfig) -> None:
@@ -82,6 +102,20 @@ def _check_files(cfg: RunConfig) -> None:
     if "wandb" in cfg.train.report_to and not _wandb_can_log():
         raise ConfigError("train.report_to: W&B has no credentials here (run `wandb login`, set WANDB_API_KEY, "
                           "or set WANDB_MODE=offline to log locally)")
+
+
+def check_hub_repo(cfg: RunConfig, *, online: bool = True) -> None:
+    """``hub.repo_id`` (when set) is a valid Hub repository id and, with ``online`` and a token, the
+    Hub lets this token create or write to it (``depthpe.hub.repo_access_problem``); raises ``ConfigError``."""
+    from ..hub import repo_access_problem, repo_id_problem
+
+    hub = cfg.hub
+    if not hub.repo_id:
+        return
+    problem = repo_id_problem(hub.repo_id) or (
+        repo_access_problem(hub.repo_id, private=hub.private, timeout=hub.request_timeout) if online else None)
+    if problem:
+        raise ConfigError(f"hub.repo_id: {problem} (or set hub.repo_id=null to train without pushing)")
 
 
 def _wandb_can_log() -> bool:
@@ -144,13 +178,16 @@ def preflight(cfg: RunConfig, resume: str | None = None) -> Preflight:
     _check_output_dir(cfg)
     check_data_sources(cfg)
     _check_files(cfg)
+    check_hub_repo(cfg, online=False)
     warnings: list[str] = []
     checkpoint = _resume_checkpoint(cfg, resume, warnings) if resume else None
+    if checkpoint is not None:
+        differences = _model_differences(checkpoint, cfg)
+        if differences:
+            raise ConfigError(f"--resume: the checkpoint {checkpoint} holds another model: {'; '.join(differences)} "
+                              "(resume with the model settings it was trained with, or train into a new output_dir; "
+                              "settings such as train.steps, val.* and hub.* may change)")
+    check_hub_repo(cfg)  # last: the only check that talks to the network
     if checkpoint is None:
         return Preflight(warnings=warnings)
-    differences = _model_differences(checkpoint, cfg)
-    if differences:
-        raise ConfigError(f"--resume: the checkpoint {checkpoint} holds another model: {'; '.join(differences)} "
-                          "(resume with the model settings it was trained with, or train into a new output_dir; "
-                          "settings such as train.steps, val.* and hub.* may change)")
     return Preflight(checkpoint, _config_changes(checkpoint, cfg), warnings)

@@ -33,6 +33,9 @@ TRACKERS = ("tensorboard", "wandb")
 MIXED_PRECISION = ("no", "bf16", "fp16")
 
 
+MAX_SEED = 2**32 - 1  # numpy.random.seed (set by Accelerate's set_seed) takes 0 .. 2**32 - 1
+
+
 def _require(ok: bool, message: str) -> None:
     """Raise ``ValueError(message)`` unless ``ok`` (messages say which key and how to fix it)."""
     if not ok:
@@ -262,6 +265,8 @@ class RunConfig:
         return build_run_config([mapping], overrides)
 
     def __post_init__(self):
+        _require(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
+                 f"seed must be an integer in [0, 2**32 - 1] (numpy's seed range), got {self.seed!r}")
         _require(self.data.patch_size == self.model.patch_size or self.model.patch_size == MISSING,
                  f"data.patch_size={self.data.patch_size} differs from model.patch_size={self.model.patch_size} "
                  "(set both to the backbone's patch size, 14 for DINOv2)")

@@ -15,11 +15,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LOG_FILE", "get_run_logger", "setup_logging", "close_logging", "tracker_init_kwargs",
+__all__ = ["LOG_FILE", "FILE_ONLY", "get_run_logger", "setup_logging", "close_logging", "tracker_init_kwargs",
            "flat_hparams", "log_panels"]
 
 LOG_FILE = "train.log"
 _LOGGER = "depthpe.run"
+# ``log.error(msg, extra={FILE_ONLY: True})`` goes to train.log only: for errors the command line
+# prints itself (``error: ...`` on stderr), so the terminal shows them once.
+FILE_ONLY = "depthpe_file_only"
 
 
 def get_run_logger():
@@ -46,7 +49,8 @@ class _ConsoleHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         from tqdm.auto import tqdm
 
-        tqdm.write(self.format(record))
+        if not getattr(record, FILE_ONLY, False):
+            tqdm.write(self.format(record))
 
 
 def setup_logging(output_dir: Path | None) -> None:

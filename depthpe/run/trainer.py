@@ -24,8 +24,8 @@ import torch
 from ..model.training_inputs import TrainingInputs
 from .building import (apply_optim_settings, build_model, build_optimizer, compile_blocks, default_cpu_threads,
                        loader_options)
-from .checkpoints import (STATE_FILE, find_checkpoint, publish_final, remove_incomplete, rotate_checkpoints,
-                          save_checkpoint)
+from .checkpoints import (STATE_FILE, NoSpaceError, find_checkpoint, publish_final, remove_incomplete,
+                          rotate_checkpoints, save_checkpoint)
 from .distributed import LOST_PEER_EXIT_CODE, check_world_size, lost_peer, process_group_kwargs
 from .loading import save_run_config
 from .lock import run_lock
@@ -36,7 +36,7 @@ from .state import TrainState
 from .step import StepResult, run_step
 from .validation import (append_val_history, loss_terms_fn, read_val_manifest, trim_val_history,
                          val_manifest_file, write_val_summary)
-from .tracking import close_logging, flat_hparams, get_run_logger, log_panels, setup_logging, tracker_init_kwargs
+from .tracking import FILE_ONLY, close_logging, flat_hparams, get_run_logger, log_panels, setup_logging, tracker_init_kwargs
 
 __all__ = ["Run", "train", "make_accelerator", "start_run", "log_step", "validate", "checkpoint", "push", "finish"]
 
@@ -95,6 +95,10 @@ def train(cfg: RunConfig, *, resume: str | None = None) -> Path:
                 if stop_status:
                     _exit_preempted(run, stop_status)
             return finish(run)
+        except NoSpaceError as err:  # one line in train.log too; the command line prints it as `error: ...`
+            run.bar.close()
+            log.error(f"error: {err}", extra={FILE_ONLY: True})
+            raise
         except Exception as err:
             if not lost_peer(err, accelerator.num_processes):
                 raise
@@ -110,8 +114,8 @@ def _prepare_output(cfg: RunConfig, accelerator) -> None:
     setup_logging(output_dir if accelerator.is_main_process else None)
     if accelerator.is_main_process:
         save_run_config(cfg, output_dir / "config.yaml")
-        for name in remove_incomplete(output_dir):
-            log.info(f"removed {output_dir / 'checkpoints' / name}: an interrupted checkpoint save or deletion")
+        for line in remove_incomplete(output_dir):
+            log.info(line)
     t, world = cfg.train, accelerator.num_processes
     log.info(f"world size {world} ({accelerator.distributed_type.value}, device {accelerator.device}, mixed "
              f"precision {accelerator.mixed_precision}); global batch per step = {world} process(es) x "
@@ -255,7 +259,8 @@ def _record_validation(run: Run, result, *, first: bool) -> None:
 def checkpoint(run: Run) -> Path:
     """Write ``checkpoints/step_N`` (every process takes part) and rotate old checkpoints, sparing
     those whose upload is still pending."""
-    folder = save_checkpoint(run.accelerator, run.model, run.output_dir, run.state.step, run.state.to_json(), run.inputs)
+    folder = save_checkpoint(run.accelerator, run.model, run.output_dir, run.state.step, run.state.to_json(), run.inputs,
+                             optimizer=run.optimizer)
     if run.accelerator.is_main_process:
         rotate_checkpoints(run.output_dir, run.cfg.train.keep_checkpoints,
                            protected=run.hub.is_pending if run.hub else None)
