@@ -11,6 +11,7 @@ from ..data.synth import (
     DEFAULT_VIEWS,
     DEFAULT_WIDTH,
     SHIFTS,
+    STYLES,
 )
 
 DESCRIPTION = f"""\
@@ -39,7 +40,14 @@ and camera paths of the usual size), baseline (about 5x less camera motion), pat
 or sideways camera paths), fov (30-40 or 80-95 degrees instead of 45-70), objects (10-16 smaller
 spheres and cylinders), all. Shifted scenes are named <split>_shift-<label>_<i>.h5 and carry a
 `shift` attribute and index field; index.json lists the scenes of the last run only, so write a
-shifted set to its own DIR. See docs/data.md."""
+shifted set to its own DIR.
+
+--style geometry draws geometry-only scenes: the ratio of the scene size to the camera baseline is
+drawn on its own (log-uniform over 2-12), the cameras move along a short path in a random
+direction while all looking one random way (no fixation point), and surfaces are flat-lit, so
+neither one image nor the cameras alone tell the depth in the normalized unit; only matching
+across views (parallax) does. Such scenes are named <split>_geometry_<i>.h5 and carry a `style`
+attribute and index field; not combined with --shift. See docs/data.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=[*SHIFTS, "all"],
                         help="draw from a shifted distribution; repeat to combine: "
                              f"{', '.join(SHIFTS)} or all (default: none, the training distribution)")
+    parser.add_argument("--style", default="default", choices=sorted(STYLES),
+                        help="scene style: default (the training distribution) or geometry "
+                             "(depth only from parallax; docs/data.md)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -78,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"depthpe synth: --views must be at least 2 (multi-view scenes), got {args.views}")
     if args.train_scenes < 0 or args.val_scenes < 0 or args.workers < 0 or args.seed < 0:
         raise SystemExit("depthpe synth: scene counts, --seed and --workers must be >= 0")
+    if args.style != "default" and args.shift:
+        raise SystemExit(f"depthpe synth: --style {args.style} cannot be combined with --shift; use one or the other")
     workers = resolve_workers(args.workers, limit=8)
     summary = write_synth_dataset(
         args.out,
@@ -90,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         workers=workers,
         progress=not args.quiet,
         shift=args.shift,
+        style=args.style,
     )
     print(format_summary(summary))
     return 0
