@@ -96,31 +96,47 @@ def fit_ridge(X: np.ndarray, y: np.ndarray, alpha: float):
     return lambda Xn: y0 + ((Xn - mu) / sd) @ w
 
 
+def sample_record(K: np.ndarray, w2c: np.ndarray, depth: np.ndarray, image_size: tuple[int, int]):
+    """(features, log median normalized depth, normalized depth) of one sample.
+
+    K: (S, 3, 3) pixels; w2c: (S, 3|4, 4) OpenCV world-to-camera in any unit; depth: (S, h, w)
+    z-depth in that unit (0 invalid; may be subsampled); image_size: (H, W) of K's images.
+    Normalized with ``depthpe.geometry.normalize_scene`` (the model's unit).
+    """
+    import torch
+
+    from ..geometry import normalize_scene
+
+    w2c_n, depth_n, _ = normalize_scene(torch.from_numpy(np.asarray(w2c, dtype=np.float64)),
+                                        torch.from_numpy(np.asarray(depth, dtype=np.float64)))
+    g = depth_n.numpy()
+    return camera_features(K, w2c_n.numpy(), image_size), math.log(float(np.median(g[g > 0]))), g
+
+
 def load_samples(split_dir: Path, views: int, draws: int, seed: int):
     """Features (N, F), log median normalized depth (N,) and the normalized depths of N samples.
 
     Each scene of ``split_dir`` gives ``draws`` view subsets (``eval_view_indices`` with attempts
     0..draws-1, the first is the subset ``depthpe eval --views`` uses); depth is every other pixel.
     """
-    import torch
-
     from ..data.sampling import eval_view_indices
     from ..data.scene_file import SceneReader, read_index
-    from ..geometry import normalize_scene
 
-    feats, targets, depths = [], [], []
+    records = []
     for entry in read_index(split_dir):
         with SceneReader(split_dir / entry["path"], strict=True) as reader:
             K_all, w2c_all = reader.read_cameras()
             for attempt in range(draws):
                 idx = eval_view_indices(reader.num_frames, views, seed, entry["scene_id"], attempt=attempt)
-                depth = np.stack([reader.read_depth(i)[::2, ::2] for i in idx]).astype(np.float64)
-                w2c_n, depth_n, _ = normalize_scene(torch.from_numpy(w2c_all[idx]), torch.from_numpy(depth))
-                g = depth_n.numpy()
-                feats.append(camera_features(K_all[idx], w2c_n.numpy(), (reader.height, reader.width)))
-                targets.append(math.log(float(np.median(g[g > 0]))))
-                depths.append(g)
-    return np.array(feats), np.array(targets), depths
+                depth = np.stack([reader.read_depth(i)[::2, ::2] for i in idx])
+                records.append(sample_record(K_all[idx], w2c_all[idx], depth, (reader.height, reader.width)))
+    return stack_records(records)
+
+
+def stack_records(records: list[tuple]):
+    """``sample_record`` results -> features (N, F), targets (N,), list of N normalized depths."""
+    feats, targets, depths = zip(*records)
+    return np.array(feats), np.array(targets), list(depths)
 
 
 def constant_abs_rel(depths: list[np.ndarray], constants) -> float:
@@ -152,8 +168,14 @@ def pooled_median(depths: list[np.ndarray]) -> float:
 def cameras_only_report(root: Path, dataset: str, views: int, draws: int, alpha: float, seed: int) -> dict:
     """Fit on ROOT/DATASET/train, score on ROOT/DATASET/val; returns the AbsRels, R^2 and feature
     correlations (see ``DESCRIPTION``)."""
-    X_tr, y_tr, d_tr = load_samples(root / dataset / "train", views, draws, seed)
-    X_va, y_va, d_va = load_samples(root / dataset / "val", views, 1, seed)
+    train = load_samples(root / dataset / "train", views, draws, seed)
+    val = load_samples(root / dataset / "val", views, 1, seed)
+    return score_cameras_only(train, val, alpha)
+
+
+def score_cameras_only(train, val, alpha: float = 1.0) -> dict:
+    """The report of ``cameras_only_report`` from ``stack_records`` results of train and val samples."""
+    (X_tr, y_tr, d_tr), (X_va, y_va, d_va) = train, val
     predict = fit_ridge(X_tr, y_tr, alpha)
     pred = predict(X_va)
     corr = {name: _corr(X_va[:, j], y_va) for j, name in enumerate(FEATURES)}
@@ -163,7 +185,7 @@ def cameras_only_report(root: Path, dataset: str, views: int, draws: int, alpha:
         "train_median": constant_abs_rel(d_va, pooled_median(d_tr)),
         "cameras_only": constant_abs_rel(d_va, np.exp(pred)),
         "scene_constant": scene_constant_abs_rel(d_va),
-        "r2_val": 1.0 - float(np.mean((pred - y_va) ** 2) / np.var(y_va)),
+        "r2_val": 1.0 - float(np.mean((pred - y_va) ** 2) / np.var(y_va)) if np.var(y_va) > 0 else math.nan,
         "correlations": corr,
     }
 
