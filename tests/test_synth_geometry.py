@@ -84,6 +84,7 @@ def test_cameras_only_regressor_is_no_better_than_a_constant(geometry_records):
     report = score_cameras_only(stack_records(train), stack_records(val))
     constant = min(report["global_constant"], report["train_median"])
     assert report["cameras_only"] > 0.9 * constant, report
+    assert report["cameras_only_calibrated"] > 0.9 * report["best_train_constant"], report
     assert report["r2_val"] < 0.1, report
     assert report["scene_constant"] < 0.7 * constant  # the oracle scale is what parallax can reach
 
