@@ -23,6 +23,8 @@ BENCHMARKS = {
     "memory": ("depthpe.bench.memory",
                "predict peak training memory per GPU (params, grads, AdamW state, activations) without a GPU"),
     "model": ("depthpe.bench.model", "forward + backward time and peak memory of the model alone for a config"),
+    "cameras-only": ("depthpe.bench.cameras_only", "how well the cameras alone predict the depth scale: a ridge "
+                     "regression against the constant baselines (geometry-only scenes: docs/data.md)"),
 }
 
 

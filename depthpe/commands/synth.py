@@ -12,6 +12,7 @@ from ..data.synth import (
     DEFAULT_VIEWS,
     DEFAULT_WIDTH,
     SHIFTS,
+    STYLES,
 )
 
 DESCRIPTION = f"""\
@@ -40,7 +41,14 @@ and camera paths of the usual size), baseline (about 5x less camera motion), pat
 or sideways camera paths), fov (30-40 or 80-95 degrees instead of 45-70), objects (10-16 smaller
 spheres and cylinders), all. Shifted scenes are named <split>_shift-<label>_<i>.h5 and carry a
 `shift` attribute and index field; index.json lists the scenes of the last run only, so write a
-shifted set to its own DIR. See docs/data.md."""
+shifted set to its own DIR.
+
+--style geometry draws geometry-only scenes: the ratio of the scene size to the camera baseline is
+drawn on its own (log-uniform over 2-12), the cameras move along a short path in a random
+direction while all looking one random way (no fixation point), and surfaces are flat-lit, so
+neither one image nor the cameras alone tell the depth in the normalized unit; only matching
+across views (parallax) does. Such scenes are named <split>_geometry_<i>.h5 and carry a `style`
+attribute and index field; not combined with --shift. See docs/data.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=[*SHIFTS, "all"],
                         help="draw from a shifted distribution; repeat to combine: "
                              f"{', '.join(SHIFTS)} or all (default: none, the training distribution)")
+    parser.add_argument("--style", default="default", choices=sorted(STYLES),
+                        help="scene style: default (the training distribution) or geometry "
+                             "(depth only from parallax; docs/data.md)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -84,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr, flush=True)
         return 2
+    if args.style != "default" and args.shift:
+        raise SystemExit(f"depthpe synth: --style {args.style} cannot be combined with --shift; use one or the other")
     workers = resolve_workers(args.workers, limit=8)
     try:
         summary = _write(args, workers, write_synth_dataset)
@@ -117,4 +130,5 @@ def _write(args: argparse.Namespace, workers: int, write_synth_dataset):
         workers=workers,
         progress=not args.quiet,
         shift=args.shift,
+        style=args.style,
     )

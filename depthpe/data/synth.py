@@ -53,6 +53,8 @@ __all__ = [
     "shift_names",
     "shift_label",
     "shift_params",
+    "STYLES",
+    "style_params",
     "DATASET_NAME",
     "SOURCE",
     "DEFAULT_HEIGHT",
@@ -173,12 +175,15 @@ class SynthParams:
     primitives drawn (inclusive range; a primitive too big for the room is dropped); object_size:
     primitive size in units of ``s``; object_kinds: the shapes drawn (uniformly; repeat a name to
     weight it). paths: camera path styles, drawn uniformly per trajectory ("orbit", "walk", "dolly":
-    straight line looking along the motion, "truck": straight line looking sideways); orbit_object_p:
+    straight line looking along the motion, "truck": straight line looking sideways, "rig": the
+    geometry-only path of ``_rig_trajectory``); orbit_object_p:
     probability that an orbit circles a primitive (else a random point of the room); orbit_radius:
     orbit distance in units of ``s``; orbit_arc_deg: azimuth covered by an orbit; orbit_wobble:
     multiplier of the orbit's smooth radius (+-20%) and elevation (+-10 deg) variation;
     walk_length: length of a walk, dolly or truck path in units of ``s``. hfov_deg: ranges of the
     horizontal field of view in degrees; one range is drawn uniformly per scene, then a value in it.
+    depth_ratio: the ratio ``rho`` of ``s`` to the length of a "rig" path (log-uniform; the other
+    paths ignore it). flat_shading: light every surface fully (ambient 1: no shading, no shadows).
     """
 
     scale: tuple[float, float] = (3.0, 10.0)
@@ -193,6 +198,8 @@ class SynthParams:
     orbit_wobble: float = 1.0
     walk_length: tuple[float, float] = (0.15, 0.45)
     hfov_deg: tuple[tuple[float, float], ...] = ((45.0, 70.0),)
+    depth_ratio: tuple[float, float] = (2.0, 12.0)
+    flat_shading: bool = False
 
 
 # Named distribution shifts: the SynthParams fields each one changes (``depthpe synth --shift``).
@@ -235,6 +242,27 @@ def shift_params(names: Sequence[str] = ()) -> SynthParams:
     for name in shift_names(names):
         changes.update(SHIFTS[name])
     return replace(SynthParams(), **changes)
+
+
+# Named scene styles (``depthpe synth --style NAME``): the SynthParams fields each one changes.
+STYLES: dict[str, dict] = {
+    "default": {},
+    # geometry-only scenes: the depth / camera-path ratio is drawn on its own (log-uniform, 6x range),
+    # the cameras look along one random direction (rotations say nothing of the content), surfaces
+    # are flat-lit (no shading or shadow cue) and object sizes vary more
+    "geometry": {"paths": ("rig",), "depth_ratio": (2.0, 12.0), "flat_shading": True,
+                 "object_size": (0.04, 0.18)},
+}
+
+
+def style_params(style: str = "default", shifts: Sequence[str] = ()) -> SynthParams:
+    """The ``SynthParams`` of scene style ``style`` (``STYLES``), with the named shifts applied to the
+    default style (a shift changes fields the geometry style sets, so the two do not combine)."""
+    if style not in STYLES:
+        raise ValueError(f"unknown synth style {style!r}; expected one of {sorted(STYLES)}")
+    if style != "default" and shift_names(shifts):
+        raise ValueError(f"synth style {style!r} cannot be combined with --shift; use one or the other")
+    return replace(shift_params(shifts), **STYLES[style])
 
 
 DEFAULT_PARAMS = SynthParams()
@@ -340,11 +368,18 @@ def random_scene(rng: np.random.Generator, params: SynthParams = DEFAULT_PARAMS)
         holes=holes,
         primitives=primitives,
         light_dir=light / np.linalg.norm(light),
-        ambient=float(rng.uniform(0.25, 0.45)),
+        ambient=_ambient(rng, params),
         sky_horizon=np.clip(_random_color(rng) * 0.3 + 0.7, 0, 1),
         sky_zenith=_random_color(rng),
         scale=s,
     )
+
+
+def _ambient(rng: np.random.Generator, params: SynthParams) -> float:
+    """Ambient light in [0.25, 0.45] (drawn in every style, so the random stream stays the same),
+    1.0 with ``params.flat_shading``."""
+    ambient = float(rng.uniform(0.25, 0.45))
+    return 1.0 if params.flat_shading else ambient
 
 
 def _random_openings(rng: np.random.Generator, room_min: np.ndarray,
@@ -687,7 +722,7 @@ def _shade(scene: Scene, O: np.ndarray, D: np.ndarray, t: np.ndarray, surface: n
     L = scene.light_dir
     diffuse = np.clip(_rowmat(normal, L[:, None])[:, 0], 0, None)
     lit = hit & (diffuse > 0)
-    if lit.any() and scene.primitives:
+    if lit.any() and scene.primitives and scene.ambient < 1:  # ambient 1: shadows change nothing
         eps = 1e-4 * scene.scale
         Ps = P[lit] + eps * normal[lit]
         ts, _ = cast_rays(scene, Ps, np.broadcast_to(L, Ps.shape), tmin=0.0, primitives_only=True)
@@ -923,8 +958,34 @@ def _truck_trajectory(rng: np.random.Generator, scene: Scene, views: int,
     return _line_trajectory(rng, scene, views, params, sideways=True)
 
 
+def _rig_trajectory(rng: np.random.Generator, scene: Scene, views: int,
+                    params: SynthParams = DEFAULT_PARAMS) -> tuple[np.ndarray, np.ndarray]:
+    """Camera centres (V, 3) and look-at targets (V, 3) of a geometry-only rig.
+
+    The centres lie on a gently curving path of length ``s / rho`` (``rho`` log-uniform in
+    ``params.depth_ratio``) through a random point of the room's middle, heading in a random
+    direction (up to 20 degrees out of the horizontal); every camera looks along one random
+    direction (yaw uniform, pitch -15..10 degrees) with a smooth jitter of a few degrees. Nothing
+    of it depends on the scene content, so the cameras carry no cue about the depth (a fixation
+    point where the optical axes meet, as in an orbit, would give it away) and ``rho`` is
+    independent of every camera quantity (docs/data.md)."""
+    lo, hi = scene.room_min, scene.room_max
+    dims = hi - lo
+    start = rng.uniform(lo + 0.25 * dims, hi - 0.25 * dims)
+    length = scene.scale / _log_uniform(rng, params.depth_ratio)
+    az, el = rng.uniform(0, 2 * np.pi), np.deg2rad(rng.uniform(-20, 20))
+    along = np.array([np.cos(az) * np.cos(el), np.sin(az) * np.cos(el), np.sin(el)])
+    side = np.array([-np.sin(az), np.cos(az), 0.0])
+    tau = np.linspace(0, 1, views) - 0.5
+    centers = start + length * (tau[:, None] * along + 0.1 * _smooth_noise(rng, views)[:, None] * side)
+    yaw = rng.uniform(0, 2 * np.pi) + np.deg2rad(4) * _smooth_noise(rng, views)
+    pitch = np.deg2rad(rng.uniform(-15, 10) + 3 * _smooth_noise(rng, views))
+    return centers, centers + _look_vectors(yaw, pitch)
+
+
 _PATH_STYLES = {
     "orbit": _orbit_trajectory, "walk": _walk_trajectory, "dolly": _dolly_trajectory, "truck": _truck_trajectory,
+    "rig": _rig_trajectory,
 }
 
 
@@ -1027,16 +1088,19 @@ def generate_scene(seed: int | np.random.SeedSequence, views: int, height: int, 
 # --------------------------------------------------------------------------------------------
 
 
-def _scene_id(split: str, index: int, shift: str | None = None) -> str:
-    """``f"{split}_{index:06d}"``, or ``f"{split}_shift-{shift}_{index:06d}"`` for a shifted scene."""
+def _scene_id(split: str, index: int, shift: str | None = None, style: str | None = None) -> str:
+    """``f"{split}_{index:06d}"``, ``f"{split}_shift-{shift}_{index:06d}"`` for a shifted scene or
+    ``f"{split}_{style}_{index:06d}"`` for a scene of another style than the default."""
+    if style is not None:
+        return f"{split}_{style}_{index:06d}"
     return f"{split}_{index:06d}" if shift is None else f"{split}_shift-{shift}_{index:06d}"
 
 
 def _existing_entry(path: Path, seed: int, views: int, height: int, width: int,
-                    shift: str | None = None) -> dict | None:
-    """Index entry of a complete scene file made by this generator with the same seed, shape and
-    shift, or None if the file is missing, unreadable or was made with other settings (then it is
-    redone)."""
+                    shift: str | None = None, style: str | None = None) -> dict | None:
+    """Index entry of a complete scene file made by this generator with the same seed, shape,
+    shift and style, or None if the file is missing, unreadable or was made with other settings
+    (then it is redone)."""
     from depthpe.data.scene_file import read_attrs
 
     attrs = read_attrs(path)
@@ -1047,6 +1111,7 @@ def _existing_entry(path: Path, seed: int, views: int, height: int, width: int,
         and attrs.get("synth_seed") == seed
         and (attrs["num_frames"], attrs["height"], attrs["width"]) == (views, height, width)
         and attrs.get("shift") == shift
+        and attrs.get("style") == style
     )
     if not same:
         return None
@@ -1059,25 +1124,31 @@ def _existing_entry(path: Path, seed: int, views: int, height: int, width: int,
         "metric": False,
         "depth_units": "scene",
     }
-    return _with_shift(entry, shift)
+    return _with_labels(entry, shift, style)
 
 
-def _with_shift(entry: dict, shift: str | None) -> dict:
-    """The index entry with ``"shift": shift`` added for a shifted scene (unchanged for a default one)."""
-    return entry if shift is None else {**entry, "shift": shift}
+def _with_labels(entry: dict, shift: str | None, style: str | None) -> dict:
+    """The index entry with ``"shift": shift`` / ``"style": style`` added for a shifted scene or one
+    of another style (unchanged for a default one)."""
+    labels = {key: value for key, value in (("shift", shift), ("style", style)) if value is not None}
+    return {**entry, **labels}
 
 
-def _shift_attrs(shift: str | None) -> dict:
-    """Extra scene-file attributes of a shifted scene: ``shift`` (its label) and ``synth_params`` (the
-    full ``SynthParams`` as JSON); none for a default scene, whose files stay as they always were."""
-    if shift is None:
+def _label_attrs(shift: str | None, style: str | None) -> dict:
+    """Extra scene-file attributes of a shifted scene or one of another style: ``shift`` / ``style``
+    (the labels) and ``synth_params`` (the full ``SynthParams`` as JSON); none for a default scene,
+    whose files stay as they always were."""
+    if shift is None and style is None:
         return {}
-    return {"shift": shift, "synth_params": json.dumps(asdict(_label_params(shift)))}
+    labels = {key: value for key, value in (("shift", shift), ("style", style)) if value is not None}
+    return {**labels, "synth_params": json.dumps(asdict(_label_params(shift, style)))}
 
 
-def _label_params(shift: str | None) -> SynthParams:
-    """The ``SynthParams`` of a ``shift_label`` (None: the default distribution)."""
-    return DEFAULT_PARAMS if shift is None else shift_params(shift.split("-"))
+def _label_params(shift: str | None, style: str | None = None) -> SynthParams:
+    """The ``SynthParams`` of a ``shift_label`` and a style (None, None: the default distribution)."""
+    if shift is None and style is None:
+        return DEFAULT_PARAMS
+    return style_params(style or "default", [] if shift is None else shift.split("-"))
 
 
 def _make_scene_file(job: tuple) -> tuple[dict, str, float, float]:
@@ -1087,14 +1158,14 @@ def _make_scene_file(job: tuple) -> tuple[dict, str, float, float]:
     """
     from depthpe.data.scene_file import write_scene
 
-    split_dir, split, index, seed, views, height, width, shift = job
-    scene_id = _scene_id(split, index, shift)
+    split_dir, split, index, seed, views, height, width, shift, style = job
+    scene_id = _scene_id(split, index, shift, style)
     path = Path(split_dir) / f"{scene_id}.h5"
-    entry = _existing_entry(path, seed, views, height, width, shift)
+    entry = _existing_entry(path, seed, views, height, width, shift, style)
     if entry is not None:
         return entry, "skipped", 0.0, 0.0
     t0 = time.perf_counter()
-    out = generate_scene(scene_seed(seed, split, index), views, height, width, _label_params(shift))
+    out = generate_scene(scene_seed(seed, split, index), views, height, width, _label_params(shift, style))
     t1 = time.perf_counter()
     entry = write_scene(
         path,
@@ -1108,9 +1179,9 @@ def _make_scene_file(job: tuple) -> tuple[dict, str, float, float]:
         metric=False,
         depth_units="scene",
         source=SOURCE,
-        extra_attrs={"synth_seed": int(seed), "synth_index": int(index), **_shift_attrs(shift)},
+        extra_attrs={"synth_seed": int(seed), "synth_index": int(index), **_label_attrs(shift, style)},
     )
-    return _with_shift(entry, shift), "written", t1 - t0, time.perf_counter() - t1
+    return _with_labels(entry, shift, style), "written", t1 - t0, time.perf_counter() - t1
 
 
 def write_synth_dataset(
@@ -1125,6 +1196,7 @@ def write_synth_dataset(
     workers: int = 1,
     progress: bool = True,
     shift: Sequence[str] = (),
+    style: str = "default",
 ) -> dict:
     """Write ``out_dir/synth/{train,val}/<scene_id>.h5`` and an ``index.json`` per split.
 
@@ -1133,6 +1205,9 @@ def write_synth_dataset(
     drawn from ``shift_params(shift)`` with the same random streams, their id is
     ``f"{split}_shift-{label}_{i:06d}"`` (label: ``shift_label``), and the label is recorded as the
     ``shift`` attribute of the file (with the parameters as ``synth_params``) and of its index entry.
+    With ``style`` other than "default" (``STYLES``; not combined with ``shift``) the scenes are
+    drawn from ``style_params(style)``, named ``f"{split}_{style}_{i:06d}"`` and labelled ``style``
+    the same way.
     Files are written atomically by ``scene_file.write_scene``
     (attrs dataset="synth", metric=False, depth_units="scene", source=SOURCE, plus synth_seed and
     synth_index); an existing complete file with the same seed, frame count and size is skipped, so
@@ -1147,12 +1222,16 @@ def write_synth_dataset(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     label = shift_label(shift)
+    style_params(style, shift)  # unknown style or style with shift: ValueError before any work
+    style_label = None if style == "default" else style
     root = Path(out_dir) / DATASET_NAME
     summary: dict = {
         "root": str(root), "views": views, "height": height, "width": width, "seed": seed, "splits": {}
     }
     if label is not None:
         summary["shift"] = label
+    if style_label is not None:
+        summary["style"] = style_label
     t_start = time.perf_counter()
     pool = None
     if workers > 1:
@@ -1161,7 +1240,8 @@ def write_synth_dataset(
         pool = mp.get_context("spawn").Pool(workers)
     try:
         for split, count in (("train", train_scenes), ("val", val_scenes)):
-            jobs = [(str(root / split), split, i, seed, views, height, width, label) for i in range(count)]
+            jobs = [(str(root / split), split, i, seed, views, height, width, label, style_label)
+                    for i in range(count)]
             summary["splits"][split] = _write_split(root / split, split, jobs, pool, progress)
     finally:
         if pool is not None:
@@ -1201,6 +1281,7 @@ def format_summary(summary: dict) -> str:
             f"{split}: {st['scenes']} scenes ({st['written']} written, {st['skipped']} skipped) "
             f"-> {summary['root']}/{split}"
         )
-    settings = json.dumps({k: summary[k] for k in ("views", "height", "width", "seed", "shift") if k in summary})
+    keys = ("views", "height", "width", "seed", "shift", "style")
+    settings = json.dumps({k: summary[k] for k in keys if k in summary})
     lines.append(f"{settings}  {summary['wall_s']:.1f}s")
     return "\n".join(lines)

@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from ..pe import prepare_encoding
+from ..pe import encoding_state, prepare_encoding
 from .backbone import IMAGENET_MEAN, IMAGENET_STD, backbone_patch_tokens, build_backbone
 from .blocks import AggregatorBlock, init_linear
 from .config import DepthModelConfig
@@ -33,7 +33,9 @@ class Aggregator(nn.Module):
     Sub-modules (state-dict names follow VGGT): ``patch_embed`` (the frozen timm DINOv2),
     ``backbone_proj`` (Linear backbone_dim -> embed_dim, Identity when equal: no keys),
     ``camera_token``, ``register_token``, ``frame_blocks.i``, ``global_blocks.i``, and with
-    ``plucker: true`` ``plucker.proj`` (Plücker ray-map embedding added to the patch tokens).
+    ``plucker: true`` ``plucker.proj`` (Plücker ray-map embedding added to the patch tokens), and
+    with an encoding that learns (URoPE's ``learnable_anchors: true``) ``global_pe_state``, which
+    hands every global block its own encoding (``depthpe.pe.encoding_state``).
     """
 
     def __init__(self, config: DepthModelConfig, *, load_backbone_weights: bool = True):
@@ -63,6 +65,8 @@ class Aggregator(nn.Module):
 
         # Plücker ray map added to the patch tokens (model.plucker), zero-initialised.
         self.plucker = PluckerEmbedding(c.patch_size, c.embed_dim) if c.plucker else None
+        # Learnable state of the global encoding (per-layer URoPE anchors), None for the others.
+        self.global_pe_state = encoding_state(c.global_pe, c.num_blocks, **c.pe_options)
         self.camera_token = nn.Parameter(torch.randn(1, 2, 1, c.embed_dim) * 1e-6)
         self.register_token = nn.Parameter(torch.randn(1, 2, c.num_register_tokens, c.embed_dim) * 1e-6)
         self.frame_blocks = nn.ModuleList(
@@ -125,7 +129,8 @@ class Aggregator(nn.Module):
         for i in range(len(self.frame_blocks)):
             tokens = self._run(self.frame_blocks[i], tokens, frame_enc)
             frame_out = tokens
-            tokens = self._run(self.global_blocks[i], tokens.reshape(B, S * T, C), global_enc)
+            enc_i = global_enc if self.global_pe_state is None else self.global_pe_state.layer_encoding(global_enc, i)
+            tokens = self._run(self.global_blocks[i], tokens.reshape(B, S * T, C), enc_i)
             tokens = tokens.reshape(B * S, T, C)
             if i in self.head_layers:
                 # Patch tokens only, sliced before the concatenation: the kept tensor holds no

@@ -24,11 +24,13 @@ embedding to its class token (``no_embed_class``), so DINOv2's class-token posit
 the token; the register tokens carry no position in both. With this mapping timm's
 ``forward_features`` reproduces VGGT's ``x_norm_patchtokens`` bit-exactly.
 Any other key, and any depthpe parameter left without a value, is an error: nothing loads silently
-half-way. The one exception is the Plücker ray-map embedding (``model.plucker: true``,
-``aggregator.plucker.*``), which VGGT does not have: it stays at its zero initialisation (the model
-then computes exactly what the checkpoint computes) and ``load_vggt_weights`` warns that it did so. The positional encodings have no parameters, so a VGGT checkpoint loads under any
-``global_pe`` (the global blocks then start from VGGT's RoPE-trained weights and fine-tuning adapts
-them).
+half-way. The exceptions are the Plücker ray-map embedding (``model.plucker: true``,
+``aggregator.plucker.*``) and URoPE's learnable anchors (``pe_options.learnable_anchors: true``,
+``aggregator.global_pe_state.*``, log-scales of the anchors), which VGGT does not have: they stay at
+their zero initialisation (the model then computes exactly what the checkpoint computes, with the
+fixed anchors) and ``load_vggt_weights`` warns that it did so. The other positional encodings have
+no parameters, so a VGGT checkpoint loads under any ``global_pe`` (the global blocks then start
+from VGGT's RoPE-trained weights and fine-tuning adapts them).
 
 VGGT numerics that depthpe keeps so that loaded weights behave as in VGGT (with ``global_pe: rope``
 the outputs match VGGT's reference code to ~1e-6 relative in float32, square and non-square inputs):
@@ -78,7 +80,7 @@ VGGT_HUB_ID = "facebook/VGGT-1B"
 VGGT_WEIGHT_FILES = ("model.safetensors", "model.pt")  # tried in this order
 IGNORED_PREFIXES = ("camera_head.", "point_head.", "track_head.")
 # depthpe parameters a VGGT checkpoint lacks that start at zero (the model is then unchanged).
-ZERO_INIT_PREFIXES = ("aggregator.plucker.",)
+ZERO_INIT_PREFIXES = ("aggregator.plucker.", "aggregator.global_pe_state.")
 BACKBONE_PREFIX = "aggregator.patch_embed."
 _AGG_PREFIXES = ("aggregator.frame_blocks.", "aggregator.global_blocks.")
 _AGG_TOKENS = ("aggregator.camera_token", "aggregator.register_token")
@@ -305,5 +307,6 @@ def load_vggt_weights(model: torch.nn.Module, vggt_sd: dict[str, torch.Tensor]) 
     if zero_init:
         warnings.warn(
             f"the VGGT checkpoint has no weights for {_show(zero_init)} (model.plucker: the Plücker "
-            "ray-map embedding, which VGGT does not have): they stay at their zero initialisation, so "
+            "ray-map embedding, or URoPE's learnable anchors, which VGGT does not have): they stay at "
+            "their zero initialisation, so "
             "the model starts exactly as the checkpoint; fine-tuning trains them", stacklevel=2)

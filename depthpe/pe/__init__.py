@@ -26,6 +26,7 @@ __all__ = [
     "multiview_attention",
     "validate_cameras",
     "check_encoding_cameras",
+    "encoding_state",
 ]
 
 _LAZY = {
@@ -38,6 +39,7 @@ _LAZY = {
     "multiview_attention": "functional",
     "validate_cameras": "camera",
     "check_encoding_cameras": "pairs",
+    "encoding_state": "pairs",
 }
 
 

@@ -45,9 +45,10 @@ from .camera import (
 from .dppe import TAddBlockwise
 from .rope import Rope2D
 from .spec import encoding_label, encoding_pair, transform_layout
-from .urope import make_urope
+from .urope import LearnableAnchors, make_urope, resolve_anchors
 
-__all__ = ["camera_maps", "make_pair_encoding", "uses_cameras", "uses_intrinsics", "check_encoding_cameras"]
+__all__ = ["camera_maps", "make_pair_encoding", "uses_cameras", "uses_intrinsics", "check_encoding_cameras",
+           "encoding_state"]
 
 _NO_CAMERA = ("none", "2d", "vggt2d")
 _NO_INTRINSICS = ("Rt", "Rt2d", "R2d", "t2d")
@@ -82,6 +83,22 @@ def check_encoding_cameras(method, K: torch.Tensor | None, w2c: torch.Tensor | N
     validate_cameras(K, w2c, num_views, method=encoding_label(method),
                      need_K=uses_intrinsics(qk) or uses_intrinsics(vo),
                      max_translation=options.get("max_translation", 10.0))
+
+
+def encoding_state(spec, num_layers: int, **options) -> torch.nn.Module | None:
+    """The learnable state of encoding ``spec`` (a preset name or {qk, vo}) with ``options`` for a
+    model of ``num_layers`` encoded attention layers, or None when the encoding learns nothing.
+
+    The model owns it (a sub-module, so it is trained, saved and loaded with the model) and gives
+    layer i the encoding ``state.layer_encoding(enc, i)`` of the encoding ``enc`` it prepared once
+    per forward. Today only URoPE with ``learnable_anchors: true`` has state (``LearnableAnchors``,
+    initialised at the anchors its options place).
+    """
+    qk, _ = encoding_pair(spec)
+    if qk != "urope" or not options.get("learnable_anchors", False):
+        return None
+    placement = ("anchors", "num_anchors", "anchor_near", "anchor_far", "anchor_spacing")
+    return LearnableAnchors(resolve_anchors(*(options.get(key) for key in placement)), num_layers)
 
 
 def _rigid(E: torch.Tensor, rotation: bool, translation: bool) -> torch.Tensor:

@@ -19,6 +19,13 @@ heads ``[g H/G, (g+1) H/G)`` use anchor g (H must be a multiple of the number of
 output are not transformed. Anchors are in the normalized scene unit (docs/conventions.md, scene
 normalization); default 4 anchors log-spaced over 0.5..8.
 
+The ablations of the paper are options (docs/encodings.md): ``num_anchors``, ``anchor_near``,
+``anchor_far`` and ``anchor_spacing`` (log, depth or inverse_depth) place the anchors;
+``anchor_assignment: channels`` gives every head all anchors instead, anchor ``m mod G`` on the RoPE
+frequency m of both axes (head dim / 4 must be a multiple of G); ``learnable_anchors: true`` asks the
+model for per-layer anchors (``LearnableAnchors``, owned by the model; ``URoPE.with_anchors``).
+Their default values give today's URoPE bit for bit.
+
 Memory is bounded by processing ``view_chunk`` query views per SDPA call (default 1): each call sees
 the chunk's queries and all keys rotated for those views; keys and values are never copied for all
 views at once. cos/sin are computed per chunk from the stored positions (``cache_tables=True``
@@ -30,23 +37,62 @@ per call into adjacent (a, b) pairs; a common permutation of q and k leaves ever
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from ..geometry import invert_intrinsics
 from .base import Encoding, token_positions
 from .camera import camera_tensors, memoized, work_dtype
 
-__all__ = ["URoPE", "make_urope", "default_anchors", "project_key_positions"]
+__all__ = ["URoPE", "make_urope", "default_anchors", "resolve_anchors", "project_key_positions",
+           "LearnableAnchors", "ANCHOR_SPACINGS", "ANCHOR_ASSIGNMENTS"]
+
+ANCHOR_SPACINGS = ("log", "depth", "inverse_depth")
+ANCHOR_ASSIGNMENTS = ("heads", "channels")
 
 
-def default_anchors(num: int = 4, near: float = 0.5, far: float = 8.0) -> list[float]:
-    """``num`` depth anchors log-spaced over [near, far] (normalized scene units)."""
-    if num == 1:
-        return [math.sqrt(near * far)]
-    return [near * (far / near) ** (i / (num - 1)) for i in range(num)]
+def default_anchors(num: int = 4, near: float = 0.5, far: float = 8.0, spacing: str = "log") -> list[float]:
+    """``num`` depth anchors over [near, far] (normalized scene units), evenly spaced in log depth
+    (``spacing="log"``, the default), in depth (``"depth"``) or in inverse depth (``"inverse_depth"``);
+    one anchor sits at the geometric, arithmetic or harmonic mean of near and far."""
+    if spacing not in ANCHOR_SPACINGS:
+        raise ValueError(f"urope anchor_spacing must be one of {list(ANCHOR_SPACINGS)}, got {spacing!r}")
+    if not (isinstance(num, int) and num >= 1) or not (0 < near <= far < math.inf):
+        raise ValueError(f"urope needs num_anchors >= 1 and 0 < anchor_near <= anchor_far, got {num}, {near}, {far}")
+    if spacing == "log":
+        if num == 1:
+            return [math.sqrt(near * far)]
+        return [near * (far / near) ** (i / (num - 1)) for i in range(num)]
+    fractions = [0.5] if num == 1 else [i / (num - 1) for i in range(num)]
+    if spacing == "depth":
+        return [near + (far - near) * f for f in fractions]
+    return [1.0 / (1.0 / near + (1.0 / far - 1.0 / near) * f) for f in fractions]
+
+
+def resolve_anchors(anchors=None, num_anchors=None, anchor_near=None, anchor_far=None,
+                    anchor_spacing=None) -> list[float]:
+    """The anchor depths of URoPE's options: an explicit list ``anchors``, or ``default_anchors`` of
+    ``num_anchors`` (4), ``anchor_near`` (0.5), ``anchor_far`` (8) and ``anchor_spacing`` ("log").
+    Raises ``ValueError`` when both forms are given or an anchor is not a positive number."""
+    placement = {"num_anchors": num_anchors, "anchor_near": anchor_near, "anchor_far": anchor_far,
+                 "anchor_spacing": anchor_spacing}
+    given = sorted(k for k, v in placement.items() if v is not None)
+    if anchors is not None and given:
+        raise ValueError(f"urope: give anchors or {given}, not both")
+    if anchors is None:
+        anchors = default_anchors(4 if num_anchors is None else num_anchors,
+                                  0.5 if anchor_near is None else anchor_near,
+                                  8.0 if anchor_far is None else anchor_far,
+                                  "log" if anchor_spacing is None else anchor_spacing)
+    anchors = list(anchors)
+    if not anchors or any(not (a > 0) for a in anchors):
+        raise ValueError(f"urope anchors must be a non-empty list of positive depths, got {anchors}")
+    return anchors
 
 
 def project_key_positions(
@@ -142,22 +188,55 @@ def _rotate_planes(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tor
 
 
 class URoPE(Encoding):
-    """Prepared URoPE; ``attend`` loops over chunks of query views (see module docstring)."""
+    """Prepared URoPE; ``attend`` loops over chunks of query views (see module docstring).
+
+    ``num_groups`` is the number of anchors A; ``G`` the number of head groups (A head-wise, 1
+    channel-wise). ``reproject(anchors (A,) float64) -> (key_pos, behind)`` recomputes the key
+    positions for other anchors (``with_anchors``)."""
 
     def __init__(self, *, key_pos, query_pos, behind, num_views, tokens_per_view, num_groups,
-                 view_chunk: int = 1, base: float = 100.0, cache_tables: bool = False):
-        self.key_pos = key_pos  # (B, Sq, G, N, 2) (y, x) float64, offset applied
+                 view_chunk: int = 1, base: float = 100.0, cache_tables: bool = False,
+                 assignment: str = "heads", reproject=None):
+        self.key_pos = key_pos  # (B, Sq, A, N, 2) (y, x) float64, offset applied
         self.query_pos = query_pos  # (N, 2) float64
-        self.behind = behind  # (B, Sq, G, Sk, n) diagnostics
-        self.S, self.T, self.G = int(num_views), int(tokens_per_view), int(num_groups)
+        self.behind = behind  # (B, Sq, A, Sk, n) diagnostics
+        if assignment not in ANCHOR_ASSIGNMENTS:
+            raise ValueError(f"urope anchor_assignment must be one of {list(ANCHOR_ASSIGNMENTS)}, got {assignment!r}")
+        self.assignment = assignment
+        self.num_anchors = int(num_groups)
+        self.S, self.T = int(num_views), int(tokens_per_view)
+        self.G = self.num_anchors if assignment == "heads" else 1
         self.B = key_pos.shape[0]
         if view_chunk < 1:
             raise ValueError(f"urope view_chunk must be >= 1, got {view_chunk}")
         self.view_chunk = int(view_chunk)
         self.base = float(base)
         self.cache_tables = bool(cache_tables)
+        self._reproject = reproject
         self._cache: dict = {}
         self._backward_phases: dict = {}  # chunk -> phases, from recompute to rotate-backward
+
+    def with_anchors(self, anchors: torch.Tensor) -> "URoPE":
+        """This encoding with the keys projected at other anchors: (A,) float64 depths, e.g. a
+        layer's learnable anchors (gradients flow to them). Same number of anchors as prepared."""
+        if self._reproject is None:
+            raise ValueError("urope: this encoding was built without its cameras; prepare it with make_urope")
+        if anchors.shape != (self.num_anchors,):
+            raise ValueError(f"urope: with_anchors needs {self.num_anchors} anchors, got shape {tuple(anchors.shape)}")
+        enc = copy.copy(self)
+        enc.key_pos, enc.behind = self._reproject(anchors)
+        enc._cache, enc._backward_phases = {}, {}
+        return enc
+
+    def _assign(self, table: torch.Tensor) -> torch.Tensor:
+        """Per-anchor tables (..., A, N, d/2) -> per head group (..., G, N, d/2): unchanged head-wise;
+        channel-wise, index ``axis * d/4 + m`` takes anchor ``m mod A`` (G = 1)."""
+        if self.assignment == "heads":
+            return table
+        d2 = table.shape[-1]
+        pick = (torch.arange(d2, device=table.device) % (d2 // 2)) % self.num_anchors
+        index = pick.view(*([1] * (table.ndim - 1)), d2).expand(*table.shape[:-3], 1, table.shape[-2], d2)
+        return torch.gather(table, -3, index)
 
     # -- checks and tables ---------------------------------------------------------------------
     def _check(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -172,6 +251,9 @@ class URoPE(Encoding):
             raise ValueError(f"urope: prepared for batch {self.B}, got batch {B}")
         if d % 4:
             raise ValueError(f"urope needs a head dim divisible by 4 (2D RoPE), got {d}")
+        if self.assignment == "channels" and (d // 4) % self.num_anchors:
+            raise ValueError(f"urope: channel-wise anchors need head_dim / 4 = {d // 4} to be a multiple of "
+                             f"the number of anchors {self.num_anchors}; use fewer anchors or head-wise")
         if H % self.G:
             raise ValueError(f"urope: {H} heads cannot be split into {self.G} anchor groups; use a "
                              "number of anchors that divides the number of heads")
@@ -180,10 +262,11 @@ class URoPE(Encoding):
         """(B, i1-i0, G, 1, N, d/2) complex key phases for query views i0..i1-1."""
         if self.cache_tables:
             key = ("k", d, cdtype, device)
-            table = memoized(self._cache, key, lambda: _phases(self.key_pos.to(device), d, self.base, _real(cdtype)))
+            table = memoized(self._cache, key,
+                             lambda: self._assign(_phases(self.key_pos.to(device), d, self.base, _real(cdtype))))
             return table[:, i0:i1, :, None]
         pos = self._key_pos_as(_real(cdtype), device)[:, i0:i1]
-        return _phases(pos, d, self.base, _real(cdtype))[:, :, :, None]
+        return self._assign(_phases(pos, d, self.base, _real(cdtype)))[:, :, :, None]
 
     def _key_pos_as(self, dtype, device) -> torch.Tensor:
         key = ("pos", dtype, device)
@@ -233,6 +316,7 @@ class URoPE(Encoding):
             q_rot, kc = self._rotated(q, k)
         kr = torch.view_as_real(kc)  # (B, G, H/G, N, d/2, 2), work dtype
         kr_const = kr.detach()
+        anchor_grad = self.key_pos.requires_grad and torch.is_grad_enabled()
         dt = _attention_dtype(q)  # cast here, not by autocast inside SDPA: the hooks must see k_rot itself
         q_rot, v = q_rot.to(dt), v.to(dt)
         q_views = q_rot.unflatten(2, (self.S, self.T))  # (B, H, S, T, d)
@@ -243,6 +327,8 @@ class URoPE(Encoding):
             i1 = i0 + c
             with torch.autocast(device_type=q.device.type, enabled=False):
                 k_rot = _RotateKeys.apply(kr, self, i0, i1, dt)
+                if anchor_grad:
+                    k_rot = k_rot + self._anchor_gradient(kr_const, i0, i1, dt)
             if c == 1:
                 q_c, v_c = q_blk.squeeze(2), v
             else:
@@ -255,6 +341,20 @@ class URoPE(Encoding):
             del k_rot
             outs.append(o.unsqueeze(2) if c == 1 else o.view(B, c, H, self.T, -1).transpose(1, 2))
         return torch.cat(outs, dim=2).flatten(2, 3)  # (B, H, S, T, dv) -> (B, H, N, dv)
+
+    def _anchor_gradient(self, kr_const, i0: int, i1: int, out_dtype) -> torch.Tensor:
+        """Zero in value, but in backward the gradient of the rotated keys of query views i0..i1-1
+        w.r.t. the key positions (and so the learnable anchors), which ``_RotateKeys`` does not give.
+
+        ``k - k.detach()`` is exactly 0, so adding it leaves the forward and every other gradient bit
+        for bit as with fixed anchors; ``kr_const`` (B, G, H/G, N, d/2, 2) is detached, so q, k get
+        nothing twice. Keeps the chunk's phases for backward (only with learnable anchors)."""
+        B, G, Hg, N, d2, _ = kr_const.shape
+        pos = self.key_pos[:, i0:i1].to(kr_const.device)
+        ph = self._assign(_phases(pos, 2 * d2, self.base, kr_const.dtype))[:, :, :, None]
+        k = torch.view_as_real(torch.view_as_complex(kr_const).unsqueeze(1) * ph)
+        k = k.reshape(B * (i1 - i0), G * Hg, N, 2 * d2).to(out_dtype)
+        return k - k.detach()
 
     def _attend_traced(self, q, k, v, dropout_p: float):
         """``attend`` written for tracing: real (a, b) channel planes instead of complex views.
@@ -275,7 +375,8 @@ class URoPE(Encoding):
             i1 = min(i0 + self.view_chunk, self.S)
             c = i1 - i0
             with torch.autocast(device_type=q.device.type, enabled=False):
-                cos_k, sin_k = _cos_sin(self.key_pos[:, i0:i1], d, self.base, wd)  # (B, c, G, N, d/2)
+                cos_k, sin_k = _cos_sin(self.key_pos[:, i0:i1], d, self.base, wd)  # (B, c, A, N, d/2)
+                cos_k, sin_k = self._assign(cos_k), self._assign(sin_k)  # (B, c, G, N, d/2)
                 k_rot = _rotate_planes(kp.unsqueeze(1), cos_k[:, :, :, None], sin_k[:, :, :, None])
                 k_rot = k_rot.reshape(B * c, H, N, d).to(q.dtype)
             q_c = q_views[:, :, i0:i1].transpose(1, 2).reshape(B * c, H, self.T, d)
@@ -380,30 +481,68 @@ class _RotateKeys(torch.autograd.Function):
         return torch.view_as_real(gk), None, None, None, None
 
 
+def _key_positions(anchors, *, K64, E, image_size, grid, num_special, patch_offset, behind_eps, clip):
+    """Key positions (B, Sq, A, S*T, 2) with offset, special tokens at 0, and ``behind`` (B, Sq, A, Sk, n)
+    for anchors (A,) (a list or a float64 tensor); see ``project_key_positions``."""
+    with torch.autocast(device_type=E.device.type, enabled=False):
+        a = torch.as_tensor(anchors, dtype=torch.float64, device=E.device)
+        pos, behind = project_key_positions(K64, E, a, image_size, grid, behind_eps=behind_eps,
+                                            clip=clip)
+    B, S, A, _, n, _ = pos.shape
+    pos = pos + patch_offset
+    special = torch.zeros(B, S, A, S, num_special, 2, dtype=pos.dtype, device=pos.device)
+    return torch.cat([special, pos], dim=4).flatten(3, 4), behind
+
+
 def make_urope(*, image_size, grid, num_special, patch_offset, K, w2c, num_views,
-               anchors=None, view_chunk: int = 1, behind_eps: float = 1e-3, clip: float = 1.0,
+               anchors=None, num_anchors: int | None = None, anchor_near: float | None = None,
+               anchor_far: float | None = None, anchor_spacing: str | None = None,
+               anchor_assignment: str = "heads", learnable_anchors: bool = False,
+               view_chunk: int = 1, behind_eps: float = 1e-3, clip: float = 1.0,
                rope_base: float = 100.0, cache_tables: bool = False,
                max_translation: float | None = 10.0):
     """Prepare URoPE. K: (B,S,3,3) pixel intrinsics; w2c: (B,S,3|4,4) OpenCV world-to-camera.
 
     anchors: depth anchors (normalized scene units), one per head group; default
-    ``default_anchors()`` = 4 log-spaced over 0.5..8. view_chunk: query views per SDPA call.
+    ``default_anchors()`` = 4 log-spaced over 0.5..8; or ``num_anchors``, ``anchor_near``,
+    ``anchor_far``, ``anchor_spacing`` (``resolve_anchors``). anchor_assignment: "heads" (one anchor
+    per head group) or "channels" (every head, anchor m mod A on RoPE frequency m).
+    learnable_anchors: read by the model, which owns the per-layer anchors (``LearnableAnchors``);
+    here the anchors are the fixed initial ones. view_chunk: query views per SDPA call.
     """
     # shapes only: values are checked where data enters (``check_encoding_cameras``; max_translation is read there)
     K64, E = camera_tensors(K, w2c, num_views, method="urope")
-    anchors = default_anchors() if anchors is None else list(anchors)
-    if not anchors or any(not (a > 0) for a in anchors):
-        raise ValueError(f"urope anchors must be a non-empty list of positive depths, got {anchors}")
-    with torch.autocast(device_type=E.device.type, enabled=False):
-        a = torch.tensor(anchors, dtype=torch.float64, device=E.device)
-        pos, behind = project_key_positions(K64, E, a, image_size, grid, behind_eps=behind_eps,
-                                            clip=clip)
-    B, S, G, _, n, _ = pos.shape
-    pos = pos + patch_offset
-    special = torch.zeros(B, S, G, S, num_special, 2, dtype=pos.dtype, device=pos.device)
-    key_pos = torch.cat([special, pos], dim=4).flatten(3, 4)  # (B, Sq, G, N, 2)
+    anchors = resolve_anchors(anchors, num_anchors, anchor_near, anchor_far, anchor_spacing)
+    reproject = functools.partial(_key_positions, K64=K64, E=E, image_size=image_size, grid=grid,
+                                  num_special=num_special, patch_offset=patch_offset,
+                                  behind_eps=behind_eps, clip=clip)
+    key_pos, behind = reproject(anchors)
+    S, h, w = E.shape[1], *grid
     query_pos = token_positions(S, grid, num_special, patch_offset, dtype=torch.float64,
-                                device=pos.device)  # (S*T, 2) (y, x)
+                                device=key_pos.device)  # (S*T, 2) (y, x)
     return URoPE(key_pos=key_pos, query_pos=query_pos, behind=behind, num_views=num_views,
-                 tokens_per_view=num_special + n, num_groups=G, view_chunk=view_chunk,
-                 base=rope_base, cache_tables=cache_tables)
+                 tokens_per_view=num_special + h * w, num_groups=len(anchors), view_chunk=view_chunk,
+                 base=rope_base, cache_tables=cache_tables, assignment=anchor_assignment,
+                 reproject=reproject)
+
+
+class LearnableAnchors(nn.Module):
+    """URoPE depth anchors learned per layer (``learnable_anchors: true``), owned by the model.
+
+    ``log_scale`` (num_layers, A), zeros at init: layer l uses ``anchors * exp(log_scale[l])``
+    (float64), so the anchors stay positive and start exactly at the fixed ones (exp(0) = 1).
+    """
+
+    def __init__(self, anchors: list[float], num_layers: int):
+        super().__init__()
+        self.anchors = tuple(float(a) for a in anchors)
+        self.log_scale = nn.Parameter(torch.zeros(int(num_layers), len(self.anchors)))
+
+    def forward(self, layer: int) -> torch.Tensor:
+        """(A,) float64 anchors of layer ``layer``."""
+        base = torch.tensor(self.anchors, dtype=torch.float64, device=self.log_scale.device)
+        return base * self.log_scale[layer].to(torch.float64).exp()
+
+    def layer_encoding(self, enc: URoPE, layer: int) -> URoPE:
+        """The prepared URoPE ``enc`` with layer ``layer``'s anchors."""
+        return enc.with_anchors(self(layer))
