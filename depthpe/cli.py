@@ -36,6 +36,8 @@ COMMANDS = {
                 "baseline ratios, paired bootstrap intervals"),
     "plot": ("depthpe.commands.plot",
              "plot the validation curves of runs (val_history.jsonl): one figure per dataset, PNG and SVG"),
+    "probe": ("depthpe.commands.probe", "diagnostics of a model's global attention: `probe attention` measures "
+              "how much it attends to the true cross-view correspondences"),
 }
 
 
