@@ -161,11 +161,11 @@ class LiftAccumulator:
                             "view_lift": _ratio(sums.view.mean(), sums.view_uniform)})
         return out
 
-    def anchor_rows(self) -> list[dict]:
+    def anchor_rows(self, min_pairs: int = MIN_BIN_PAIRS) -> list[dict]:
         """URoPE only (else []): one row per (layer, radius, anchor bin) with the bin's anchor and
         matches, the lift of every head group on it (``group_lift``, a list over groups), the group
         with the highest lift (``winner``) and whether it is the bin's own group (``own_wins``; None
-        when the bin has fewer than MIN_BIN_PAIRS matches). Empty when the encoding's number of head
+        when the bin has fewer than ``min_pairs`` matches). Empty when the encoding's number of head
         groups is not the number of anchors (the head-wise assignment is then unknown)."""
         if not self.anchors or any(sums.groups != {len(self.anchors)} for sums in self.layers.values()):
             return []
@@ -182,7 +182,7 @@ class LiftAccumulator:
                     winner = int(group_lift[:, b].argmax()) if pairs else None
                     out.append({"layer": layer, "radius": r, "anchor": anchor, "bin": b, "pairs": pairs,
                                 "group_lift": lifts, "winner": winner,
-                                "own_wins": None if pairs < MIN_BIN_PAIRS else winner == b})
+                                "own_wins": None if pairs < max(min_pairs, 1) else winner == b})
         return out
 
     def scalars(self) -> dict[str, float]:
