@@ -100,6 +100,7 @@ def _plot_lift(acc: LiftAccumulator, dataset: str, stem: Path) -> Path:
         ax.axhline(1.0, color="k", linewidth=0.8, alpha=0.5)
         ax.set_title(f"radius {r}")
         ax.set_xlabel("global layer")
+        ax.set_xticks(sorted({m["layer"] for m in mine}))
         ax.set_ylabel("correspondence lift")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
