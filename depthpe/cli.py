@@ -38,6 +38,8 @@ COMMANDS = {
              "cameras, confidence filter and ground truth (needs the view extra)"),
     "plot": ("depthpe.commands.plot",
              "plot the validation curves of runs (val_history.jsonl): one figure per dataset, PNG and SVG"),
+    "probe": ("depthpe.commands.probe", "diagnostics of a model's global attention: `probe attention` measures "
+              "how much it attends to the true cross-view correspondences"),
 }
 
 

@@ -9,12 +9,15 @@ special tokens) and then *applied* in every attention layer around one unmodifie
 
 Tensors are (B, heads, N, head_dim) with N = S * T tokens, view-major; inside a view the
 ``num_special`` special tokens come first, then the h*w patch tokens row-major (x fastest).
-No encoding materializes an attention matrix. Encodings that need more than one SDPA call (URoPE)
+No encoding materializes an attention matrix in ``attend``; ``attention_probs(q, k)`` recomputes
+the weights of that SDPA call for diagnostics. Encodings that need more than one SDPA call (URoPE)
 override ``attend``. This module imports nothing of depthpe; the registry of encodings by name is
 ``depthpe.pe.registry``.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +48,19 @@ class Encoding:
             self.transform_q(q), self.transform_k(k), self.transform_v(v), dropout_p=dropout_p
         )
         return self.transform_out(o)
+
+    def attention_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """The logits of the SDPA call in ``attend``: (B, heads, N, N) = q' k'^T / sqrt(head_dim) with
+        q' = transform_q(q), k' = transform_k(k). Materializes the matrix: for tests and diagnostics."""
+        qt, kt = self.transform_q(q), self.transform_k(k)
+        return qt @ kt.transpose(-1, -2) / math.sqrt(qt.shape[-1])
+
+    def attention_probs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """The attention weights ``attend`` mixes the values with: (B, heads, N, N) float32, each row
+        a softmax over all N keys of ``attention_logits``. Recomputed from q and k (``attend`` never
+        materializes them): for diagnostics (``depthpe probe attention``). Encodings with more than
+        one softmax per head override it."""
+        return self.attention_logits(q, k).float().softmax(dim=-1)
 
 
 def token_positions(

@@ -28,7 +28,6 @@ exactly as DPPE does before FlashAttention).
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import torch
@@ -387,8 +386,3 @@ class CameraBlockEncoding(Encoding):
 
     def transform_out(self, o):
         return self._transform(o, "o")
-
-    def attention_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """Debug/test helper: the (B, heads, N, N) logits SDPA sees. Materializes the matrix."""
-        qt, kt = self.transform_q(q), self.transform_k(k)
-        return qt @ kt.transpose(-1, -2) / math.sqrt(q.shape[-1])

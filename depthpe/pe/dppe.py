@@ -110,6 +110,15 @@ class TAddBlockwise(CameraBlockEncoding):
             weights[block] = (qt[..., idx] @ kt[..., idx].mT / math.sqrt(len(idx))).softmax(dim=-1)
         return weights
 
+    def attention_probs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """(B, heads, N, N) float32: the two softmaxes weighted by the value channels each one mixes,
+        ``(|v_rot| w_rot + |v_trans| w_trans) / head_dim``, i.e. the weights with which an average
+        output channel mixes the keys (rows sum to 1). For diagnostics; materializes the matrices."""
+        ch = self.channels(q.shape[-1], q.device)
+        w = self.block_weights(q, k)
+        n_rot, n_trans = len(ch["v_rot"]), len(ch["v_trans"])
+        return (n_rot * w["rot"].float() + n_trans * w["trans"].float()) / (n_rot + n_trans)
+
     def attend(self, q, k, v, *, dropout_p: float = 0.0):
         ch = self.channels(q.shape[-1], q.device)
         qt, kt, vt = self.transform_q(q), self.transform_k(k), self.transform_v(v)

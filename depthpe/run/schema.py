@@ -142,7 +142,9 @@ class ValConfig(ViewProtocol):
     validation are written to ``<output_dir>/val_manifest.json`` and reused by every later one (and
     by resumed runs); manifest: a val_manifest.json of another run to validate on exactly its views;
     image_width: None = ``data.image_width``; panels: scenes rendered as depth panels for the
-    trackers.
+    trackers; correspondence: also measure the correspondence lift of the global attention
+    (``depthpe.probe``, docs/probe.md) on the same scenes and views, logged as the row
+    ``correspondence`` of val_history.jsonl (off by default: one more forward pass per scene).
     """
 
     sources: list[SourceConfig] = field(default_factory=list)
@@ -151,6 +153,7 @@ class ValConfig(ViewProtocol):
     image_width: Optional[int] = None
     panels: int = 2
     selection: str = "first"
+    correspondence: bool = False
 
     def _label(self, name: str) -> str:
         return f"val.{name}"

@@ -230,15 +230,30 @@ def validate(run: Run) -> dict | None:
                       accelerator=accelerator, panels=cfg.val.panels, progress=False, selection=cfg.val.selection,
                       manifest=manifest, scenes=set(manifest) if manifest else None,
                       loss_fn=loss_terms_fn(cfg.loss), scale_reference=cfg.data.scale_reference)
+    lift = _correspondence_rows(run, result.manifest) if cfg.val.correspondence and result.manifest else None
     if accelerator.is_main_process:
-        _record_validation(run, result, first=manifest is None)
+        _record_validation(run, result, first=manifest is None, extra_rows=lift)
         log.info(f"validation at step {step}:\n{format_summary(result.summary, ('abs_rel', 'delta1'))}")
     return result.summary
 
 
-def _record_validation(run: Run, result, *, first: bool) -> None:
-    """Main process: trackers (metrics, loss terms, panels), the manifest (first validation),
-    val_summary.json, val_history.jsonl and the model card's latest table."""
+def _correspondence_rows(run: Run, manifest: dict) -> dict:
+    """``val.correspondence``: {dataset: {"correspondence": {metric: value}}}, the correspondence lift
+    (``depthpe.probe``) on the scenes and views validation just used. Every process probes all of
+    them (so that sharded models run their forward everywhere); the main process records it."""
+    from ..probe.runner import probe_attention
+
+    cfg = run.cfg
+    found = probe_attention(run.accelerator.unwrap_model(run.model), cfg.val.sources, views=cfg.val.views,
+                            seed=cfg.val.seed, image_width=cfg.val.image_width or cfg.data.image_width,
+                            manifest=manifest, scenes=set(manifest), scale_reference=cfg.data.scale_reference)
+    return {name: {"correspondence": acc.scalars()} for name, acc in found.items()}
+
+
+def _record_validation(run: Run, result, *, first: bool, extra_rows: dict | None = None) -> None:
+    """Main process: trackers (metrics, loss terms, panels, ``extra_rows``), the manifest (first
+    validation), val_summary.json, val_history.jsonl (with ``extra_rows``: {dataset: {row: {metric:
+    value}}}) and the model card's latest table."""
     from ..evaluation import write_manifest
 
     cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
@@ -246,12 +261,14 @@ def _record_validation(run: Run, result, *, first: bool) -> None:
                for mode, v in modes.items() if mode != "loss" for k in ("abs_rel", "delta1") if k in v}
     scalars.update({f"val/{ds}/loss/{k}": v for ds, modes in result.summary.items()
                     for k, v in modes.get("loss", {}).items()})
+    scalars.update({f"val/{ds}/{row}/{k}": v for ds, rows in (extra_rows or {}).items()
+                    for row, values in rows.items() for k, v in values.items()})
     accelerator.log(scalars, step=step)
     log_panels(accelerator.trackers, result.panels, step)
     if first:
         write_manifest(val_manifest_file(cfg), result.manifest, seed=cfg.val.seed, views=cfg.val.views)
     write_val_summary(run.output_dir, step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
-    append_val_history(run.output_dir, step, result.summary)
+    append_val_history(run.output_dir, step, result.summary, extra_rows)
     if run.hub is not None:
         run.hub.record_validation(step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
 

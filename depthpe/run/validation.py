@@ -6,7 +6,8 @@
   throughout; ``val.manifest`` makes a run use another run's file, so that runs with different
   encodings are validated on the very same views.
 * ``val_history.jsonl``: one JSON line per validation and dataset, {"step", "dataset", "metrics":
-  {row: {metric: value, n_scenes, n_images}}, "loss": {term: value}}. It survives checkpoint
+  {row: {metric: value, n_scenes, n_images}}, "loss": {term: value}}; with ``val.correspondence``
+  the metrics also hold the row ``correspondence`` (``depthpe.probe``: ``lift_r0``, ...). It survives checkpoint
   rotation and is what curves are drawn from; a resumed run first drops the lines of steps after
   its checkpoint (validations of an interrupted stretch that it is about to repeat).
 * ``val_summary.json``: the latest validation ({"step", "summary", "max_scenes", "views"},
@@ -59,13 +60,15 @@ def loss_terms_fn(cfg: LossConfig) -> Callable:
     return terms
 
 
-def append_val_history(output_dir: Path, step: int, summary: dict) -> Path:
+def append_val_history(output_dir: Path, step: int, summary: dict, extra_rows: dict | None = None) -> Path:
     """Append one line per dataset of a validation ``summary`` to ``val_history.jsonl`` (flushed and
-    fsynced: a crash loses at most the line being written)."""
+    fsynced: a crash loses at most the line being written). extra_rows: {dataset: {row: {metric:
+    value}}} added to the line's metrics (``val.correspondence``: the row ``correspondence``)."""
     path = Path(output_dir) / VAL_HISTORY
     with open(path, "a", encoding="utf-8") as f:
         for dataset in sorted(summary):
             rows = {k: v for k, v in summary[dataset].items() if k != "loss"}
+            rows.update((extra_rows or {}).get(dataset, {}))
             line = {"step": int(step), "dataset": dataset, "metrics": rows, "loss": summary[dataset].get("loss", {})}
             f.write(json.dumps(line, default=float) + "\n")
         f.flush()
