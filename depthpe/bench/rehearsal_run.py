@@ -9,6 +9,7 @@ What is observed, each as one JSON line in the events file (written and flushed 
 line survives the SIGKILL that ends this process):
 
 * ``start``: seconds of ``start_run`` (model built, checkpoint restored, loader built);
+* ``load_state`` (resumed runs): seconds of ``Accelerator.load_state`` (reading ``state/``);
 * ``restored`` (resumed runs): digests of the state the run restored (``state_digests``), taken
   right after ``start_run``, with the RNG digest taken when the loader is built (just after the
   restore, before anything draws a random number);
@@ -22,7 +23,8 @@ line survives the SIGKILL that ends this process):
   ``DepthModel.from_pretrained`` and the digest of the weights it loaded.
 
 The observation wraps ``start_run``, ``run_step``, ``checkpoint`` and ``publish_final`` of
-``depthpe.run.trainer`` and ``build_train_loader`` of ``depthpe.data.dataset`` with
+``depthpe.run.trainer``, ``build_train_loader`` of ``depthpe.data.dataset`` and Accelerate's
+``Accelerator.load_state`` with
 ``unittest.mock.patch.object``: the rehearsal must run the real training loop, and the loop has no
 hooks of its own (the same technique as ``depthpe bench memory``'s ``host_reads_patched``).
 """
@@ -163,7 +165,18 @@ class TrainingObserver:
 
     def patches(self) -> list:
         """``mock.patch.object`` context managers installing every wrapper."""
+        from accelerate import Accelerator
+
+        real_load_state = Accelerator.load_state
+
+        def load_state(accelerator, *args, **kwargs):  # times reading the checkpoint's state/
+            t0 = time.perf_counter()
+            result = real_load_state(accelerator, *args, **kwargs)
+            self.events.emit("load_state", seconds=time.perf_counter() - t0)
+            return result
+
         return [mock.patch.object(self.dataset, "build_train_loader", self.build_train_loader),
+                mock.patch.object(Accelerator, "load_state", load_state),
                 *(mock.patch.object(self.trainer, name, getattr(self, name)) for name in self.PARTS)]
 
     def build_train_loader(self, *args, **kwargs):

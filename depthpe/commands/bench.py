@@ -23,6 +23,8 @@ BENCHMARKS = {
     "memory": ("depthpe.bench.memory",
                "predict peak training memory per GPU (params, grads, AdamW state, activations) without a GPU"),
     "model": ("depthpe.bench.model", "forward + backward time and peak memory of the model alone for a config"),
+    "rehearsal": ("depthpe.bench.rehearsal", "a recipe end to end on the CPU at true size: train, SIGKILL, resume, "
+                  "bf16 step, export, reload, eval, predict, push; memory prediction vs measured"),
 }
 
 
