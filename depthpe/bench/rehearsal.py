@@ -339,36 +339,40 @@ class Rehearsal:
                     [f"{out / 'summary.json'}"] if ok else [f"exit status {child.status}, see {child.log}"])
 
     def predict(self) -> None:
-        scene, images = self._prediction_input()
+        images, cameras = self._prediction_input()
         out = self.out / "predict"
         child = run_child(cli_argv("predict", "--model", str(self.final), "--images", str(images), "--cameras",
-                                   str(scene), "--out", str(out), "--device", "cpu"),
+                                   str(cameras), "--out", str(out), "--device", "cpu"),
                           self.out / "logs" / "predict.log", timeout=self.args.stage_timeout)
         ok = child.status == 0 and (out / "prediction.json").is_file()
-        self._stage(f"`depthpe predict` (one scene, {SCENE_FRAMES} images, scene file as cameras)", child, ok,
+        self._stage(f"`depthpe predict` (one scene, {SCENE_FRAMES} images)", child, ok,
                     [f"{out / 'prediction.json'}"] if ok else [f"exit status {child.status}, see {child.log}"])
 
     def _prediction_input(self) -> tuple[Path, Path]:
-        """(scene file, folder of its images as PNG named like its cameras) of the first val scene."""
+        """(images folder, cameras JSON) of the first val scene: its frames as PNG files and their
+        cameras under the same names (a synth scene file names its cameras without an extension)."""
         import cv2
 
+        from ..data.scene_cameras import read_scene_cameras
         from ..data.scene_file import SceneReader, read_index
+        from ..io.cameras import FrameCamera, write_json_cameras
 
         split = self.data / "synth" / "val"
         scene = split / read_index(split)[0]["path"]
-        images = self.out / "predict_input"
+        images = self.out / "predict_input" / "images"
         images.mkdir(parents=True, exist_ok=True)
+        cameras = []
         with SceneReader(scene) as reader:
-            for i in range(reader.num_frames):
-                rgb = reader.read_image(i)
-                cv2.imwrite(str(images / f"frame_{i:05d}.png"), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
-        return scene, images
+            for i, (name, cam) in enumerate(read_scene_cameras(scene).items()):
+                cv2.imwrite(str(images / f"{name}.png"), cv2.cvtColor(reader.read_image(i), cv2.COLOR_RGB2BGR))
+                cameras.append(FrameCamera(f"{name}.png", cam.K, cam.w2c, cam.width, cam.height))
+        return images, write_json_cameras(images.parent / "cameras.json", cameras)
 
     def push(self) -> None:
         """``depthpe push final/`` to ``--hub-endpoint`` (skipped without one)."""
         args = self.args
         if not args.hub_endpoint:
-            self._stage("`depthpe push` (Hub upload)", None, None, ["skipped: no --hub-endpoint given"])
+            self._stage("`depthpe push` (Hub upload)", None, None, ["no --hub-endpoint given"])
             return
         repo_id = args.hub_repo_id or f"depthpe-rehearsal/{Path(args.config).stem}"
         env = dict(os.environ, HF_ENDPOINT=args.hub_endpoint, HF_HUB_OFFLINE="0")
