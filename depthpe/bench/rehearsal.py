@@ -168,7 +168,8 @@ def scene_size(cfg) -> int:
 
 
 def check_args(args) -> object:
-    """The resolved run config of the rehearsal (fp32); ``SystemExit`` with one line for bad options."""
+    """The resolved run config of the rehearsal (fp32); ``SystemExit`` with one line for bad options,
+    ``ConfigError`` for a config (or ``--image-width``) the run would refuse."""
     from ..run import load_run_config
 
     if args.views < 2:
@@ -176,10 +177,7 @@ def check_args(args) -> object:
     if args.threads is not None and args.threads < 1:
         raise SystemExit(f"--threads must be >= 1, got {args.threads}")
     out = Path(args.out)
-    cfg = load_run_config(args.config, training_overrides(args, out / "data", out / "run", "fp32"))
-    patch = cfg.model_config().patch_size
-    if args.image_width % patch:
-        raise SystemExit(f"--image-width must be a multiple of the patch size {patch}, got {args.image_width}")
+    cfg = load_run_config(args.config, training_overrides(args, out / "data", out / "run", "fp32"))  # ConfigError
     if (out / "run").exists():
         raise SystemExit(f"{out / 'run'} exists: give the rehearsal an empty --out folder")
     return cfg
