@@ -145,13 +145,14 @@ def test_rehearsal_small_scale(tmp_path, monkeypatch):
     """Every stage at the quickstart size, pushing to the local Hub-compatible test server."""
     from tests.hub_server import FakeHub
 
-    with FakeHub() as hub:
+    with FakeHub(lfs_from=1_000_000, lfs_chunk=4_000_000) as hub:  # the weights take the multipart LFS path
         for key, value in hub.env().items():
             monkeypatch.setenv(key, value)
         out = tmp_path / "rehearsal"
         assert main(["bench", "rehearsal", "--config", "quickstart", "--out", str(out), "--image-width", "42",
                      "--hub-endpoint", hub.url, "--hub-repo-id", "user/rehearsal"]) == 0
         files = hub.files("user/rehearsal")
+        assert hub.lfs_puts >= 2
     doc = json.loads((out / "rehearsal.json").read_text())
     assert all(stage["ok"] for stage in doc["stages"]), doc["stages"]
     assert len(doc["stages"]) == 10
@@ -161,13 +162,36 @@ def test_rehearsal_small_scale(tmp_path, monkeypatch):
     assert (out / "eval" / "summary.json").is_file() and (out / "predict" / "prediction.json").is_file()
 
 
+# The recipe's true width (1024 channels, 16 heads of 64, the ViT-L patch embedding and the DPT head
+# at their true feature sizes) with 4 of its 24 aggregator blocks and 2 of its 24 backbone blocks:
+# what CI can afford. Not covered by it: the full depth's memory and time, and multi-GB files.
+TRUE_WIDTH = ["model.num_blocks=4", "model.head_layers=[0,1,2,3]", "model.backbone_blocks=2"]
+
+
+@pytest.mark.slow
+def test_rehearsal_true_width(tmp_path, monkeypatch):
+    from tests.hub_server import FakeHub
+
+    with FakeHub(lfs_from=1_000_000, lfs_chunk=64_000_000) as hub:
+        for key, value in hub.env().items():
+            monkeypatch.setenv(key, value)
+        out = tmp_path / "rehearsal"
+        assert main(["bench", "rehearsal", "--config", "vggt1b_prope", "--out", str(out), "--image-width", "112",
+                     "--threads", "2", "--hub-endpoint", hub.url, "--hub-repo-id", "user/wide", *TRUE_WIDTH]) == 0
+        assert hub.lfs_puts >= 2
+    doc = json.loads((out / "rehearsal.json").read_text())
+    assert all(stage["ok"] for stage in doc["stages"]), doc["stages"]
+    export = rehearsal.last_event(doc["events"]["3"], "export")
+    assert export["bytes"] > 300e6  # true-width weights (fp32)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get(TRUE_SIZE_ENV), reason=f"true size needs ~20 GB and ~30 min of 2 cores, more "
                     f"than CI gives next to the other slow tests; set {TRUE_SIZE_ENV}=1 to run it")
 def test_rehearsal_true_size(tmp_path, monkeypatch):
     from tests.hub_server import FakeHub
 
-    with FakeHub() as hub:
+    with FakeHub(lfs_from=10_000_000, lfs_chunk=100_000_000) as hub:
         for key, value in hub.env().items():
             monkeypatch.setenv(key, value)
         assert main(["bench", "rehearsal", "--config", "vggt1b_prope", "--out", str(tmp_path / "r"),
