@@ -155,7 +155,7 @@ def test_rehearsal_small_scale(tmp_path, monkeypatch):
         assert hub.lfs_puts >= 2
     doc = json.loads((out / "rehearsal.json").read_text())
     assert all(stage["ok"] for stage in doc["stages"]), doc["stages"]
-    assert len(doc["stages"]) == 10
+    assert len(doc["stages"]) == 9
     assert files["model.safetensors"] == (out / "run" / "final" / "model.safetensors").read_bytes()
     assert set(doc["memory"]) == {"fp32", "bf16"} and all("measured_mib" in m for m in doc["memory"].values())
     assert not (out / "run" / "checkpoints" / "step_0000003").exists()  # steps 1 and 2 ended by SIGKILL
