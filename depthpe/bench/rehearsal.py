@@ -136,7 +136,6 @@ class Stage:
     peak_rss_mib: float | None = None
     notes: list[str] = field(default_factory=list)
     log: str = ""
-    data: dict = field(default_factory=dict)
 
 
 def training_overrides(args, data_root: Path, run_dir: Path, precision: str) -> list[str]:
@@ -202,7 +201,8 @@ def last_event(events: list[dict], name: str) -> dict | None:
 
 class Rehearsal:
     """The stages of one rehearsal (module docstring), run in order by ``run_all``; each appends a
-    ``Stage`` to ``stages``. A stage whose inputs are missing (an earlier stage failed) is skipped."""
+    ``Stage`` to ``stages``. A failed synth or training stage ends the rehearsal (the later stages
+    need its output); the stages after training run whatever the others did."""
 
     def __init__(self, args, cfg):
         self.args, self.cfg = args, cfg
@@ -213,7 +213,8 @@ class Rehearsal:
         self.memory: dict[str, dict] = {}  # precision -> {"predicted_mib", "measured_mib", "step"}
 
     def run_all(self) -> None:
-        self.synth()
+        if not self.synth():
+            return
         self.predict_memory()
         for step, precision in ((1, "fp32"), (2, "fp32"), (3, "bf16")):
             if not self.train_step(step, precision):
@@ -223,20 +224,22 @@ class Rehearsal:
         self.predict()
         self.push()
 
-    def _stage(self, name: str, child: ChildResult | None, ok: bool | None, notes: list[str], **data) -> Stage:
+    def _stage(self, name: str, child: ChildResult | None, ok: bool | None, notes: list[str]) -> Stage:
         stage = Stage(name, ok, child.seconds if child else None, child.peak_rss_mib if child else None,
-                      notes, child.log if child else "", data)
+                      notes, child.log if child else "")
         self.stages.append(stage)
         return stage
 
-    def synth(self) -> None:
+    def synth(self) -> bool:
         side = scene_size(self.cfg)
         child = run_child(cli_argv("synth", "--out", str(self.data), "--train-scenes", str(TRAIN_SCENES),
                                    "--val-scenes", str(VAL_SCENES), "--views", str(SCENE_FRAMES), "--height",
                                    str(side), "--width", str(side), "--workers", "1", "--quiet"),
                           self.out / "logs" / "synth.log", timeout=self.args.stage_timeout)
+        ok = child.status == 0
         self._stage(f"synthetic scenes ({TRAIN_SCENES} train + {VAL_SCENES} val, {SCENE_FRAMES} views of "
-                    f"{side}x{side})", child, child.status == 0, [] if child.status == 0 else ["failed"])
+                    f"{side}x{side})", child, ok, [] if ok else [f"exit status {child.status}, see {child.log}"])
+        return ok
 
     def predict_memory(self) -> None:
         """``depthpe bench memory``'s prediction (``--target cpu``) of the extra memory of one
