@@ -22,6 +22,18 @@ Implemented (only what ``create_repo``, ``create_commit``/``upload_folder``, ``c
     GET    /api/models/<repo>/refs                 {"branches", "tags", "converts"}
     HEAD/GET /<repo>/resolve/<rev>/<path>          file bytes + X-Repo-Commit, ETag, Content-Length
 
+With ``FakeHub(lfs_from=N)`` files of N bytes or more take the large-file (LFS) path that real
+multi-GB weights take: preupload answers "lfs", and::
+
+    POST   /<repo>.git/info/lfs/objects/batch      upload actions per object (none if already stored)
+    PUT    /lfs/<oid>                              basic transfer: the whole file in one request
+    PUT    /lfs/<oid>/part/<n>                     multipart transfer (objects over ``lfs_chunk``
+    POST   /lfs/<oid>/complete                     bytes): parts, then the completion request
+
+LFS objects are streamed to files in a temporary folder (removed by ``stop()``), checked against
+their sha256, and committed by ``lfsFile`` lines; ``lfs_puts`` counts the PUT requests, so a test
+can see that an object already stored is not sent again.
+
 Anything else answers 404 and is recorded in ``unknown`` so a test can show what the client asked.
 Failures are injected per request kind (``"create"``, ``"preupload"``, ``"commit"``, ``"tag"``,
 ``"branch"``): ``FakeHub(fail={"commit": 2})`` answers the first two commits with HTTP 500,
@@ -37,12 +49,27 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["FakeHub", "FakeRepo"]
+__all__ = ["FakeHub", "FakeRepo", "LfsRef"]
+
+
+@dataclass(frozen=True)
+class LfsRef:
+    """A committed LFS file: its sha256 ``oid`` and size; the bytes are in ``hub.lfs_dir / oid``."""
+
+    oid: str
+    size: int
+
+    def read(self, hub: "FakeHub") -> bytes:
+        return (hub.lfs_dir / self.oid).read_bytes()
 
 
 @dataclass
@@ -68,8 +95,11 @@ class FakeHub:
     """The server; use as a context manager (``with FakeHub() as hub: ... hub.url ...``)."""
 
     def __init__(self, fail: dict[str, int] | None = None, fail_status: int = 500, hold_commits: bool = False,
-                 stall: bool = False):
+                 stall: bool = False, lfs_from: int | None = None, lfs_chunk: int | None = None):
         self.fail = dict(fail or {})
+        self.lfs_from, self.lfs_chunk = lfs_from, lfs_chunk
+        self.lfs_dir: Path | None = None  # stored LFS objects, <oid> files (created by start())
+        self.lfs_puts = 0
         # While ``hold`` is clear, commit requests wait (at most 60 s): lets a test look at the client
         # side while an upload is in flight. Created set unless ``hold_commits``.
         self.hold = threading.Event()
@@ -97,6 +127,7 @@ class FakeHub:
         return f"http://{host}:{port}"
 
     def start(self) -> "FakeHub":
+        self.lfs_dir = Path(tempfile.mkdtemp(prefix="fakehub-lfs-"))
         handler = type("Handler", (_Handler,), {"hub": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
@@ -110,6 +141,8 @@ class FakeHub:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        if self.lfs_dir is not None:
+            shutil.rmtree(self.lfs_dir, ignore_errors=True)
 
     def __enter__(self) -> "FakeHub":
         return self.start()
@@ -136,7 +169,8 @@ class FakeHub:
         oid = repo.resolve(revision)
         if oid is None:
             raise KeyError(f"{repo_id}: unknown revision {revision!r}")
-        return dict(repo.commits[oid]["files"])
+        return {path: data.read(self) if isinstance(data, LfsRef) else data
+                for path, data in repo.commits[oid]["files"].items()}
 
     # ------------------------------------------------------------------ state changes
     def should_fail(self, kind: str) -> bool:
@@ -206,6 +240,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._create_repo(json.loads(body or b"{}"))
             if method == "POST" and path == "/api/validate-yaml":
                 return self._send(200, {"errors": [], "warnings": []})
+            if method == "POST" and path.endswith(".git/info/lfs/objects/batch"):
+                return self._lfs_batch(json.loads(body))
+            if method == "POST" and parts[0] == "lfs" and parts[-1] == "complete":
+                return self._lfs_complete(parts[1], json.loads(body))
             if len(parts) >= 5 and parts[:2] == ["api", "models"]:
                 repo_id = f"{unquote(parts[2])}/{unquote(parts[3])}"
                 action, rest = parts[4], [unquote(p) for p in parts[5:]]
@@ -230,6 +268,48 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self):
         self._route("DELETE")
+
+    def do_PUT(self):
+        """An LFS object or one part of it, streamed to ``hub.lfs_dir`` (never held in memory)."""
+        hub = self.hub
+        parts = urlsplit(self.path).path.strip("/").split("/")
+        with hub.lock:
+            hub.requests.append(("PUT", self.path))
+            hub.lfs_puts += 1
+        if parts[0] != "lfs" or len(parts) not in (2, 4):
+            self._body()
+            return self._error(404, f"fake hub: no route for PUT {self.path}")
+        name = parts[1] if len(parts) == 2 else f"{parts[1]}.part{int(parts[3])}"
+        digest = self._stream_to(hub.lfs_dir / f"{name}.tmp")
+        if len(parts) == 4:
+            os.replace(hub.lfs_dir / f"{name}.tmp", hub.lfs_dir / name)
+            return self._send(200, {}, headers={"ETag": f'"{digest}"'})
+        return self._store_lfs(parts[1], [hub.lfs_dir / f"{name}.tmp"])
+
+    def _stream_to(self, path: Path) -> str:
+        """Write the request body (Content-Length or chunked) to ``path``; returns its sha256."""
+        h = hashlib.sha256()
+        with open(path, "wb") as f:
+            for block in self._body_blocks():
+                h.update(block)
+                f.write(block)
+        return h.hexdigest()
+
+    def _body_blocks(self, size: int = 1 << 20):
+        """The request body in blocks of at most ``size`` bytes."""
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            while True:
+                length = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if length == 0:
+                    self.rfile.readline()
+                    return
+                yield self.rfile.read(length)
+                self.rfile.readline()
+        left = int(self.headers.get("Content-Length") or 0)
+        while left > 0:
+            block = self.rfile.read(min(size, left))
+            left -= len(block)
+            yield block
 
     def _inject(self, kind: str) -> bool:
         if self.hub.should_fail(kind):
@@ -280,7 +360,9 @@ class _Handler(BaseHTTPRequestHandler):
             if self._inject("preupload"):
                 return
             files = json.loads(body)["files"]
-            return self._send(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+            lfs_from = hub.lfs_from
+            return self._send(200, {"files": [{"path": f["path"], "shouldIgnore": False, "uploadMode": "lfs" if
+                                               lfs_from is not None and f["size"] >= lfs_from else "regular"}
                                               for f in files]})
         if method == "POST" and action == "commit":
             hub.hold.wait(60)
@@ -348,6 +430,10 @@ class _Handler(BaseHTTPRequestHandler):
                     if value.get("encoding", "base64") != "base64":
                         return self._error(400, f"unsupported encoding {value.get('encoding')}")
                     files[value["path"]] = base64.b64decode(value["content"])
+                elif key == "lfsFile":
+                    if not (hub.lfs_dir / value["oid"]).is_file():
+                        return self._error(400, f"LFS object {value['oid']} of {value['path']} was never uploaded")
+                    files[value["path"]] = LfsRef(value["oid"], int(value["size"]))
                 elif key == "deletedFile":
                     files.pop(value["path"], None)
                 elif key == "deletedFolder":
@@ -369,7 +455,49 @@ class _Handler(BaseHTTPRequestHandler):
         if oid is None:
             return self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
         data = repo.commits[oid]["files"].get(filename)
+        data = data.read(self.hub) if isinstance(data, LfsRef) else data
         if data is None:
             return self._error(404, f"Entry {filename} not found", "EntryNotFound")
         headers = {"X-Repo-Commit": oid, "ETag": f'"{_git_sha1(data)}"', "Content-Type": "application/octet-stream"}
         self._send(200, data=data, headers=headers, head=head)
+
+    # ------------------------------------------------------------------ large files (LFS)
+    def _lfs_batch(self, payload: dict) -> None:
+        """Upload actions for each object: basic (one PUT) or, over ``lfs_chunk`` bytes, multipart
+        (a PUT per part, then the completion request); none for an object already stored."""
+        hub, chunk = self.hub, self.hub.lfs_chunk
+        objects = []
+        for obj in payload["objects"]:
+            oid, size = obj["oid"], int(obj["size"])
+            entry = {"oid": oid, "size": size}
+            if not (hub.lfs_dir / oid).is_file():
+                if chunk and size > chunk:
+                    header = {"chunk_size": str(chunk), **{str(n): f"{hub.url}/lfs/{oid}/part/{n}"
+                                                           for n in range(1, -(-size // chunk) + 1)}}
+                    entry["actions"] = {"upload": {"href": f"{hub.url}/lfs/{oid}/complete", "header": header}}
+                else:
+                    entry["actions"] = {"upload": {"href": f"{hub.url}/lfs/{oid}"}}
+            objects.append(entry)
+        self._send(200, {"transfer": "multipart" if chunk else "basic", "objects": objects})
+
+    def _lfs_complete(self, oid: str, payload: dict) -> None:
+        """Join the uploaded parts (in ``partNumber`` order) into the object."""
+        numbers = sorted(int(p["partNumber"]) for p in payload["parts"])
+        self._store_lfs(oid, [self.hub.lfs_dir / f"{oid}.part{n}" for n in numbers])
+
+    def _store_lfs(self, oid: str, pieces: list[Path]) -> None:
+        """Concatenate ``pieces`` into ``lfs_dir/oid`` if their sha256 is ``oid``; 400 otherwise."""
+        target = self.hub.lfs_dir / f"{oid}.joined"
+        h = hashlib.sha256()
+        with open(target, "wb") as out:
+            for piece in pieces:
+                with open(piece, "rb") as f:
+                    while block := f.read(1 << 20):
+                        h.update(block)
+                        out.write(block)
+                piece.unlink()
+        if h.hexdigest() != oid:
+            target.unlink()
+            return self._error(400, f"LFS object {oid}: the uploaded bytes hash to {h.hexdigest()}")
+        os.replace(target, self.hub.lfs_dir / oid)
+        self._send(200, {})
