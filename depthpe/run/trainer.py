@@ -23,7 +23,7 @@ import torch
 
 from ..model.training_inputs import TrainingInputs
 from .building import (apply_optim_settings, build_model, build_optimizer, compile_blocks, default_cpu_threads,
-                       loader_options)
+                       fit_deepspeed_config, loader_options, process_group_kwargs)
 from .checkpoints import STATE_FILE, publish_final, remove_incomplete, rotate_checkpoints, save_checkpoint
 from .loading import save_run_config
 from .lock import run_lock
@@ -119,6 +119,7 @@ def make_accelerator(cfg: RunConfig):
     accelerator = Accelerator(
         mixed_precision=cfg.train.mixed_precision, cpu=cfg.train.cpu, log_with=list(cfg.train.report_to) or None,
         project_config=ProjectConfiguration(project_dir=str(output_dir), logging_dir=str(output_dir / "logs")),
+        kwargs_handlers=process_group_kwargs(cfg),
     )
     set_seed(cfg.seed)
     if accelerator.device.type == "cpu":
@@ -163,6 +164,7 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     if cfg.train.compile:  # in place, before DDP/FSDP wrap it: state-dict keys stay the eager ones
         log.info(f"train.compile: {compile_blocks(model)} aggregator blocks compiled with torch.compile "
                  "(the first steps, and each new batch shape, compile; later steps run compiled)")
+    fit_deepspeed_config(accelerator, cfg)
     model, optimizer = accelerator.prepare(model, build_optimizer(model, cfg))
     state = TrainState(cfg.train.smoothing, world_size=accelerator.num_processes)
     if checked.checkpoint is not None:
