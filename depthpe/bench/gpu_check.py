@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "of 14, e.g. 28) and 1-4 steps per part; prints a GPU time estimate")
     parser.add_argument("--gpu-tflops", type=float, default=300.0,
                         help="assumed sustained bf16 TFLOP/s of the GPU for the --scale estimate (default 300)")
-    parser.add_argument("--part-timeout", type=float, default=420.0, help="seconds per part (default 420)")
+    parser.add_argument("--part-timeout", type=float, default=None,
+                        help="seconds per part (default 420; 1800 with --scale, whose CPU steps take minutes)")
 
 
 GPU_SIZES = {"train": (24, 1, 518), "recipe": (5, 3, 224)}  # (S, B, px) of a step; recipe: S 2-8, mid
@@ -254,15 +255,15 @@ def run(args: argparse.Namespace) -> int:
     if args.scale is not None and (args.tiny or args.scale < 14 or args.scale % 14):
         raise SystemExit(f"--scale must be a positive multiple of 14 (the patch size) and not used with --tiny, "
                          f"got {args.scale}")
+    timeout = args.part_timeout or (1800.0 if args.scale else 420.0)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     size = ["--height", "532", "--width", "532"]
     if args.tiny or args.scale:
         px = str(2 * args.scale) if args.scale else "56"
         size = ["--height", px, "--width", px, "--train-scenes", "6"]
-    prepare = _run_part("synth", ["synth", "--out", str(out / "data"), "--val-scenes", "1", *size],
-                        args.part_timeout, out)
-    parts = {name: _run_part(name, argv, args.part_timeout, out) if prepare["ok"] else dict(prepare)
+    prepare = _run_part("synth", ["synth", "--out", str(out / "data"), "--val-scenes", "1", *size], timeout, out)
+    parts = {name: _run_part(name, argv, timeout, out) if prepare["ok"] else dict(prepare)
              for name, argv in _plan(out, args.device, args.tiny, args.scale).items()}
     _summaries(out, parts, gate_loss=not (args.tiny or args.scale))
     report = {"device": args.device, "tiny": args.tiny, "scale": args.scale, "synth": prepare, "parts": parts}
