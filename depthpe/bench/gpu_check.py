@@ -20,7 +20,7 @@ reported (40 CPU steps of the tiny model are too noisy to gate on).
 ``--scale PX`` rehearses the GPU check on a CPU at the true model size: the same ``vggt1b_rope``
 model (embed_dim 1024, 24 frame + 24 global blocks, 16 heads of 64, the ViT-L backbone), bfloat16
 autocast and gradient checkpointing, through every part's real code path, but at 2 views of PX x PX
-px (a multiple of 14; 28 is the smallest that keeps several patches per view) and 1-4 steps per
+px (a multiple of 14; 28 is the smallest that keeps several patches per view) and 1-2 steps per
 part; the attention part keeps its 16 heads of 64 channels. Its loss check is only reported. It
 then prints what the GPU run would measure and an **estimate** of how long it should take: the
 FLOPs of one training step at the GPU sizes and at the rehearsal's sizes are counted on fake tensors
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tiny", action="store_true", help="CPU-sized plumbing check (numbers mean nothing)")
     parser.add_argument("--scale", type=int, default=None, metavar="PX",
                         help="rehearse on CPU at the true model size with 2 views of PX x PX px (a multiple "
-                             "of 14, e.g. 28) and 1-4 steps per part; prints a GPU time estimate")
+                             "of 14, e.g. 28) and 1-2 steps per part; prints a GPU time estimate")
     parser.add_argument("--gpu-tflops", type=float, default=300.0,
                         help="assumed sustained bf16 TFLOP/s of the GPU for the --scale estimate (default 300)")
     parser.add_argument("--part-timeout", type=float, default=None,
@@ -62,14 +62,14 @@ SCALED_TRAIN_STEPS = 1  # timed steps of the rehearsal's train part  # views, to
 
 def _scaled_args(scale: int) -> tuple[list[str], list[str], list[str]]:
     """(attention, train, recipe) arguments of the ``--scale`` rehearsal: true model sizes, 2 views of
-    ``scale`` px, 1-4 steps."""
+    ``scale`` px, 1-2 steps."""
     shape = [f"data.image_width={scale}", "data.views=[2,2]", "data.aspect=[1.0,1.0]", "data.max_images_per_batch=2"]
     att = ["--views", "2", "--tokens-per-view", str(5 + (scale // 14) ** 2), "--heads", "16", "--head-dim", "64",
            "--dtype", "bfloat16", "--repeats", "1", "--no-memory"]
     train = ["--config", "vggt1b_rope", "--steps", str(SCALED_TRAIN_STEPS), "--warmup", "1", "--num-workers", "0",
              "model.pretrained=false", "model.gradient_checkpointing=true", "train.mixed_precision=bf16", *shape]
     recipe = ["--config", "vggt1b_rope", "model.pretrained=false", "model.gradient_checkpointing=true",
-              "train.mixed_precision=bf16", "train.steps=4", "optim.warmup_steps=1", *shape, "train.log_every=1",
+              "train.mixed_precision=bf16", "train.steps=2", "optim.warmup_steps=1", *shape, "train.log_every=1",
               "train.num_workers=0", "train.checkpoint_every=0", "val.sources=[]", "train.report_to=[tensorboard]"]
     return att, train, recipe
 
@@ -159,7 +159,7 @@ def _markdown(report: dict) -> str:
         status = "ok" if part["ok"] else f"FAILED ({part.get('error', 'check failed')})"
         extra = ""
         if name == "train" and part["ok"]:
-            extra = f": {part['images_per_s']:.1f} images/s, peak {part['peak_mib']:.0f} MiB ({part['peak_kind']})"
+            extra = f": {part['images_per_s']:.3g} images/s, peak {part['peak_mib']:.0f} MiB ({part['peak_kind']})"
         if name == "recipe" and part.get("loss_first_last"):
             first, last = part["loss_first_last"]
             extra = f": mean loss first quarter {first:.4f}, last quarter {last:.4f}"
