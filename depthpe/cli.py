@@ -34,6 +34,8 @@ COMMANDS = {
     "push": ("depthpe.commands.push", "push an exported model or a run's final model to the Hugging Face Hub"),
     "compare": ("depthpe.commands.compare", "compare evaluations of several runs: groups of seeds, mean ± std, "
                 "baseline ratios, paired bootstrap intervals"),
+    "view": ("depthpe.commands.view", "3D viewer in the browser of a prediction or a held-out scene, with "
+             "cameras, confidence filter and ground truth (needs the view extra)"),
     "plot": ("depthpe.commands.plot",
              "plot the validation curves of runs (val_history.jsonl): one figure per dataset, PNG and SVG"),
 }

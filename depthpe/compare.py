@@ -410,17 +410,25 @@ COLUMNS = ("group", "seeds", "native AbsRel", "native δ1", "scene-aligned AbsRe
            "native / global const.", "native / scene const.", "Δ native AbsRel vs ref.", "95% interval", "excludes 0")
 
 
+def compare_cells(result: dict) -> dict[str, list[list[str]]]:
+    """Per dataset, one row of text cells (``COLUMNS`` order) per group of a ``compare_groups`` result."""
+    out = {}
+    for dataset, table in result["datasets"].items():
+        out[dataset] = []
+        for label, entry in table.items():
+            stats = entry["stats"]
+            out[dataset].append([label, str(entry["n_seeds"]), *(_pm(stats[name]) for name, _, _ in STAT_KEYS),
+                                 *(_pm(stats[name]) for name, _ in RATIO_KEYS),
+                                 *_paired_cells(entry["paired"], label == result["reference"])])
+    return out
+
+
 def format_compare(result: dict, notes: Sequence[str] = ()) -> str:
     """The Markdown of a ``compare_groups`` result: ``notes`` as lines, then one table per dataset."""
     lines = [*notes, ""] if notes else []
-    for dataset, table in result["datasets"].items():
+    for dataset, rows in compare_cells(result).items():
         lines += [f"### {dataset}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        for label, entry in table.items():
-            stats = entry["stats"]
-            cells = [label, str(entry["n_seeds"]), *(_pm(stats[name]) for name, _, _ in STAT_KEYS),
-                     *(_pm(stats[name]) for name, _ in RATIO_KEYS),
-                     *_paired_cells(entry["paired"], label == result["reference"])]
-            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
         lines.append("")
     return "\n".join(lines)
 

@@ -40,7 +40,9 @@ from .data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _load
 from .files import atomic_write_bytes
 from .inference_config import DTYPES, EvalConfig
 from .model.inference import predict_depth
-from .metrics import BASELINE_MODES, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
+from .worst_images import WorstImages
+from .metrics import (BASELINE_MODES, MIN_VALID_FRACTION, MODES, StreamingMedian, aggregate, baseline_rows,
+                      scene_rows)
 
 __all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",
            "usable_sources", "input_size", "run_evaluation"]
@@ -57,6 +59,7 @@ class EvalResult:
     manifest: dict  # {"<dataset>/<scene>": [frame indices]}
     failures: list[dict] = field(default_factory=list)  # scenes that could not be evaluated
     panels: list = field(default_factory=list)  # (name, uint8 HWC panel) of the first scenes
+    worst: list = field(default_factory=list)  # WorstImages.items: the worst images by native AbsRel
 
     def views_used(self) -> dict[str, int]:
         """Views actually evaluated per scene ("<dataset>/<scene>" -> count; fewer than requested
@@ -143,6 +146,8 @@ def evaluate(
     scenes: Collection[str] | None = None,
     loss_fn: Callable | None = None,
     scale_reference: str = "others",
+    worst: int = 0,
+    min_valid_fraction: float = MIN_VALID_FRACTION,
 ) -> EvalResult:
     """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes of ``sources``.
 
@@ -158,7 +163,13 @@ def evaluate(
     loss_fn(pred, gt, valid, conf) -> {term: float}: the training loss terms of one scene (normalized
     units; (1, S, H, W) tensors), averaged over scenes into ``summary[dataset]["loss"]``.
     scale_reference: the unit GT is normalized to; use the model's own (training_inputs.json).
-    Returns an ``EvalResult`` (see ``write_outputs``).
+    worst: keep the panels of this many images with the largest native AbsRel (``EvalResult.worst``).
+    min_valid_fraction: the valid depth a scene's views need together, and each image to be scored
+    (at least ``metrics.MIN_VALID_PIXELS`` pixels too; a source's own ``min_valid_fraction`` wins);
+    sparser images are left out (``n_empty_images``), a scene without a scored image is skipped
+    and listed in ``failures`` like an unusable file (``SceneEvalDataset``).
+    Returns an ``EvalResult`` (see ``write_outputs``); its summary holds only defined (finite)
+    values: a metric without any scored image is left out, never NaN.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
@@ -166,7 +177,7 @@ def evaluate(
     world = accelerator.num_processes if accelerator is not None else 1
     dataset = SceneEvalDataset(
         sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest,
-        scale_reference=scale_reference,
+        scale_reference=scale_reference, min_valid_fraction=min_valid_fraction,
     )
     indices = _scene_indices(dataset, max_scenes, selection, seed, scenes)[rank::world]
     loader = _scene_loader(dataset, indices, num_workers)
@@ -175,11 +186,14 @@ def evaluate(
     was_training = model.training
     model.eval()
     try:
+        worst_images = WorstImages(worst)
         rows, failures, frames, rendered, losses = _predict_scenes(
-            model, loader, dtype, global_value, panels if rank == 0 else 0, show, loss_fn)
+            model, loader, dtype, global_value, panels if rank == 0 else 0, show, loss_fn, worst_images)
     finally:
         model.train(was_training)
-    return _gathered_result(accelerator, rows, failures, frames, losses, global_value, rendered)
+    result = _gathered_result(accelerator, rows, failures, frames, losses, global_value, rendered)
+    result.worst = WorstImages(worst).merge(_gather([worst_images], accelerator)).items
+    return result
 
 
 def _scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
@@ -200,8 +214,23 @@ def _gathered_result(accelerator, rows, failures, frames, losses, global_value, 
     for name, value in global_value.items():
         summary.setdefault(name, {}).setdefault("global_constant", {})["value"] = value
     _add_mean_losses(summary, [item for part in _gather([losses], accelerator) for item in part])
-    return EvalResult(summary=summary, rows=all_rows, manifest=dict(sorted(all_frames.items())),
+    return EvalResult(summary=finite_values(summary), rows=all_rows, manifest=dict(sorted(all_frames.items())),
                       failures=all_failures, panels=rendered)
+
+
+def finite_values(tree):
+    """``tree`` (nested dicts and lists) without its non-finite float leaves (NaN, inf: a metric that
+    is undefined, e.g. over no scored image): dict entries are left out, list items become None.
+    What summary.json, validation logs and trackers get, so none of them ever holds NaN."""
+    if isinstance(tree, dict):
+        return {k: finite_values(v) for k, v in tree.items() if not _non_finite(v)}
+    if isinstance(tree, (list, tuple)):
+        return [None if _non_finite(v) else finite_values(v) for v in tree]
+    return tree
+
+
+def _non_finite(value) -> bool:
+    return isinstance(value, (float, np.floating)) and not math.isfinite(value)
 
 
 def _global_medians(loader, accelerator, progress: bool) -> dict[str, float]:
@@ -237,9 +266,11 @@ def scene_prediction(model, batch: dict, dtype: str = "fp32") -> dict[str, torch
     return predict_depth(model, batch["images"], batch["K"], batch["w2c"], scale=1.0, dtype=dtype)
 
 
-def _predict_scenes(model, loader, dtype: str, global_value: dict, panels: int, progress: bool, loss_fn=None):
+def _predict_scenes(model, loader, dtype: str, global_value: dict, panels: int, progress: bool, loss_fn=None,
+                    worst: WorstImages | None = None):
     """Pass 2: run the model on this process's scenes; returns (metric rows, failures, frames per
-    scene, rendered panels, [(dataset, loss terms)] when ``loss_fn`` is given)."""
+    scene, rendered panels, [(dataset, loss terms)] when ``loss_fn`` is given); offers every
+    scene to ``worst``."""
     from tqdm.auto import tqdm
 
     rows, failures, frames, rendered, losses = [], [], {}, [], []
@@ -257,6 +288,8 @@ def _predict_scenes(model, loader, dtype: str, global_value: dict, panels: int, 
             losses.append((name, loss_fn(out["depth"].cpu(), gt[None], valid[None],
                                          None if conf is None else conf.cpu())))
         new = scene_rows(pred, gt, valid, dataset=name, scene=scene)
+        if worst is not None:
+            worst.offer(new, batch["images"][0], gt, pred, valid, frames[f"{name}/{scene}"])
         new += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
         rows += [{**r, "views": len(frames[f"{name}/{scene}"])} for r in new]
         if len(rendered) < panels:
@@ -276,9 +309,14 @@ def format_summary(summary: dict, keys: Sequence[str] = ("abs_rel", "delta1", "d
             entry = summary[dataset].get(mode)
             if not entry or "n_scenes" not in entry:
                 continue
-            vals = " | ".join("-" if math.isnan(entry[k]) else f"{entry[k]:.4f}" for k in keys)
+            vals = " | ".join(_cell(entry.get(k)) for k in keys)
             lines.append(f"| {dataset} | {mode} | {entry['n_scenes']} | {entry['n_images']} | {vals} |")
     return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    """A table cell: the value to 4 decimals, ``-`` where it is undefined (missing, None or NaN)."""
+    return "-" if value is None or _non_finite(value) else f"{value:.4f}"
 
 
 def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None = None) -> dict[str, Path]:
@@ -293,7 +331,8 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
     doc = {"meta": meta or {}, "summary": result.summary, "failures": result.failures,
            "views": {"requested": requested, "per_scene": result.views_used(),
                      "fewer_than_requested": result.short_scenes(requested) if requested else {}}}
-    paths["summary"] = atomic_write_bytes(out / "summary.json", json.dumps(doc, indent=1, default=float).encode())
+    text = json.dumps(finite_values(doc), indent=1, default=float, allow_nan=False)  # strict JSON: no NaN
+    paths["summary"] = atomic_write_bytes(out / "summary.json", text.encode())
     buf = io.StringIO()
     if result.rows:
         fieldnames = list(result.rows[0].keys())
@@ -307,6 +346,23 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
     paths["table"] = atomic_write_bytes(out / "summary.md", (format_summary(result.summary) + "\n").encode())
     for name, panel in result.panels:
         paths[f"panel_{name}"] = save_png(out / "panels" / f"{name}.png", panel)
+    paths.update(_write_worst(result.worst, out))
+    from .report.eval_report import write_eval_report
+
+    paths["report"] = write_eval_report(out)
+    return paths
+
+
+def _write_worst(items: list[dict], out: Path) -> dict[str, Path]:
+    """``worst/NN_<dataset>_<scene>_v<image>.png`` panels and ``worst.json`` (their metrics and files)."""
+    from .viz import save_png
+
+    listed, paths = [], {}
+    for rank, item in enumerate(items):
+        name = f"worst/{rank:02d}_{item['dataset']}_{item['scene']}_v{item['image']}.png"
+        paths[f"worst_{rank}"] = save_png(out / name, item["panel"])
+        listed.append({**{k: v for k, v in item.items() if k != "panel"}, "file": name})
+    paths["worst"] = atomic_write_bytes(out / "worst.json", json.dumps(listed, indent=1).encode())
     return paths
 
 
@@ -391,7 +447,8 @@ def _report(result: EvalResult, cfg: EvalConfig) -> None:
         print(f"warning: {len(short)} scene(s) have fewer frames than --views {cfg.views} and were evaluated "
               f"with all their frames: {listed}; the counts are in summary.json (views.per_scene) and the "
               "views column of metrics_per_image.csv")
-    print(f"wrote {cfg.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/")
+    print(f"wrote {cfg.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/, worst/, "
+          "report.html (open it in a browser)")
 
 
 def run_evaluation(cfg: EvalConfig) -> EvalResult:
@@ -417,12 +474,13 @@ def run_evaluation(cfg: EvalConfig) -> EvalResult:
         print(f"evaluating at {note}" + (", bf16 autocast" if cfg.dtype == "bf16" else ""), flush=True)
     result = evaluate(model, sources, views=cfg.views, seed=cfg.seed, image_width=width, aspect=aspect,
                       max_scenes=cfg.max_scenes, manifest=load_manifest(cfg.manifest), accelerator=accelerator,
-                      num_workers=cfg.num_workers, panels=cfg.panels, dtype=cfg.dtype, scale_reference=scale_reference)
+                      num_workers=cfg.num_workers, panels=cfg.panels, dtype=cfg.dtype, scale_reference=scale_reference,
+                      worst=cfg.worst, min_valid_fraction=cfg.min_valid_fraction)
     if accelerator.is_main_process:
         meta = {"model": cfg.model, "revision": cfg.revision, "data": cfg.data, "split": cfg.split,
                 "views": cfg.views, "seed": cfg.seed, "image_width": width, "aspect": aspect,
                 "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": cfg.dtype,
-                "scale_reference": scale_reference}
+                "scale_reference": scale_reference, "min_valid_fraction": cfg.min_valid_fraction}
         write_outputs(result, cfg.out, meta=meta)
         _report(result, cfg)
     accelerator.wait_for_everyone()

@@ -32,7 +32,9 @@ __all__ = [
     "resize_intrinsics",
     "normalize_scene",
     "mean_center_distance",
+    "scale_is_degenerate",
     "SCALE_REFERENCES",
+    "MIN_RELATIVE_SCALE",
 ]
 
 
@@ -248,12 +250,30 @@ def mean_center_distance(w2c: torch.Tensor, scale_reference: str = "others") -> 
     return others if scale_reference == "others" else others * ((w2c.shape[-3] - 1) / w2c.shape[-3])
 
 
+MIN_RELATIVE_SCALE = 1e-6
+
+
+def scale_is_degenerate(scale: torch.Tensor, w2c: torch.Tensor,
+                        min_relative_scale: float = MIN_RELATIVE_SCALE) -> torch.Tensor:
+    """Whether each scene scale is no scale at all: not finite, or at most ``min_relative_scale``
+    times the largest distance of the scene's camera centres from the world origin.
+
+    scale: (...) mean camera distance (``mean_center_distance``); w2c: (..., S, 3|4, 4) the cameras
+    it was measured on. Returns a (...) bool tensor. The test is relative, so a scene gives the same
+    verdict in mm, m or km: a camera spread that small is the rounding of the positions themselves
+    (1e-6 is about 8 float32 rounding steps), i.e. the cameras do not move. Cameras given far from
+    their world origin relative to their spread (e.g. geographic coordinates) must be re-centred.
+    """
+    magnitude = camera_centers(w2c).norm(dim=-1).amax(dim=-1).to(scale.dtype)
+    return ~torch.isfinite(scale) | (scale <= min_relative_scale * magnitude)
+
+
 def normalize_scene(
     w2c: torch.Tensor,
     depth: torch.Tensor | None = None,
     *,
     scale: torch.Tensor | float | None = None,
-    min_scale: float = 1e-6,
+    min_relative_scale: float = MIN_RELATIVE_SCALE,
     scale_reference: str = "others",
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Express a multi-view sample in the normalized frame of its reference view (view 0).
@@ -266,7 +286,11 @@ def normalize_scene(
     ``scale`` may be passed explicitly (scalar or (...)) for samples whose cameras do not move;
     ``scale_reference``: which cameras the mean runs over (``mean_center_distance``).
     Returns ``(w2c_norm (..., S, 4, 4), depth_norm or None, scale (...))``; invalid depth stays 0.
-    Raises ``DegenerateSceneError`` if the computed scale is below ``min_scale`` or not finite.
+    Raises ``DegenerateSceneError`` if the computed scale is not finite or at most
+    ``min_relative_scale`` times the cameras' distance from the world origin
+    (``scale_is_degenerate``: relative, so independent of the scene's unit). A baseline that is
+    tiny against the depth of the scene is the caller's test (it needs depth; the datasets' is
+    ``min_scale_ratio``).
     """
     w2c4 = to_4x4(w2c)
     ref_inv = invert_w2c(w2c4[..., :1, :, :])
@@ -275,12 +299,9 @@ def normalize_scene(
     rel = torch.cat([eye.expand_as(rel[..., :1, :, :]), rel[..., 1:, :, :]], dim=-3)
     if scale is None:
         scale_t = mean_center_distance(w2c4, scale_reference)
-        if not torch.isfinite(scale_t).all() or (scale_t < min_scale).any():
-            raise DegenerateSceneError(
-                "the camera centres of views 1..S-1 coincide with the reference camera "
-                f"(mean distance {scale_t.min().item():.3g} < {min_scale}), so the scene has no scale. "
-                "Use views with camera motion, or pass scale= explicitly."
-            )
+        degenerate = scale_is_degenerate(scale_t, w2c4, min_relative_scale)
+        if degenerate.any():
+            raise DegenerateSceneError(_no_scale_message(scale_t, w2c4, degenerate, min_relative_scale))
     else:
         scale_t = torch.as_tensor(scale, dtype=rel.dtype, device=rel.device)
         if not torch.isfinite(scale_t).all() or (scale_t <= 0).any():
@@ -293,3 +314,14 @@ def normalize_scene(
         s = scale_t.to(depth.dtype).reshape(*scale_t.shape, 1, 1, 1)
         depth_n = depth / s
     return rel, depth_n, scale_t
+
+
+def _no_scale_message(scale: torch.Tensor, w2c: torch.Tensor, degenerate: torch.Tensor,
+                      min_relative_scale: float) -> str:
+    """The one-line ``DegenerateSceneError`` text for the first degenerate scene of a batch."""
+    idx = tuple(int(i) for i in torch.nonzero(degenerate)[0]) if scale.ndim else ()
+    magnitude = float(camera_centers(w2c[idx]).norm(dim=-1).amax())
+    return ("the camera centres of views 1..S-1 coincide with the reference camera "
+            f"(mean distance {float(scale[idx]):.3g}, at most {min_relative_scale:g} times the cameras' "
+            f"largest distance {magnitude:.3g} from the world origin), so the scene has no scale. "
+            "Use views with camera motion, or pass scale= explicitly.")

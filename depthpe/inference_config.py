@@ -7,7 +7,7 @@
 
 Each field's default and help text are written here once; the commands' options are generated from
 them (``depthpe.options``), so ``depthpe eval --config FILE`` and ``key=value`` work as for ``train``.
-Light module: no torch import.
+Light module: no torch import (numpy through ``metrics``' constants).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS
 from .options import REQUIRED, check_required, flag_of, option
 
 __all__ = ["DTYPES", "ModelInput", "ViewProtocol", "EvalConfig", "PredictConfig"]
@@ -73,7 +74,10 @@ class EvalConfig(ViewProtocol, ModelInput):
     (``data/<dataset>/<split>/index.json``), written to ``out`` (docs/evaluation.md).
 
     max_scenes: the first K scenes of each dataset (None = all); panels: scenes rendered as PNG
-    panels; num_workers: data loader workers; cpu: run on the CPU even with a GPU."""
+    panels; worst: images with the largest native AbsRel shown in report.html;
+    min_valid_fraction: valid depth an image needs to be scored (``metrics.MIN_VALID_FRACTION``,
+    with at least ``metrics.MIN_VALID_PIXELS`` pixels; sparser scenes are skipped); num_workers: data
+    loader workers; cpu: run on the CPU even with a GPU."""
 
     data: str = option(REQUIRED, help="data root holding <dataset>/<split>/index.json")
     split: str = option("val", help="split to evaluate")
@@ -82,6 +86,10 @@ class EvalConfig(ViewProtocol, ModelInput):
                                        help="evaluate the first K scenes of each dataset (none: all)")
     out: str = option(REQUIRED, help="output folder")
     panels: int = option(4, help="scenes rendered as PNG panels")
+    worst: int = option(8, help="images with the largest native AbsRel shown with their panels in report.html")
+    min_valid_fraction: float = option(MIN_VALID_FRACTION, metavar="X", help="fraction of valid depth pixels an "
+                                       f"image needs to be scored, at least {MIN_VALID_PIXELS} pixels (and a scene's "
+                                       "views together; sparser scenes are skipped)")
     num_workers: int = option(2, help="data loader workers")
     cpu: bool = option(False, help="run on CPU even if a GPU is available")
 
@@ -94,7 +102,10 @@ class EvalConfig(ViewProtocol, ModelInput):
         self._check_view_protocol()
         _require(self.max_scenes is None or self.max_scenes >= 1,
                  f"--scenes must be at least 1, got {self.max_scenes}")
-        _require(self.panels >= 0 and self.num_workers >= 0, "--panels and --num-workers must be >= 0")
+        _require(self.panels >= 0 and self.num_workers >= 0 and self.worst >= 0,
+                 "--panels, --worst and --num-workers must be >= 0")
+        _require(0 <= self.min_valid_fraction <= 1,
+                 f"--min-valid-fraction must be in [0, 1], got {self.min_valid_fraction}")
 
 
 @dataclass

@@ -16,6 +16,9 @@ Per-image metrics (:func:`image_metrics`), float64, over the evaluated pixels
   (large) outlier instead of a NaN. abs_rel and rmse use ``p`` (negative predictions are penalized
   by their real distance).
 * An image with no evaluated pixel gives NaN metrics and ``n_valid = 0``; aggregation skips it.
+  Evaluation scores an image only with at least ``min_valid_pixels`` evaluated pixels
+  (:func:`scored_mask`: ``MIN_VALID_PIXELS`` and a fraction of the image); a sparser image is
+  treated as having none, since a handful of pixels makes any alignment look perfect.
 
 Modes (rows of :func:`scene_rows`, one row per image and mode):
 
@@ -49,6 +52,8 @@ import numpy as np
 
 __all__ = [
     "PRED_MIN",
+    "MIN_VALID_PIXELS",
+    "MIN_VALID_FRACTION",
     "METRIC_KEYS",
     "MODES",
     "BASELINE_MODES",
@@ -61,9 +66,13 @@ __all__ = [
     "summary_table",
     "StreamingMedian",
     "depth_and_mask",
+    "min_valid_pixels",
+    "scored_mask",
 ]
 
 PRED_MIN = 1e-6
+MIN_VALID_PIXELS = 16  # fewest evaluated pixels of a scored image, whatever its size
+MIN_VALID_FRACTION = 0.01  # default fraction of an image's pixels that must be valid for it to be scored
 METRIC_KEYS = ("abs_rel", "delta1", "delta2", "delta3", "tau103", "rmse", "log_rmse", "bad_pred")
 MODES = ("native", "scene_aligned", "image_aligned")
 BASELINE_MODES = ("global_constant", "scene_constant")
@@ -311,6 +320,23 @@ def depth_and_mask(depth, valid=None) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(f"valid has shape {v.shape} but depth has {d.shape}")
         m &= v.astype(bool)
     return d, m
+
+
+def min_valid_pixels(num_pixels: int, min_valid_fraction: float) -> int:
+    """Fewest evaluated pixels an image of ``num_pixels`` pixels needs to be scored:
+    ``max(MIN_VALID_PIXELS, ceil(min_valid_fraction * num_pixels))``."""
+    return max(MIN_VALID_PIXELS, math.ceil(min_valid_fraction * num_pixels - 1e-9))
+
+
+def scored_mask(gt, valid=None, *, min_pixels: int = MIN_VALID_PIXELS) -> np.ndarray:
+    """The pixels evaluation scores: (S, H, W) bool, the evaluated pixels (``valid`` and GT finite
+    and > 0, :func:`depth_and_mask`) of every image that has at least ``min_pixels`` of them; the
+    images with fewer get an empty mask (their rows then have ``n_valid = 0`` and are counted as
+    empty images). gt, valid: (S, H, W) numpy or torch."""
+    _, m = depth_and_mask(gt, valid)
+    sparse = m.reshape(m.shape[0], -1).sum(axis=1) < min_pixels
+    m[sparse] = False
+    return m
 
 
 def _prepare(pred, gt, valid, ndim: int | None):

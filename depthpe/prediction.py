@@ -5,8 +5,9 @@ The module is ``depthpe.prediction`` (not ``depthpe.predict``) so that the funct
 
 Pipeline, in depthpe's conventions (docs/conventions.md):
 
-1. Images of any size are read as uint8 RGB (EXIF orientation ignored: cameras refer to the stored
-   pixel grid).
+1. Images of any size are read as uint8 RGB in their stored pixel grid (EXIF orientation ignored:
+   cameras refer to that grid; ``depthpe.data.image_bytes.decode_rgb``, the converters' reader too;
+   one note says for how many images a tag was ignored).
 2. One input size (H, W) for all images: the model's trained width (``training_inputs.json``, else
    518) and the first image's aspect clamped to the trained aspect range, H a multiple of 14
    (``depthpe.data.sampling.target_size``). Each image is cropped around its principal point to
@@ -31,13 +32,12 @@ import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import cv2
 import numpy as np
 import torch
 
 from .config import ConfigError
 from .data.scene_cameras import read_camera_source
-from .io.cameras import FrameCamera, find_camera
+from .io.cameras import FrameCamera, fit_camera, match_cameras
 from .io.prediction_result import ImagePrediction, PredictionResult
 
 __all__ = ["ImagePrediction", "PredictionResult", "predict", "load_model", "list_images",
@@ -79,15 +79,15 @@ def list_images(images: str | os.PathLike | Sequence[str | os.PathLike]) -> list
     return sorted(found)
 
 
-def load_image(path: Path) -> np.ndarray:
-    """(H, W, 3) uint8 RGB of an image file (EXIF orientation ignored); ConfigError if unreadable."""
-    from .data.image_bytes import decode_image_bytes
+def load_image(path: Path) -> tuple[np.ndarray, int]:
+    """((H, W, 3) uint8 RGB of an image file in its stored pixel grid, the EXIF orientation tag that
+    was not applied: 1 = none; ``image_bytes.decode_rgb``); ConfigError if unreadable."""
+    from .data.image_bytes import decode_rgb
 
     try:
-        bgr = decode_image_bytes(Path(path).read_bytes(), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
+        return decode_rgb(Path(path).read_bytes())
     except (OSError, ValueError) as err:
         raise ConfigError(f"{path}: cannot read the image ({err})") from err
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
 def load_model(model, device: str | torch.device = "cpu", revision: str | None = None):
@@ -108,29 +108,21 @@ def load_model(model, device: str | torch.device = "cpu", revision: str | None =
 
 
 def _match_cameras(names: list[str], sizes: list[tuple[int, int]], cameras) -> tuple[list[FrameCamera], list[str]]:
-    """The camera of each image (by name, ``find_camera``), with K rescaled when the camera was
-    calibrated at another resolution of the same aspect (e.g. COLMAP run on downscaled images).
-    ``sizes``: (H, W) per image. Returns (cameras, notes); ConfigError for a missing camera or a size
-    of another aspect."""
-    from .geometry import resize_intrinsics
-
+    """The camera of each image (by relative path, else a unique file name: ``match_cameras``),
+    with K rescaled when the camera was calibrated at another resolution of the same aspect
+    (``fit_camera``). ``sizes``: (H, W) per image. Returns (cameras, notes); ConfigError for a
+    missing or ambiguous camera or a size of another aspect."""
     if not isinstance(cameras, Mapping):
         cameras = read_camera_source(cameras)
+    matched = match_cameras(cameras, names)
     out, notes = [], []
     for name, (h, w) in zip(names, sizes):
-        cam = find_camera(cameras, name)
-        if cam is None:
+        if matched[name] is None:
             raise ConfigError(f"no camera for image {name!r} in the camera source "
                               f"({len(cameras)} cameras, e.g. {next(iter(cameras))!r}); names must match")
-        if cam.width and cam.height and (cam.width, cam.height) != (w, h):
-            sx, sy = w / cam.width, h / cam.height
-            if abs(sx / sy - 1) > 0.01:
-                raise ConfigError(f"image {name!r} is {w}x{h} but its camera is for {cam.width}x{cam.height} "
-                                  "(another aspect ratio: cropped images need their own K)")
-            K = resize_intrinsics(torch.from_numpy(cam.K), sx, sy).numpy()
-            cam = FrameCamera(cam.name, K, cam.w2c, w, h)
-            notes.append(f"{name}: K rescaled from {cam.width}x{cam.height} to the image's {w}x{h}")
+        cam, note = fit_camera(matched[name], name, h, w)
         out.append(cam)
+        notes += [note] if note else []
     return out, notes
 
 
@@ -216,11 +208,15 @@ def _check_cameras_needed(model, have_cameras: bool) -> None:
 def _prepare_all(paths: list[Path], names: list[str], cameras, inputs, image_width):
     """Load, crop and resize every image -> (images (N, H, W, 3) uint8, K (N, 3, 3), w2c (N, 3, 4)
     or None, (H, W), notes)."""
-    raw = [load_image(p) for p in paths]
-    notes: list[str] = []
+    from .data.image_bytes import orientation_notes
+
+    loaded = [load_image(p) for p in paths]
+    raw = [im for im, _ in loaded]
+    notes = orientation_notes(sum(tag != 1 for _, tag in loaded))
     cams = None
     if cameras is not None:
-        cams, notes = _match_cameras(names, [im.shape[:2] for im in raw], cameras)
+        cams, cam_notes = _match_cameras(names, [im.shape[:2] for im in raw], cameras)
+        notes += cam_notes
     out_hw = input_size(raw[0].shape[:2], inputs, image_width)
     views = [prepare_view(im, cams[i].K if cams else nominal_K(*im.shape[:2]), out_hw) for i, im in enumerate(raw)]
     images = np.stack([v[0] for v in views])

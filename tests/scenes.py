@@ -18,8 +18,10 @@ def look_at_w2c(center: np.ndarray, target: np.ndarray, up=(0.0, 0.0, 1.0)) -> n
     return np.concatenate([R, -(R @ center)[:, None]], axis=1)
 
 
-def plane_scene(n: int = 4, h: int = 24, w: int = 32, seed: int = 0, radius: float = 2.0):
-    """n cameras on a circle at heights 1.6, 1.9, ... looking at the plane z = 0 near the origin.
+def plane_scene(n: int = 4, h: int = 24, w: int = 32, seed: int = 0, radius: float = 2.0,
+                pure_rotation: bool = False):
+    """n cameras on a circle at heights 1.6, 1.9, ... looking at the plane z = 0 near the origin
+    (``pure_rotation``: all at the first camera's centre, looking at different points).
 
     Returns dict(images (n,h,w,3) uint8, depth (n,h,w) float32 z-depth, K (n,3,3), w2c (n,3,4)).
     The image texture is a function of the world (x, y) hit point, so colours are registered.
@@ -31,6 +33,8 @@ def plane_scene(n: int = 4, h: int = 24, w: int = 32, seed: int = 0, radius: flo
     for i in range(n):
         a = 2 * np.pi * i / n + rng.uniform(-0.2, 0.2)
         center = np.array([radius * np.cos(a), radius * np.sin(a), 1.6 + 0.3 * i])
+        if pure_rotation:
+            a, center = 0.0, np.array([radius, 0.0, 1.6])
         w2c = look_at_w2c(center, np.array([0.0, 0.0, 0.0]) + rng.uniform(-0.2, 0.2, 3) * [1, 1, 0])
         R = w2c[:, :3]
         v, u = np.mgrid[0:h, 0:w].astype(float)

@@ -21,7 +21,8 @@ from safetensors.torch import load_file, save_file
 
 from depthpe.config import ConfigError
 from depthpe.run import dump_run_config
-from depthpe.run.building import fit_deepspeed_config, process_group_kwargs
+from depthpe.run.building import deepspeed_cpu_backend, fit_deepspeed_config
+from depthpe.run.distributed import process_group_kwargs
 from depthpe.run.checkpoints import checkpoint_problem
 from depthpe.run.trainer import train
 from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
@@ -81,11 +82,13 @@ def test_process_group_is_gloo_for_deepspeed_without_a_gpu(tmp_path, monkeypatch
     cfg = run_config(tmp_path, tmp_path / "run", train={"cpu": False})
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
-    assert process_group_kwargs(cfg) == []
+    assert deepspeed_cpu_backend(cfg) is None
+    assert "backend" not in process_group_kwargs(5.0, backend=None).to_kwargs()
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
-    (handler,) = process_group_kwargs(cfg)
-    assert handler.backend == "gloo"
-    assert process_group_kwargs(run_config(tmp_path, tmp_path / "run", train={"cpu": True})) == []
+    assert deepspeed_cpu_backend(cfg) == "gloo"
+    handler = process_group_kwargs(5.0, backend=deepspeed_cpu_backend(cfg))
+    assert handler.to_kwargs()["backend"] == "gloo" and handler.timeout.total_seconds() == 300
+    assert deepspeed_cpu_backend(run_config(tmp_path, tmp_path / "run", train={"cpu": True})) is None
 
 
 def _launch_deepspeed(config: Path, tmp: Path, *extra: str) -> str:

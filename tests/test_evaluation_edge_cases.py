@@ -1,5 +1,6 @@
 """`depthpe eval` edge cases: empty splits and datasets are errors, --views beyond a scene's frames
-is recorded per scene, --dtype bf16 runs (autocast on CPU)."""
+is recorded per scene, --dtype bf16 runs (autocast on CPU), scenes and images with too little
+valid depth are skipped and counted, and summary.json is strict JSON (no NaN)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import math
 import shutil
 
+import h5py
+import numpy as np
 import pytest
 
 from depthpe.data.scene_file import write_index
@@ -89,3 +92,103 @@ def test_bf16_runs_and_keeps_the_views(synth_root, saved_model, tmp_path, capsys
             == json.loads((tmp_path / "fp32" / "manifest.json").read_text()))
     a, b = (d["summary"]["synth"]["native"]["abs_rel"] for d in (fp32, bf16))
     assert math.isfinite(b) and b == pytest.approx(a, rel=0.1, abs=0.02)
+
+
+def _set_depth(path, frames, keep_pixels: int | None):
+    """Overwrite the stored depth of ``frames`` of the scene file ``path``: all invalid
+    (``keep_pixels=None``) or only the first ``keep_pixels`` valid pixels kept."""
+    with h5py.File(path, "r+") as f:
+        depth = f["depth"][...]
+        for i in frames:
+            kept = np.zeros(depth[i].size, depth.dtype)
+            if keep_pixels:
+                first = np.flatnonzero(depth[i] > 0)[:keep_pixels]
+                kept[first] = depth[i].reshape(-1)[first]
+            depth[i] = kept.reshape(depth[i].shape)
+        f["depth"][...] = depth
+
+
+def _strict_json(path) -> dict:
+    """summary.json read by a parser that refuses NaN and infinities (they are not JSON)."""
+    def refuse(constant):
+        raise AssertionError(f"{path} holds {constant}, which is not JSON")
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_a_scene_without_valid_depth_is_skipped_and_counted(synth_root, saved_model, tmp_path, capsys):  # noqa: F811
+    root = _data(tmp_path, synth_root, empty=())
+    _set_depth(root / "synth" / "val" / "val_000000.h5", range(4), None)
+    assert _eval(root, saved_model, tmp_path / "out", "--views", "3") == 0
+    printed = capsys.readouterr().out
+    assert "skipped synth/val_000000: no usable view subset: valid depth fraction 0.000 < 0.01" in printed
+    assert "nan" not in printed.lower()
+    doc = _strict_json(tmp_path / "out" / "summary.json")
+    assert [f["scene"] for f in doc["failures"]] == ["synth/val_000000"]
+    assert doc["summary"]["synth"]["scene_aligned"]["n_scenes"] == 1
+    assert list(doc["views"]["per_scene"]) == ["synth/val_000001"]
+    # every scene without valid depth: nothing evaluated, the error of unusable files
+    _set_depth(root / "synth" / "val" / "val_000001.h5", range(4), None)
+    assert _eval(root, saved_model, tmp_path / "out2", "--views", "3") == 2
+    captured = capsys.readouterr()
+    assert "skipped synth/val_000001: no usable view subset" in captured.out
+    assert captured.err.splitlines()[-1].startswith("error: no scene could be evaluated: all 2 were skipped")
+    assert _strict_json(tmp_path / "out2" / "summary.json")["summary"] == {}
+
+
+def test_a_scene_with_one_valid_pixel_is_skipped(synth_root, saved_model, tmp_path, capsys):  # noqa: F811
+    root = _data(tmp_path, synth_root, empty=())
+    _set_depth(root / "synth" / "val" / "val_000000.h5", range(4), 1)
+    assert _eval(root, saved_model, tmp_path / "out", "--views", "3") == 0
+    assert "skipped synth/val_000000: no usable view subset: valid depth fraction 0.00" in capsys.readouterr().out
+    # without the fraction, the absolute minimum of an image still holds
+    assert _eval(root, saved_model, tmp_path / "out0", "--views", "3", "--min-valid-fraction", "0") == 0
+    assert ("skipped synth/val_000000: no usable view subset: too little valid depth: no view has the 16 valid "
+            "pixels an image needs to be scored (0 of 42x42, at least 16)") in capsys.readouterr().out
+    for out in ("out", "out0"):
+        doc = _strict_json(tmp_path / out / "summary.json")
+        assert doc["summary"]["synth"]["scene_aligned"]["n_scenes"] == 1
+        assert [f["scene"] for f in doc["failures"]] == ["synth/val_000000"]
+
+
+def test_images_with_too_little_valid_depth_are_left_out_of_a_scene(synth_root, saved_model, tmp_path):  # noqa: F811
+    root = _data(tmp_path, synth_root, empty=())
+    _set_depth(root / "synth" / "val" / "val_000000.h5", [1, 2, 3], 1)  # frame 0 keeps its depth
+    assert _eval(root, saved_model, tmp_path / "out", "--views", "4") == 0
+    doc = _strict_json(tmp_path / "out" / "summary.json")
+    assert doc["failures"] == []
+    for mode in ("native", "scene_aligned", "image_aligned", "scene_constant"):
+        entry = doc["summary"]["synth"][mode]
+        assert (entry["n_scenes"], entry["n_images"]) == (2, 5), mode  # 4 + 1 scored images
+    with open(tmp_path / "out" / "metrics_per_image.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r["scene"] == "val_000000" and r["mode"] == "scene_aligned"]
+    assert sorted((int(r["image"]), int(r["n_valid"]) > 0) for r in rows) == [(0, True), (1, False), (2, False),
+                                                                            (3, False)]
+
+
+def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):  # noqa: F811
+    """Validation during training logs and records ``evaluate``'s summary: it must hold finite
+    values only, also when scenes and images are skipped."""
+    import torch
+
+    from depthpe.data.config import SourceConfig
+    from depthpe.evaluation import evaluate, format_summary
+    from depthpe.model import DepthModel
+    from depthpe.run import RunConfig
+    from tests.test_training import MICRO_MODEL
+
+    root = _data(tmp_path, synth_root, empty=())
+    _set_depth(root / "synth" / "val" / "val_000000.h5", range(4), None)
+    _set_depth(root / "synth" / "val" / "val_000001.h5", [1, 2, 3], 1)
+    torch.manual_seed(0)
+    model = DepthModel(RunConfig.from_dict({"model": dict(MICRO_MODEL)}).model_config())
+    result = evaluate(model, [SourceConfig(name="synth", root=str(root), split="val")], views=4, image_width=42,
+                      progress=False, loss_fn=lambda *a: {"l1": float("nan"), "grad": 0.5})
+
+    def leaves(tree):
+        return [x for v in tree.values() for x in leaves(v)] if isinstance(tree, dict) else [tree]
+
+    assert [f["scene"] for f in result.failures] == ["synth/val_000000"]
+    assert result.summary["synth"]["native"]["n_images"] == 1
+    assert result.summary["synth"]["loss"] == {"grad": 0.5}  # an undefined value is left out
+    assert all(math.isfinite(v) for v in leaves(result.summary) if isinstance(v, float))
+    assert "nan" not in format_summary(result.summary).lower()

@@ -14,7 +14,7 @@ default model.global_pe); the runs of one group must differ only in seed, output
 seeds of native and scene-aligned AbsRel and delta1, native AbsRel over the global-constant and
 scene-constant baselines, and the per-scene paired difference of native AbsRel against the
 reference group with a bootstrap 95% interval over scenes. Evaluations on different manifests are
-refused unless --allow-different-manifests. With --out, writes compare.md and compare.json, and
+refused unless --allow-different-manifests. With --out, writes compare.md, compare.json, report.html, and
 the validation curves of the runs that have a val_history.jsonl to curves/ (as `depthpe plot`).
 How to compare encodings honestly: docs/compare.md."""
 
@@ -47,7 +47,12 @@ def run(args: argparse.Namespace) -> int:
         if args.out:
             paths = write_compare(result, markdown, args.out, meta)
             print(f"wrote {paths['markdown']} and {paths['json']}")
-            for figure in write_curves(meta, args.out):
+            figures = write_curves(meta, args.out)
+            for figure in figures:
                 print(f"wrote {figure.png} and {figure.svg} (validation curves)")
+            from ..report.compare_report import write_compare_report
+
+            report = write_compare_report(result, markdown, meta, args.out, [f.png for f in figures])
+            print(f"wrote {report} (open it in a browser)")
         return 0
     return USAGE_ERROR_STATUS

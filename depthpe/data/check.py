@@ -23,11 +23,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..geometry import project_points, unproject_depth
+from ..geometry import mean_center_distance, project_points, scale_is_degenerate, unproject_depth
+from .config import MIN_SCALE_RATIO
 from .scene_file import SceneFileError, SceneReader, read_index
 from .validation import ROTATION_ATOL, camera_problems
 
-__all__ = ["SceneReport", "PairStats", "pair_disagreement", "check_scene", "find_split_dirs", "check_root"]
+__all__ = ["SceneReport", "PairStats", "pair_disagreement", "check_scene", "camera_motion_problem", "find_split_dirs",
+           "check_root"]
+
+# A reprojected point counts as in front of view j when its depth there exceeds this fraction of
+# view i's median depth (relative, so the test is the same in mm, m or km).
+_NEAR_PLANE = 1e-6
 
 
 @dataclass
@@ -71,7 +77,8 @@ def _sample_neighbours(depth: torch.Tensor, uv: torch.Tensor) -> tuple[torch.Ten
     du, dv = (u - u0).clamp(0, 1), (v - v0).clamp(0, 1)
     nb = torch.stack([depth[v0c, u0c], depth[v0c, u0c + 1], depth[v0c + 1, u0c], depth[v0c + 1, u0c + 1]], 1)
     weights = torch.stack([(1 - du) * (1 - dv), du * (1 - dv), (1 - du) * dv, du * dv], 1)
-    interp = 1.0 / (weights / nb.clamp(min=1e-12)).sum(1)
+    inverse = torch.where(nb > 0, 1.0 / nb, torch.zeros_like(nb))  # no absolute floor: any depth unit works
+    interp = 1.0 / (weights * inverse).sum(1)
     return interp, torch.where(inside[:, None], nb, torch.zeros_like(nb)), inside
 
 
@@ -131,14 +138,16 @@ def pair_disagreement(
     if idx.numel() == 0:
         return PairStats(np.zeros(0), np.zeros(0))
     idx = idx[:: max(1, idx.numel() // max_points)]
+    near = _NEAR_PLANE * float(di.reshape(-1)[idx].median())  # relative to the scene's depth: any unit
     pts = unproject_depth(
         di, torch.from_numpy(np.asarray(K_i, np.float64)), torch.from_numpy(np.asarray(w2c_i, np.float64))
     ).reshape(-1, 3)[idx]
     uv, z = project_points(
-        pts, torch.from_numpy(np.asarray(K_j, np.float64)), torch.from_numpy(np.asarray(w2c_j, np.float64))
+        pts, torch.from_numpy(np.asarray(K_j, np.float64)), torch.from_numpy(np.asarray(w2c_j, np.float64)),
+        eps=near,
     )
     interp, nb, inside = _sample_neighbours(dj, uv)
-    ahead = inside & (z > 1e-9)
+    ahead = inside & (z > near)
     nearest = torch.where(nb > 0, nb, torch.full_like(nb, math.inf)).min(1).values
     occluded = ahead & (nb > 0).any(1) & (z > nearest * (1 + occlusion_margin))
     smooth = (nb > 0).all(1) & (nb.max(1).values <= nb.min(1).values * (1 + occlusion_margin))
@@ -178,6 +187,7 @@ def check_scene(
     expected: dict | None = None,
     occlusion_margin: float = 0.1,
     diagnose: bool = True,
+    min_scale_ratio: float = MIN_SCALE_RATIO,
 ) -> SceneReport:
     """Check one scene file; never raises for a bad file (the problem is recorded in the report).
 
@@ -191,7 +201,10 @@ def check_scene(
     surface of the other view nearer by more than ``occlusion_margin`` are occluded, counted in
     ``occluded_fraction`` and not judged), a known convention bug that explains the data clearly
     better than the stored reading (``diagnose``; c2w for w2c, OpenGL axes, depth units off by
-    1000, range for z), no overlapping view pair at all (co-visible fraction >=
+    1000, range for z), cameras that do not move (``camera_motion_problem``: the mean distance of
+    the camera centres to frame 0's at most ``min_scale_ratio`` times the median valid depth, the
+    test training and evaluation apply to their samples; judged last, when nothing else failed),
+    no overlapping view pair at all (co-visible fraction >=
     ``min_overlap``): with wrong cameras or depth units the reprojected points leave the image, so
     "no overlap" is how most conversion errors look (``allow_no_overlap`` turns that into a
     warning for datasets whose views are truly disjoint), and, given the scene's index entry
@@ -219,6 +232,9 @@ def check_scene(
         _check_geometry(report, pairs, depths, valids, K, w2c, max_rel_error=max_rel_error,
                         allow_no_overlap=allow_no_overlap, diagnose=diagnose, max_points=max_points,
                         min_overlap=min_overlap, occlusion_margin=occlusion_margin)
+        motion = camera_motion_problem(w2c, [d[valids[k]] for k, d in depths.items()], min_scale_ratio)
+        if motion and not report.problems:  # a named convention bug (depth units) explains it better
+            report.problems.append(motion)
     except SceneFileError as err:
         report.problems.append(str(err).replace(f"{path}: ", ""))
     except (OSError, KeyError, ValueError) as err:
@@ -226,6 +242,27 @@ def check_scene(
     finally:
         reader.close()
     return report
+
+
+def camera_motion_problem(w2c: np.ndarray, valid_depths: list[np.ndarray],
+                          min_scale_ratio: float = MIN_SCALE_RATIO) -> str | None:
+    """Why a scene's cameras give it no scale, or None. w2c: (N, 3, 4) OpenCV world-to-camera;
+    valid_depths: 1-d arrays of valid depth of some of its frames. The scene's baseline is the mean
+    distance of the camera centres to frame 0's (``geometry.mean_center_distance``); it fails when
+    it is rounding noise of the positions (``geometry.scale_is_degenerate``) or at most
+    ``min_scale_ratio`` times the median valid depth. Both tests are relative, so the verdict is the
+    same in any unit. A single frame has no baseline to test (None)."""
+    if len(w2c) < 2:
+        return None
+    w2c_t = torch.from_numpy(np.asarray(w2c, np.float64))
+    baseline = mean_center_distance(w2c_t)
+    values = np.concatenate([np.asarray(v, np.float64).reshape(-1) for v in valid_depths] or [np.zeros(0)])
+    median = float(np.median(values)) if values.size else math.nan
+    if not bool(scale_is_degenerate(baseline, w2c_t)) and not float(baseline) <= min_scale_ratio * median:
+        return None
+    return (f"the cameras do not move: their centres lie {float(baseline):.3g} from frame 0's on average, "
+            f"at most {min_scale_ratio:g} x the median depth {median:.3g}, so the scene has no scale and "
+            "training and evaluation skip its samples (a pure rotation, or translations not stored in w2c?)")
 
 
 def _read_header(report: SceneReport, attrs: dict) -> None:

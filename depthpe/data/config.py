@@ -131,6 +131,12 @@ class ColorJitterConfig:
         return build(cls, d)
 
 
+# The default of ``DataConfig.min_scale_ratio``: a sample's camera baseline (mean distance of its
+# camera centres to the reference's) must exceed this fraction of its median depth. Relative, so a
+# scene gives the same verdict in any unit; ``depthpe check`` fails a scene below it.
+MIN_SCALE_RATIO = 1e-3
+
+
 @dataclass
 class DataConfig:
     """The multi-view data pipeline: sources, per-batch shapes and augmentation.
@@ -160,7 +166,7 @@ class DataConfig:
     max_images_per_batch: int = 48
     crop_scale: tuple[float, float] = (0.8, 1.0)
     min_valid_fraction: float = 0.05
-    min_scale_ratio: float = 1e-3
+    min_scale_ratio: float = MIN_SCALE_RATIO
     max_attempts: int = 32
     reader_cache_size: int = 16
     scale_reference: str = "others"

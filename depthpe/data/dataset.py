@@ -55,7 +55,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from depthpe.data.augment import crop_and_resize, crop_box, jitter_views
-from depthpe.data.config import ColorJitterConfig, DataConfig, SourceConfig
+from depthpe.data.config import MIN_SCALE_RATIO, ColorJitterConfig, DataConfig, SourceConfig
 from depthpe.data.sampling import (
     DynamicBatchSampler,
     SampleKey,
@@ -68,6 +68,7 @@ from depthpe.data.sampling import (
 )
 from depthpe.data.scene_file import SceneFileError, SceneReader, read_index
 from depthpe.geometry import DegenerateSceneError, normalize_scene
+from depthpe.metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS, min_valid_pixels, scored_mask
 
 __all__ = [
     "SceneSkippedWarning",
@@ -166,7 +167,7 @@ def build_sample(
     crop_scale: tuple[float, float] = (1.0, 1.0),
     jitter: ColorJitterConfig | None = None,
     min_valid_fraction: float = 0.0,
-    min_scale_ratio: float = 1e-3,
+    min_scale_ratio: float = MIN_SCALE_RATIO,
     scale_reference: str = "others",
     out: dict[str, torch.Tensor] | None = None,
 ) -> dict:
@@ -176,8 +177,9 @@ def build_sample(
     ``out_hw`` = (H, W); then the colour jitter (if ``jitter``) and ``normalize_scene``.
     Returns the tensor part of the sample dict (images, depth, valid, K, w2c, scale, frames).
     Raises ``SampleRejected`` when the valid-depth fraction over all views is below
-    ``min_valid_fraction`` or the normalization is degenerate (scale < 1e-6, or below
-    ``min_scale_ratio`` times the reference view's median valid depth); ``SceneFileError`` when the
+    ``min_valid_fraction`` or the normalization is degenerate (no camera motion beyond the rounding
+    of the positions, ``geometry.scale_is_degenerate``, or a scale below ``min_scale_ratio`` times
+    the reference view's median valid depth; both relative, so any unit); ``SceneFileError`` when the
     file cannot be read. ``out``: optional preallocated tensors ``images`` (S, 3, H, W) float32 and
     ``depth`` (S, H, W) float32 (slices of a batch: ``MultiViewDataset.__getitems__``) that the
     sample's images and depth are written into and returned as; written only if the sample is kept.
@@ -261,8 +263,9 @@ def _scaled_depth(depth: np.ndarray, scale: float, out: torch.Tensor | None = No
 def _normalize_views(w2c: torch.Tensor, depth: np.ndarray, valid: np.ndarray, min_scale_ratio: float,
                      scale_reference: str = "others") -> tuple[torch.Tensor, float]:
     """``normalize_scene`` of the views -> (w2c (S, 4, 4) float64, scale: depth is divided by it);
-    raises ``SampleRejected`` when it is degenerate or the scale is below ``min_scale_ratio`` times
-    the reference view's median valid depth (all views' if the reference has none).
+    raises ``SampleRejected`` when it is degenerate (cameras that do not move, relative to their own
+    positions) or the scale is below ``min_scale_ratio`` times the reference view's median valid
+    depth (all views' if the reference has none).
     depth / valid: (S, H, W) float32 / bool arrays."""
     try:
         w2c_n, _, scale_t = normalize_scene(w2c, None, scale_reference=scale_reference)
@@ -415,10 +418,16 @@ class SceneEvalDataset(_SceneSource, Dataset):
     sources: the sources to evaluate (all their scenes, in index order). views: S per scene
     (fewer if the scene is shorter). Views are ``eval_view_indices(num_frames, views, seed,
     "<source name>/<scene_id>", mode=source.view_selection, window=source.window)``; if that subset is
-    degenerate, attempts 1, 2, ... give alternatives (up to ``max_attempts``). ``manifest`` maps
-    "<source name>/<scene_id>" to an explicit frame list that is used as is (reproduce an earlier run).
-    Images are resized to width ``image_width``; height from the scene's own aspect (``aspect=None``)
-    or from ``aspect``, with the largest crop centred on the principal point.
+    degenerate or has too little valid depth, attempts 1, 2, ... give alternatives (up to
+    ``max_attempts``). ``manifest`` maps "<source name>/<scene_id>" to an explicit frame list that
+    is used as is (reproduce an earlier run). Images are resized to width ``image_width``; height
+    from the scene's own aspect (``aspect=None``) or from ``aspect``, with the largest crop centred
+    on the principal point.
+
+    Valid depth (``min_valid_fraction``; a source's own ``min_valid_fraction`` wins): the views
+    together need that fraction of valid pixels, and an image is scored only with at least
+    ``metrics.min_valid_pixels`` (the fraction of its pixels, and ``MIN_VALID_PIXELS``): the
+    ``valid`` mask of a sparser image is emptied; a subset without any scored image is rejected.
 
     Item: the sample dict of the module docstring (redraws = alternatives tried) plus
     ``error: None``; a scene that cannot be used gives ``{"dataset", "scene", "frames": [],
@@ -434,8 +443,8 @@ class SceneEvalDataset(_SceneSource, Dataset):
         image_width: int = 518,
         patch_size: int = 14,
         aspect: float | None = None,
-        min_valid_fraction: float = 0.0,
-        min_scale_ratio: float = 1e-3,
+        min_valid_fraction: float = MIN_VALID_FRACTION,
+        min_scale_ratio: float = MIN_SCALE_RATIO,
         max_attempts: int = 8,
         manifest: dict[str, Sequence[int]] | None = None,
         reader_cache_size: int = 4,
@@ -467,6 +476,12 @@ class SceneEvalDataset(_SceneSource, Dataset):
         _, e = self.items[index]
         return target_size(self.aspect or e.height / e.width, self.image_width, self.patch_size)
 
+    def min_valid_fraction_of(self, index: int) -> float:
+        """The valid-depth minimum of item ``index``: its source's ``min_valid_fraction`` if set, else
+        the dataset's."""
+        own = self.sources[self.items[index][0]].min_valid_fraction
+        return self.min_valid_fraction if own is None else float(own)
+
     def view_indices(self, index: int, num_frames: int, attempt: int = 0, w2c: np.ndarray | None = None) -> list[int]:
         """Frames of item ``index`` (manifest entry, else ``eval_view_indices`` for ``attempt``);
         ``w2c`` (num_frames, 3, 4): the scene's cameras, needed by view_selection "nearest"."""
@@ -485,11 +500,20 @@ class SceneEvalDataset(_SceneSource, Dataset):
         src = self.sources[self.items[index][0]]
         w2c = reader.read_cameras()[1] if src.view_selection == "nearest" else None
         frames = self.view_indices(index, reader.num_frames, attempt, w2c=w2c)
-        return build_sample(
+        fraction = self.min_valid_fraction_of(index)
+        sample = build_sample(
             reader, frames, self.output_size(index), make_rng(self.seed, _TAG_REDRAW, attempt),
-            min_valid_fraction=self.min_valid_fraction, min_scale_ratio=self.min_scale_ratio,
+            min_valid_fraction=fraction, min_scale_ratio=self.min_scale_ratio,
             scale_reference=self.scale_reference,
         )
+        h, w = sample["depth"].shape[-2:]
+        need = min_valid_pixels(h * w, fraction)
+        scored = scored_mask(sample["depth"], sample["valid"], min_pixels=need)
+        if not scored.any():
+            raise SampleRejected(f"too little valid depth: no view has the {need} valid pixels an image needs "
+                                 f"to be scored ({fraction:g} of {h}x{w}, at least {MIN_VALID_PIXELS})")
+        sample["valid"] = torch.from_numpy(scored)
+        return sample
 
     def __getitem__(self, index: int) -> dict:
         src_idx, entry = self.items[index]

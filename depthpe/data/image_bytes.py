@@ -12,6 +12,13 @@ with grey), so the bytes are checked before they are decoded:
 The size in the header (SOF or IHDR) is checked against ``MAX_FRAME_SIDE`` before the decoder
 allocates anything. Every failure is an ``ImageBytesError`` whose ``kind`` says what is wrong:
 ``"truncated"``, ``"corrupt"``, ``"format"`` (neither JPEG nor PNG) or ``"size"``.
+
+**Pixel grid.** Every decode here returns the pixels in the grid they are stored in: an EXIF
+orientation tag (phone photos taken in portrait: the sensor's landscape grid plus "rotate by 90")
+is never applied (``cv2.IMREAD_IGNORE_ORIENTATION``), because cameras (COLMAP, a cameras JSON, a
+phone's own intrinsics) describe the stored sensor grid, and depth maps are written in it too.
+``decode_rgb`` is the reader of users' images (converters, ``predict``); it also returns the tag
+it ignored, and ``orientation_notes`` turns those tags into the one line a command prints.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ import numpy as np
 
 from .validation import MAX_FRAME_SIDE
 
-__all__ = ["ImageBytesError", "inspect_image_bytes", "decode_image_bytes"]
+__all__ = ["ImageBytesError", "inspect_image_bytes", "decode_image_bytes", "decode_rgb", "exif_orientation",
+           "orientation_notes"]
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # SOF0-SOF15 except DHT (C4), JPG (C8) and DAC (CC): the markers that hold the frame size
@@ -117,11 +125,88 @@ def inspect_image_bytes(data, max_side: int = MAX_FRAME_SIDE) -> tuple[str, int,
 
 
 def decode_image_bytes(data, flags: int = cv2.IMREAD_COLOR, max_side: int = MAX_FRAME_SIDE) -> np.ndarray:
-    """``inspect_image_bytes`` then ``cv2.imdecode(data, flags)`` (OpenCV channel order: BGR);
-    raises ``ImageBytesError``, or ``ValueError`` when OpenCV cannot decode the bytes."""
+    """``inspect_image_bytes`` then ``cv2.imdecode(data, flags | IMREAD_IGNORE_ORIENTATION)``
+    (OpenCV channel order: BGR; the stored pixel grid, EXIF orientation not applied: module
+    docstring); raises ``ImageBytesError``, or ``ValueError`` when OpenCV cannot decode the bytes."""
     inspect_image_bytes(data, max_side)
     out = cv2.imdecode(np.frombuffer(data, np.uint8) if isinstance(data, bytes) else np.asarray(data, np.uint8),
-                       flags)
+                       flags | cv2.IMREAD_IGNORE_ORIENTATION)
     if out is None:
         raise ValueError("image bytes could not be decoded")
     return out
+
+
+_IMREAD_RGB = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.10: the decoder writes RGB directly
+
+
+def decode_rgb(data, max_side: int = MAX_FRAME_SIDE) -> tuple[np.ndarray, int]:
+    """The reader of users' images (JPEG/PNG bytes) -> ((H, W, 3) uint8 RGB in the stored pixel grid,
+    the EXIF orientation tag that was not applied: 1 = none or upright, 2-8 otherwise). Grey images
+    are expanded, alpha dropped, 16 bit scaled to 8 (``IMREAD_COLOR``). Raises like
+    ``decode_image_bytes``."""
+    if _IMREAD_RGB is not None:
+        rgb = decode_image_bytes(data, _IMREAD_RGB, max_side)
+    else:
+        rgb = cv2.cvtColor(decode_image_bytes(data, cv2.IMREAD_COLOR, max_side), cv2.COLOR_BGR2RGB)
+    return rgb, exif_orientation(data)
+
+
+def exif_orientation(data) -> int:
+    """The EXIF orientation tag (0x0112) of JPEG/PNG bytes where a decoder would apply it (a JPEG's
+    APP1 "Exif" segment before the image data, a PNG's eXIf chunk before IDAT) -> 1..8; 1 when there
+    is none or it is unreadable. The TIFF block is parsed by Pillow's ``Image.Exif``; it is found by
+    hand because Pillow's ``PngImageFile.getexif`` decodes the whole image when a PNG has no eXIf
+    chunk in its header."""
+    data = data if isinstance(data, bytes) else np.ascontiguousarray(data, dtype=np.uint8).tobytes()
+    block = _jpeg_exif_block(data) if data.startswith(b"\xff\xd8") else _png_exif_block(data)
+    if not block:
+        return 1
+    from PIL import Image
+
+    try:
+        exif = Image.Exif()
+        exif.load(block)
+        value = int(exif.get(0x0112, 1))
+    except Exception:  # noqa: BLE001 - a malformed EXIF block is no orientation (decoders ignore it too)
+        return 1
+    return value if 1 <= value <= 8 else 1
+
+
+def _jpeg_exif_block(data: bytes) -> bytes | None:
+    """The payload of the first APP1 segment that starts with ``Exif\\0\\0`` before the first
+    start-of-scan marker, or None."""
+    i = 2
+    while i + 4 <= len(data) and data[i] == 0xFF:
+        marker = data[i + 1]
+        if marker == 0xFF or marker == 0x01 or 0xD0 <= marker <= 0xD8:
+            i += 1 if marker == 0xFF else 2
+            continue
+        if marker in (0xD9, 0xDA):
+            return None
+        end = i + 2 + int.from_bytes(data[i + 2:i + 4], "big")
+        if marker == 0xE1 and data[i + 4:i + 10] == b"Exif\0\0":
+            return data[i + 4:end]
+        i = end
+    return None
+
+
+def _png_exif_block(data: bytes) -> bytes | None:
+    """The data of a PNG's eXIf chunk before IDAT, or None (also for bytes that are not a PNG)."""
+    pos = len(_PNG_SIGNATURE)
+    while data.startswith(_PNG_SIGNATURE) and pos + 8 <= len(data):
+        length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+        if kind in (b"IDAT", b"IEND"):
+            return None
+        if kind == b"eXIf":
+            return data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    return None
+
+
+def orientation_notes(count: int) -> list[str]:
+    """The line a command prints once about ``count`` images whose EXIF orientation tag was not
+    applied (``decode_rgb``): a list with that line, empty when ``count`` is 0."""
+    if not count:
+        return []
+    return [f"EXIF orientation ignored for {count} image(s): images are read in their stored pixel grid, "
+            "the one the cameras describe (depth and K are in it too; docs/data.md)"]

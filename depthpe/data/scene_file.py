@@ -48,7 +48,7 @@ import numpy as np
 from ..files import atomic_target, atomic_write_bytes
 from .depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from .image_bytes import decode_image_bytes
-from .validation import camera_problems, index_entry_problem, shape_problem
+from .validation import camera_problems, depth_storage_problem, index_entry_problem, shape_problem
 
 __all__ = [
     "FORMAT",
@@ -219,15 +219,12 @@ def depth_filters(depth_compression: str) -> dict[str, Any]:
 
 
 def _depth_for_storage(depth: np.ndarray, depth_dtype: str) -> np.ndarray:
-    """Depth as float32, checked against and adjusted for ``depth_dtype``: for float16, raise if it
-    overflows and lift tiny positive depths (which would round to 0 = invalid) to 6.2e-5."""
-    depth_store = np.asarray(depth, dtype=np.float32)
-    if depth_dtype == "float16":
-        if depth_store.max(initial=0) > 65000:
-            raise ValueError("depth exceeds the float16 range (65504); use depth_dtype='float32'")
-        tiny = (depth_store > 0) & (depth_store < 6.2e-5)
-        depth_store = np.where(tiny, 6.2e-5, depth_store)
-    return depth_store
+    """Depth as float32; raises ``ValueError`` when ``depth_dtype`` cannot hold it
+    (``validation.depth_storage_problem``: underflow, overflow, distinct values merged)."""
+    problem = depth_storage_problem(np.asarray(depth), depth_dtype)
+    if problem:
+        raise ValueError(problem)
+    return np.asarray(depth, dtype=np.float32)
 
 
 def _write_nodes(f: h5py.File, encoded: list[np.ndarray], depth: np.ndarray, K, w2c, valid,

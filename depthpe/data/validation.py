@@ -11,7 +11,14 @@ constant                       value      meaning
 ``ROTATION_ATOL``              1e-3       tolerance of ``|R R^T - I|`` (max element) and ``|det R - 1|``
 ``PRINCIPAL_POINT_MAX_OFFSET`` 2.0        the principal point may lie at most this many image sizes from
                                           the image centre: ``|cx - (W - 1) / 2| <= 2 W``, same for cy, H
+``MIN_DISTINCT_DEPTHS``        16         a frame's depth cast to its storage dtype keeps at least this
+                                          many distinct values (or all it had, when it had fewer)
 =============================  =========  ===============================================================
+
+Stored depth must survive its dtype (``depth_storage_problem``): no positive value below the
+dtype's smallest normal number (float16: 6.1e-5; below it float16 keeps few significant bits and
+rounds to 0 = invalid), none above its largest (float16: 65504; above it: inf), and no frame whose
+distinct depths the cast merges into fewer than ``MIN_DISTINCT_DEPTHS`` (or fewer than it had).
 
 A camera is valid when K and w2c are finite, both focal lengths are positive, K's last row is
 ``[0, 0, 1]``, the rotation block of w2c is orthonormal with det +1 (within ``ROTATION_ATOL``) and
@@ -31,6 +38,8 @@ __all__ = [
     "MAX_FRAMES",
     "ROTATION_ATOL",
     "PRINCIPAL_POINT_MAX_OFFSET",
+    "MIN_DISTINCT_DEPTHS",
+    "depth_storage_problem",
     "shape_problem",
     "camera_problems",
     "index_entry_problem",
@@ -40,6 +49,7 @@ MAX_FRAME_SIDE = 8192
 MAX_FRAMES = 100_000
 ROTATION_ATOL = 1e-3
 PRINCIPAL_POINT_MAX_OFFSET = 2.0
+MIN_DISTINCT_DEPTHS = 16
 
 
 def shape_problem(num_frames: int, height: int, width: int) -> str | None:
@@ -50,6 +60,55 @@ def shape_problem(num_frames: int, height: int, width: int) -> str | None:
         return (f"claims frames of {height}x{width} pixels (HxW; allowed: 1 to MAX_FRAME_SIDE = "
                 f"{MAX_FRAME_SIDE} per side)")
     return None
+
+
+def depth_storage_problem(depth: np.ndarray, dtype: str) -> str | None:
+    """Why (N, H, W) finite, non-negative ``depth`` cannot be stored as ``dtype`` ("float16" or
+    "float32") without losing values, or None: positive values below the dtype's smallest normal
+    number (they become 0 = invalid, or keep few significant bits), values above its largest (they
+    become inf), or a frame whose distinct positive values the cast merges into fewer than
+    ``min(MIN_DISTINCT_DEPTHS, distinct values before)``. One line naming what to do. Works frame
+    by frame (no copy of the whole scene); a float16 frame costs one cast and one histogram of its
+    bit patterns (about 1 ms for 480x640)."""
+    fix = ("write it with depth_dtype=\"float32\" (depthpe convert --depth-dtype float32)" if dtype == "float16"
+           else "store depth in another unit")
+    counts = [_cast_counts(frame, dtype) for frame in depth]
+    info = np.finfo(dtype)
+    tiny = sum(c[0] for c in counts)
+    if tiny:
+        smallest = min(float(f[f > 0].min()) for f, c in zip(depth, counts) if c[0])
+        return (f"{tiny} depth value(s) lie below {dtype}'s smallest normal number {info.smallest_normal:.3g} "
+                f"(smallest {smallest:.3g}): {dtype} would store them as 0 (invalid) or with lost precision; {fix}")
+    if any(c[1] for c in counts):
+        largest = max(float(f.max()) for f in depth)
+        return f"depth up to {largest:.6g} exceeds the {dtype} range (largest {float(info.max):.6g}); {fix}"
+    for i, (frame, (_, _, after)) in enumerate(zip(depth, counts)):
+        if after < MIN_DISTINCT_DEPTHS:
+            before = len(np.unique(frame[frame > 0]))
+            if after < min(before, MIN_DISTINCT_DEPTHS):
+                return f"frame {i}: {dtype} merges its {before} distinct depth values into {after}; {fix}"
+    return None
+
+
+def _cast_counts(frame: np.ndarray, dtype: str) -> tuple[int, int, int]:
+    """(positive values that ``dtype`` stores as 0 or below its smallest normal, values above its
+    largest, distinct positive values after the cast) of one (H, W) depth frame. float16 from its
+    bit patterns (a histogram: 0 is pattern 0 or 0x8000, subnormals 1..0x3ff, inf 0x7c00); a cast to a type at
+    least as wide merges and overflows nothing (reported as ``MIN_DISTINCT_DEPTHS`` distinct values)."""
+    info = np.finfo(dtype)
+    if frame.dtype.kind == "f" and frame.dtype.itemsize <= info.dtype.itemsize:
+        return int(np.count_nonzero((frame > 0) & (frame < info.smallest_normal))), 0, MIN_DISTINCT_DEPTHS
+    if dtype != "float16":
+        values = frame[frame > 0].astype(np.float64)
+        with np.errstate(over="ignore"):
+            cast = values.astype(dtype)
+        return (int(np.count_nonzero(cast < info.smallest_normal)), int(np.count_nonzero(values > float(info.max))),
+                len(np.unique(cast)))
+    with np.errstate(over="ignore"):
+        bits = np.bincount(frame.astype(np.float16).reshape(-1).view(np.uint16), minlength=0x10000)
+    zeros = frame.size - int(np.count_nonzero(frame))  # +0.0 and -0.0 (pattern 0x8000)
+    tiny = int(bits[0]) + int(bits[0x8000]) - zeros + int(bits[1:0x400].sum())
+    return tiny, int(bits[0x7C00]), int(np.count_nonzero(bits[0x400:0x7C00]))
 
 
 def _frames_text(bad: np.ndarray) -> str:

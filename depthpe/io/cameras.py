@@ -51,6 +51,8 @@ __all__ = [
     "write_json_cameras",
     "write_colmap_text",
     "find_camera",
+    "match_cameras",
+    "fit_camera",
     "COLMAP_PIXEL_SHIFT",
 ]
 
@@ -371,12 +373,99 @@ def _camera_list(cameras) -> list[FrameCamera]:
     return list(cameras.values()) if isinstance(cameras, dict) else list(cameras)
 
 
+def _path_parts(name: str) -> tuple[str, ...]:
+    """A '/'- or '\\'-separated image name as its path components."""
+    return tuple(part for part in name.replace("\\", "/").split("/") if part)
+
+
+def _shared_tail(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """How many trailing path components ``a`` and ``b`` share (``a/img.png``, ``x/a/img.png``: 2)."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
+
+
+def _best_camera(name: str, parts: tuple[str, ...], candidates: list) -> tuple[int, str] | None:
+    """(shared trailing components, key) of the candidate ``(key parts, key)`` closest to the image
+    path ``parts``, or None without candidates; ConfigError when two are equally close."""
+    scored = sorted(((_shared_tail(key_parts, parts), key) for key_parts, key in candidates), reverse=True)
+    if len(scored) > 1 and scored[0][0] == scored[1][0]:
+        raise ConfigError(f"image {name!r} matches the cameras {scored[1][1]!r} and {scored[0][1]!r} of the camera "
+                          "source equally; name each image in the cameras file by its path relative to the "
+                          "images folder")
+    return scored[0] if scored else None
+
+
+def match_cameras(cameras: dict[str, FrameCamera], names) -> dict[str, FrameCamera | None]:
+    """The camera of every image -> ``{name: FrameCamera or None}`` (None: no camera).
+
+    names: the images' paths relative to the images folder, '/'-separated. A camera named with the
+    image's path matches first. Otherwise, among the cameras left with the same file name, the one
+    sharing the most trailing path components with the image (``images/a/img.png`` or a bare
+    ``img.png`` for ``a/img.png``), when it is the closest for no other image as well. Raises
+    ConfigError (one line naming both files) for an ambiguous match: a camera ``img.png`` and two
+    images ``a/img.png`` and ``b/img.png``, or two cameras ``x/img.png``, ``y/img.png`` and an
+    image ``img.png``.
+    """
+    parts = {name: _path_parts(name) for name in names}
+    exact = {_path_parts(key): key for key in cameras}
+    out = {name: cameras[exact[p]] for name, p in parts.items() if p in exact}
+    matched = {parts[name] for name in out}
+    by_file: dict[str, list] = {}
+    for key_parts, key in exact.items():
+        if key_parts and key_parts not in matched:
+            by_file.setdefault(key_parts[-1], []).append((key_parts, key))
+    claims: dict[str, list[tuple[int, str]]] = {}
+    for name in (n for n in parts if n not in out):
+        best = _best_camera(name, parts[name], by_file.get(parts[name][-1] if parts[name] else "", []))
+        if best is not None:
+            claims.setdefault(best[1], []).append((best[0], name))
+    for key, claimants in claims.items():
+        claimants.sort(key=lambda c: -c[0])
+        if len(claimants) > 1 and claimants[0][0] == claimants[1][0]:
+            first, second = claimants[0][1], claimants[1][1]
+            raise ConfigError(f"images {first!r} and {second!r} both match the camera {key!r} of the camera source; "
+                              "name each image in the cameras file by its path relative to the images folder "
+                              f"(e.g. {first!r})")
+        out[claimants[0][1]] = cameras[key]
+    return {name: out.get(name) for name in parts}
+
+
 def find_camera(cameras: dict[str, FrameCamera], name: str) -> FrameCamera | None:
-    """The camera of image ``name`` (a path relative to the images folder, '/'-separated): the exact
-    name, else the unique camera with the same file name (basename), else None."""
-    name = name.replace(os.sep, "/")
-    if name in cameras:
-        return cameras[name]
-    base = name.rsplit("/", 1)[-1]
-    matches = [cam for key, cam in cameras.items() if key.replace("\\", "/").rsplit("/", 1)[-1] == base]
-    return matches[0] if len(matches) == 1 else None
+    """The camera of the single image ``name`` (a path relative to the images folder, '/'-separated):
+    the exact name, else the one camera with the same file name closest to its path
+    (``match_cameras``), else None (also when two are equally close). For a set of images use
+    ``match_cameras``, which also refuses one camera matching two images."""
+    try:
+        return match_cameras(cameras, [name])[name]
+    except ConfigError:
+        return None
+
+
+def fit_camera(cam: FrameCamera, name: str, height: int, width: int) -> tuple[FrameCamera, str | None]:
+    """The camera of image ``name`` whose stored pixel grid is ``height`` x ``width`` -> (camera, note).
+
+    A camera without a size, or of that size, is returned as is (note None). A camera calibrated at
+    another resolution of the same aspect ratio (within 1 %, e.g. COLMAP run on downscaled copies)
+    gets K rescaled (``geometry.resize_intrinsics``) and the size of the image, with a note. Another
+    aspect ratio is a ConfigError naming the image, both sizes and what to do (K is never rescaled
+    anisotropically: a rotated or cropped image needs its own camera).
+    """
+    if not (cam.width and cam.height) or (cam.width, cam.height) == (width, height):
+        return cam, None
+    sx, sy = width / cam.width, height / cam.height
+    if abs(sx / sy - 1) > 0.01:
+        swapped = abs((height / cam.width) / (width / cam.height) - 1) <= 0.01
+        hint = (" (width and height swapped: images are read in their stored pixel grid and EXIF "
+                "orientation is ignored, so the camera must describe that grid)") if swapped else ""
+        raise ConfigError(f"image {name!r} is {width}x{height} (WxH) but its camera is for {cam.width}x{cam.height}, "
+                          f"another aspect ratio{hint}: give the camera of the image as stored (a cropped or "
+                          "rotated image needs its own K)")
+    import torch
+
+    from ..geometry import resize_intrinsics
+
+    K = resize_intrinsics(torch.from_numpy(cam.K), sx, sy).numpy()
+    note = f"{name}: K rescaled from {cam.width}x{cam.height} to the image's {width}x{height}"
+    return FrameCamera(cam.name, K, cam.w2c, width, height), note

@@ -7,7 +7,9 @@ Per image ``<stem>`` (the image name without extension, '/' replaced by '__'):
   quantisation error is at most scale / 2;
 * ``<stem>_depth.npy``: (H, W) float32 depth, exactly as predicted;
 * ``<stem>_conf.npy``: (H, W) float32 confidence;
-* ``<stem>_depth_color.png``: colour-mapped depth with a colour bar.
+* ``<stem>_depth_color.png``: colour-mapped depth with a colour bar;
+* ``<stem>_image.png``: the RGB input as the model saw it (cropped and resized; ``depthpe view``
+  colours the points and camera frustums with it).
 
 Plus ``points.ply`` (one coloured point cloud of all images, world coordinates of the cameras,
 float32 x, y, z and uint8 red, green, blue; written when depth is in the cameras' unit, or for a
@@ -88,7 +90,7 @@ def read_ply(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _write_frame(out: Path, frame, unit: str) -> dict:
-    """The four files of one ImagePrediction; returns its entry of prediction.json."""
+    """The files of one ImagePrediction; returns its entry of prediction.json."""
     from ..viz import colorize_depth, depth_range, save_png, with_colorbar
 
     stem = file_stem(frame.name)
@@ -99,8 +101,9 @@ def _write_frame(out: Path, frame, unit: str) -> dict:
     colored = colorize_depth(frame.depth, None, vmin, vmax)
     label = "rel" if unit == "normalized" else ""
     save_png(out / f"{stem}_depth_color.png", with_colorbar(colored, vmin, vmax, label=label))
+    save_png(out / f"{stem}_image.png", frame.image)
     return {"name": frame.name, "files": [f"{stem}_{k}" for k in ("depth.png", "depth.json", "depth.npy", "conf.npy",
-                                                                   "depth_color.png")],
+                                                                   "depth_color.png", "image.png")],
             "png_scale": scale, "K": frame.K.tolist(), "w2c": frame.w2c.tolist(), "views": frame.views}
 
 

@@ -3,7 +3,8 @@
 ``load_run_config`` reads a config; ``train`` runs it. Modules: ``schema`` (the config dataclasses),
 ``loading`` (files, overrides, shipped configs), ``preflight`` (checks before anything is built),
 ``building`` (model, optimizer, schedule and loaders from a config), ``lock`` (one run per output
-folder), ``preemption`` (SIGTERM/SIGINT turned into a checkpoint and an exit status), ``state``
+folder), ``preemption`` (SIGTERM/SIGINT turned into a checkpoint and an exit status), ``distributed``
+(several processes and machines: collective timeout, group checks, a lost peer), ``state``
 (what a checkpoint restores), ``step`` (one optimizer step), ``checkpoints`` (writing, finding and
 loading them), ``tracking`` (logging and trackers), ``validation`` (what validation keeps in the run
 folder), ``pushes`` (what training pushes to the Hub), ``trainer`` (the loop).

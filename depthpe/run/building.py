@@ -13,7 +13,7 @@ from ..config import ConfigError
 from .schema import RunConfig
 
 __all__ = ["build_model", "compile_blocks", "build_optimizer", "apply_optim_settings", "loader_options",
-           "default_cpu_threads", "process_group_kwargs", "fit_deepspeed_config"]
+           "default_cpu_threads", "deepspeed_cpu_backend", "fit_deepspeed_config"]
 
 
 def build_model(cfg: RunConfig, *, resuming: bool = False):
@@ -78,18 +78,13 @@ def default_cpu_threads(num_workers: int, num_processes: int) -> int:
     return max(1, cores // max(1, num_processes) - num_workers)
 
 
-def process_group_kwargs(cfg: RunConfig) -> list:
-    """Accelerate ``kwargs_handlers`` for the process group: ``InitProcessGroupKwargs(backend="gloo")``
-    when launched for DeepSpeed (``ACCELERATE_USE_DEEPSPEED=true``) on a machine without CUDA and
-    without ``train.cpu``, else none. Accelerate (1.15) chooses a backend only for an accelerator;
-    with none its state says 1 process on every rank although DeepSpeed's own init joined them all,
-    so every rank would act as the main process (docs/distributed.md, DeepSpeed)."""
+def deepspeed_cpu_backend(cfg: RunConfig) -> str | None:
+    """"gloo" when launched for DeepSpeed (``ACCELERATE_USE_DEEPSPEED=true``) on a machine without CUDA
+    and without ``train.cpu``, else None (accelerate's choice). Accelerate (1.15) chooses a backend
+    only for an accelerator; with none its state says 1 process on every rank although DeepSpeed's own
+    init joined them all, so every rank would act as the main process (docs/distributed.md, DeepSpeed)."""
     deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
-    if not deepspeed or cfg.train.cpu or torch.cuda.is_available():
-        return []
-    from accelerate.utils import InitProcessGroupKwargs
-
-    return [InitProcessGroupKwargs(backend="gloo")]
+    return "gloo" if deepspeed and not cfg.train.cpu and not torch.cuda.is_available() else None
 
 
 def fit_deepspeed_config(accelerator, cfg: RunConfig) -> None:

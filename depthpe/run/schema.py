@@ -93,7 +93,9 @@ class TrainLoopConfig:
     torch_threads: intra-op threads on CPU (None = cores per process minus data workers);
     report_to: trackers (``tensorboard``, ``wandb``; ``[]`` = none besides train.log);
     compile: compile the model's aggregator blocks with ``torch.compile`` (in place: checkpoints
-    keep their keys, eager and compiled runs resume from each other's checkpoints).
+    keep their keys, eager and compiled runs resume from each other's checkpoints);
+    dist_timeout: minutes a collective (all-reduce, barrier) of a run of several processes waits
+    for the others before the run stops with an error naming the checkpoint to resume from.
     """
 
     steps: int = 240_000
@@ -109,8 +111,10 @@ class TrainLoopConfig:
     torch_threads: Optional[int] = None
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
     compile: bool = False
+    dist_timeout: float = 10.0
 
     def __post_init__(self):
+        _require(self.dist_timeout > 0, f"train.dist_timeout must be > 0 (minutes), got {self.dist_timeout}")
         for key in ("steps", "grad_accum", "log_every", "max_nonfinite_in_row"):
             _require(getattr(self, key) >= 1, f"train.{key} must be >= 1, got {getattr(self, key)}")
         for key in ("num_workers", "checkpoint_every", "keep_checkpoints"):

@@ -23,8 +23,10 @@ import torch
 
 from ..model.training_inputs import TrainingInputs
 from .building import (apply_optim_settings, build_model, build_optimizer, compile_blocks, default_cpu_threads,
-                       fit_deepspeed_config, loader_options, process_group_kwargs)
-from .checkpoints import STATE_FILE, publish_final, remove_incomplete, rotate_checkpoints, save_checkpoint
+                       deepspeed_cpu_backend, fit_deepspeed_config, loader_options)
+from .checkpoints import (STATE_FILE, find_checkpoint, publish_final, remove_incomplete, rotate_checkpoints,
+                          save_checkpoint)
+from .distributed import LOST_PEER_EXIT_CODE, check_world_size, lost_peer, process_group_kwargs
 from .loading import save_run_config
 from .lock import run_lock
 from .preemption import PREEMPTED_EXIT_CODE, StopRequest
@@ -74,13 +76,14 @@ def _due(every: int, step: int, total: int) -> bool:
 def train(cfg: RunConfig, *, resume: str | None = None) -> Path:
     """Run training as configured; returns the exported final model folder. ``resume``: "latest",
     "auto" (latest if any) or a checkpoint folder. Raises ``ConfigError`` before building anything
-    when the config cannot run; exits with status 143 after a checkpoint on SIGTERM."""
+    when the config cannot run; exits with status 143 after a checkpoint on SIGTERM, and with status 1
+    and one line naming the checkpoint to resume from when another process of the run is gone."""
     checked = preflight(cfg, resume)
     accelerator = make_accelerator(cfg)
     with run_lock(cfg.output_dir, accelerator) as took_over:
-        run = start_run(cfg, checked, accelerator, notes=[took_over] if took_over else [])
         stop = StopRequest()
         try:
+            run = start_run(cfg, checked, accelerator, notes=[took_over] if took_over else [])
             while run.state.step < cfg.train.steps:
                 log_step(run, run_step(run.model, run.optimizer, run.batches, cfg, run.state, run.accelerator))
                 if cfg.val.sources and _due(cfg.val.every, run.state.step, cfg.train.steps):
@@ -91,6 +94,10 @@ def train(cfg: RunConfig, *, resume: str | None = None) -> Path:
                 if preempted:
                     _exit_preempted(run)
             return finish(run)
+        except Exception as err:
+            if not lost_peer(err, accelerator.num_processes):
+                raise
+            _exit_lost_peer(cfg, accelerator, err)
         finally:
             stop.restore()
             close_logging()
@@ -119,8 +126,9 @@ def make_accelerator(cfg: RunConfig):
     accelerator = Accelerator(
         mixed_precision=cfg.train.mixed_precision, cpu=cfg.train.cpu, log_with=list(cfg.train.report_to) or None,
         project_config=ProjectConfiguration(project_dir=str(output_dir), logging_dir=str(output_dir / "logs")),
-        kwargs_handlers=process_group_kwargs(cfg),
+        kwargs_handlers=[process_group_kwargs(cfg.train.dist_timeout, backend=deepspeed_cpu_backend(cfg))],
     )
+    check_world_size(accelerator.num_processes)
     set_seed(cfg.seed)
     if accelerator.device.type == "cpu":
         torch.set_num_threads(cfg.train.torch_threads
@@ -272,6 +280,18 @@ def _exit_preempted(run: Run) -> None:
     log.info(f"SIGTERM received: checkpoint written at step {run.state.step}; continue with --resume latest")
     run.accelerator.end_training()
     raise SystemExit(PREEMPTED_EXIT_CODE)
+
+
+def _exit_lost_peer(cfg: RunConfig, accelerator, err: BaseException) -> None:
+    """Another process of the run is gone: one line naming the last complete checkpoint (nothing is
+    written now: the collectives a checkpoint needs cannot complete), exit 1."""
+    latest = find_checkpoint(cfg.output_dir, "latest")
+    resume = (f"the last complete checkpoint is {latest}: start every process again with --resume latest"
+              if latest is not None else "there is no complete checkpoint yet: start every process again")
+    first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+    log.error(f"error: process {accelerator.process_index} of {accelerator.num_processes} lost contact with the "
+              f"others ({type(err).__name__}: {first_line}); {resume}")
+    raise SystemExit(LOST_PEER_EXIT_CODE)
 
 
 def finish(run: Run) -> Path:

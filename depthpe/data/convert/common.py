@@ -36,7 +36,7 @@ import cv2
 import numpy as np
 
 from ...files import atomic_write_bytes
-from ..image_bytes import ImageBytesError, decode_image_bytes
+from ..image_bytes import ImageBytesError, decode_image_bytes, decode_rgb, orientation_notes
 from ..scene_file import index_entry, read_attrs, write_index, write_scene
 from ..validation import camera_problems
 from .options import CONVERTER_VERSION, ConvertOptions, resolve_workers
@@ -56,6 +56,7 @@ __all__ = [
     "match_size",
     "find_dirs_with",
     "read_image_file",
+    "read_rgb_image",
     "read_rgb",
     "read_uint16",
     "rotation_ok",
@@ -102,7 +103,9 @@ class RawFrame:
 
     image: (H, W, 3) uint8 RGB; depth: (H, W) float32 z-depth in the dataset's units, 0 = invalid
     (finite, >= 0); K: (3, 3) OpenCV pixel intrinsics of this image (pixel centres at integers);
-    w2c: (3, 4) OpenCV world-to-camera; name: source frame name.
+    w2c: (3, 4) OpenCV world-to-camera; name: source frame name; exif_orientation: the EXIF
+    orientation tag of the image file that was not applied (1 = none; ``read_rgb_image``), counted
+    in the summary.
     """
 
     image: np.ndarray
@@ -110,6 +113,7 @@ class RawFrame:
     K: np.ndarray
     w2c: np.ndarray
     name: str
+    exif_orientation: int = 1
 
 
 @dataclass
@@ -127,20 +131,14 @@ class SceneSource:
 # --------------------------------------------------------------------------------------------
 
 
-def read_image_file(path: str | os.PathLike, flags: int, what: str = "image") -> np.ndarray:
-    """Read and strictly decode an image file with ``cv2.imdecode(flags)`` (OpenCV channel order).
-
-    Raises ``FrameDropped`` with reason ``"unreadable <what>"`` (missing file, not a JPEG/PNG, not
-    decodable), ``"truncated or corrupt <what>"`` (a JPEG without its end marker, a PNG cut off or
-    with a bad CRC: OpenCV alone would decode these with a grey lower part) or ``"<what> too
-    large"`` (larger than ``MAX_FRAME_SIDE``, refused before decoding).
-    """
+def _decode_file(path: str | os.PathLike, decode: Callable[[np.ndarray], Any], what: str):
+    """``decode(bytes of path)``, its failures raised as ``FrameDropped`` (reasons: ``read_image_file``)."""
     try:
         data = np.fromfile(str(path), dtype=np.uint8)
     except OSError as err:
         raise FrameDropped(f"unreadable {what}") from err
     try:
-        return decode_image_bytes(data, flags)
+        return decode(data)
     except ImageBytesError as err:
         reason = {"truncated": f"truncated or corrupt {what}", "corrupt": f"truncated or corrupt {what}",
                   "size": f"{what} too large"}.get(err.kind, f"unreadable {what}")
@@ -149,11 +147,30 @@ def read_image_file(path: str | os.PathLike, flags: int, what: str = "image") ->
         raise FrameDropped(f"unreadable {what}") from err
 
 
+def read_image_file(path: str | os.PathLike, flags: int, what: str = "image") -> np.ndarray:
+    """Read and strictly decode an image file with ``cv2.imdecode(flags)`` (OpenCV channel order;
+    the stored pixel grid, EXIF orientation not applied: ``image_bytes``).
+
+    Raises ``FrameDropped`` with reason ``"unreadable <what>"`` (missing file, not a JPEG/PNG, not
+    decodable), ``"truncated or corrupt <what>"`` (a JPEG without its end marker, a PNG cut off or
+    with a bad CRC: OpenCV alone would decode these with a grey lower part) or ``"<what> too
+    large"`` (larger than ``MAX_FRAME_SIDE``, refused before decoding).
+    """
+    return _decode_file(path, lambda data: decode_image_bytes(data, flags), what)
+
+
+def read_rgb_image(path: str | os.PathLike) -> tuple[np.ndarray, int]:
+    """Read a colour image file -> ((H, W, 3) uint8 RGB in its stored pixel grid, the EXIF
+    orientation tag that was not applied, 1 = none): ``image_bytes.decode_rgb``, the one reader of
+    users' images. Raises ``FrameDropped`` like ``read_image_file``."""
+    return _decode_file(path, decode_rgb, "image")
+
+
 def read_rgb(path: str | os.PathLike) -> np.ndarray:
-    """Read an 8-bit colour image file as (H, W, 3) uint8 RGB; an alpha channel is discarded.
-    Raises ``FrameDropped`` (``read_image_file``) if the file is missing, not an image, truncated
-    or corrupt."""
-    return cv2.cvtColor(read_image_file(path, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    """Read an 8-bit colour image file as (H, W, 3) uint8 RGB in its stored pixel grid; an alpha
+    channel is discarded. Raises ``FrameDropped`` (``read_image_file``) if the file is missing, not
+    an image, truncated or corrupt."""
+    return read_rgb_image(path)[0]
 
 
 def read_uint16(path: str | os.PathLike) -> np.ndarray:
@@ -330,12 +347,21 @@ def _existing_entry(path: Path, settings: str, min_frames: int) -> dict | None:
     return index_entry(path.name, attrs)
 
 
+def _same_aspect(a: tuple[int, int], b: tuple[int, int], tolerance: float = 0.02) -> bool:
+    """True if the (H, W) sizes ``a`` and ``b`` have the same aspect ratio within ``tolerance``
+    (relative difference of the two scale factors)."""
+    sy, sx = b[0] / a[0], b[1] / a[1]
+    return abs(sx - sy) <= tolerance * max(sx, sy)
+
+
 def _prepare_frame(raw: RawFrame, target: tuple[int, int] | None, options: ConvertOptions):
     """Validate, resize and filter one raw frame -> (image, depth, K, w2c); raises FrameDropped."""
     image, depth = np.asarray(raw.image), np.asarray(raw.depth, np.float32)
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise FrameDropped("bad image format")
     if image.shape[:2] != depth.shape:
+        if not _same_aspect(image.shape[:2], depth.shape):  # e.g. depth in a rotated grid: never stretch it
+            raise FrameDropped("depth map aspect differs from the image")
         depth = match_size(depth, *image.shape[:2])
     if int(image.max(initial=0)) <= BLANK_IMAGE_MAX:
         raise FrameDropped("blank image")
@@ -351,7 +377,7 @@ def _prepare_frame(raw: RawFrame, target: tuple[int, int] | None, options: Conve
         raise FrameDropped("invalid intrinsics")
     if target is None:
         target = fit_size(H, W, options.max_side)
-    elif abs(target[1] / W - target[0] / H) > 0.02 * max(target[1] / W, target[0] / H):
+    elif not _same_aspect((H, W), target):
         raise FrameDropped("image aspect differs from the scene's first frame")
     image, depth, K = resize_frame(image, depth, K, *target)
     if float((depth > 0).mean()) < options.min_valid_fraction:
@@ -380,10 +406,11 @@ def convert_scene(
         result["seconds"] = time.perf_counter() - t0
         return result
     dropped: Counter = Counter()
+    orientations: list[int] = []
     try:
         source = module.open_scene(ref, options)
         dropped.update(source.dropped)
-        images, depths, Ks, w2cs, names = _load_frames(source, options, dropped)
+        images, depths, Ks, w2cs, names = _load_frames(source, options, dropped, orientations)
         if len(images) < options.min_frames:
             result["reason"] = f"only {len(images)} usable frame(s) (minimum {options.min_frames})"
             result["kind"] = "too few usable frames"
@@ -415,6 +442,7 @@ def convert_scene(
         result["reason"] = f"error: {type(err).__name__}: {err}"
         result["kind"] = f"error: {type(err).__name__}"
     result["dropped"] = dict(dropped)
+    result["exif_orientation_ignored"] = sum(o != 1 for o in orientations)
     result["seconds"] = time.perf_counter() - t0
     return result
 
@@ -430,18 +458,21 @@ def _units(module, options: ConvertOptions) -> tuple[bool, str]:
 def _skipped_result(scene_id: str, split: str, reason: str = "", kind: str = "") -> dict:
     """A ``convert_scene`` result for a scene that is not (or not yet) converted."""
     return {"scene_id": scene_id, "split": split, "status": "skipped", "entry": None, "frames": 0,
-            "dropped": {}, "reason": reason, "kind": kind, "seconds": 0.0}
+            "dropped": {}, "exif_orientation_ignored": 0, "reason": reason, "kind": kind, "seconds": 0.0}
 
 
-def _load_frames(source, options: ConvertOptions, dropped: Counter) -> tuple[list, list, list, list, list]:
+def _load_frames(source, options: ConvertOptions, dropped: Counter,
+                 orientations: list) -> tuple[list, list, list, list, list]:
     """Load and prepare every ``options.frame_stride``-th frame of an opened scene ->
     ``(images, depths, Ks, w2cs, names)`` of the kept frames; dropped frames are counted in
-    ``dropped`` by reason. The first kept frame fixes the size of the others."""
+    ``dropped`` by reason, the EXIF orientation tag of every frame read is appended to
+    ``orientations``. The first kept frame fixes the size of the others."""
     images, depths, Ks, w2cs, names = [], [], [], [], []
     target = None
     for key in list(source.frames)[:: options.frame_stride]:
         try:
             raw = source.load(key)
+            orientations.append(raw.exif_orientation)
             image, depth, K, w2c = _prepare_frame(raw, target, options)
         except FrameDropped as drop:
             dropped[drop.reason] += 1
@@ -596,6 +627,7 @@ def _summarize(module, src, out, options, refs, results, entries, split_info, wa
                     if r["status"] == "skipped"],
         "frames_written": frames_written,
         "frames_dropped": dict(dropped),
+        "exif_orientation_ignored": sum(r.get("exif_orientation_ignored", 0) for r in results),
         "splits": {s: {"scenes": len(e), "frames": sum(x["num_frames"] for x in e)}
                    for s, e in sorted(entries.items())},
         "split_file": split_info,
@@ -614,6 +646,7 @@ def format_summary(summary: dict) -> str:
         f"frames written: {summary['frames_written']}; dropped: "
         + (", ".join(f"{k} {v}" for k, v in sorted(summary["frames_dropped"].items())) or "none"),
     ]
+    lines += [f"note: {line}" for line in orientation_notes(summary.get("exif_orientation_ignored", 0))]
     for split, st in summary["splits"].items():
         lines.append(f"  {split}: {st['scenes']} scenes, {st['frames']} frames in index "
                      f"-> {summary['out']}/{split}")

@@ -11,11 +11,14 @@ Layout of one scene (``SRC`` itself, or every subfolder of ``SRC`` that holds ``
       or a COLMAP model                 ``sparse/0``, ``sparse`` or the folder itself (.bin or .txt)
 
 ``--cameras SOURCE`` names the camera source instead (the same for every scene). Cameras are read
-with ``depthpe.data.scene_cameras.read_camera_source`` (OpenCV K and world-to-camera; COLMAP's half-pixel shift
-is undone there) and matched to images by name (``find_camera``: the relative path, else a unique
-file name). K refers to the camera's ``width`` x ``height`` and is rescaled to the image's size
-when they differ. Frames without a camera, without a depth map or with an unreadable image or depth
-are dropped with that reason. Depth must be z-depth (distance along the optical axis), not the
+with ``depthpe.data.scene_cameras.read_camera_source`` (OpenCV K and world-to-camera; COLMAP's half-pixel
+shift is undone there) and matched to images by name (``match_cameras``: the path relative to
+``images/``, else the file name with the closest path when that is unique; one camera name that
+fits two images skips the scene). Images are read in their stored pixel grid, EXIF orientation ignored
+(``read_rgb_image``): cameras and depth maps describe that grid. K refers to the camera's ``width``
+x ``height`` and is rescaled to the image's size when only the resolution differs; another aspect
+ratio skips the scene with a message naming the image (``fit_camera``). Frames without a camera,
+without a depth map or with an unreadable image or depth are dropped with that reason. Depth must be z-depth (distance along the optical axis), not the
 distance along the ray; `depthpe check` names that mistake. Split: everything is train.
 """
 
@@ -37,9 +40,8 @@ from .common import (
     SceneRef,
     SceneSkipped,
     SceneSource,
-    read_rgb,
+    read_rgb_image,
     read_uint16,
-    scale_intrinsics,
 )
 
 __all__ = [
@@ -117,7 +119,8 @@ def load_cameras(source: str | os.PathLike) -> dict:
 @dataclass
 class Capture:
     """One own-capture scene: its images (``(name relative to images/, path)``, sorted), cameras
-    (name -> ``FrameCamera``), ``find_depth(name) -> Path | None`` and ``read_depth(path) -> (H, W)``."""
+    (camera name -> ``FrameCamera``, as read), ``find_depth(name) -> Path | None`` and
+    ``read_depth(path) -> (H, W)``."""
 
     images: list
     cameras: dict
@@ -131,30 +134,42 @@ def image_files(images_dir: Path) -> list[tuple[str, Path]]:
     return sorted((p.relative_to(images_dir).as_posix(), p) for p in files)
 
 
-def _load_frame(capture: Capture, frame: tuple[str, Path]) -> RawFrame:
-    """One frame of a capture; raises FrameDropped ("no camera", "no depth map", unreadable files)."""
-    from ...io.cameras import find_camera
+def _load_frame(capture: Capture, matched: dict, frame: tuple[str, Path]) -> RawFrame:
+    """One frame of a capture, ``matched``: image name -> its camera or None (``match_cameras``).
+    Raises FrameDropped ("no camera", "no depth map", unreadable files), SceneSkipped for a camera of
+    another aspect ratio than its image (``fit_camera``'s message)."""
+    from ...config import ConfigError
+    from ...io.cameras import fit_camera
 
     name, path = frame
-    cam = find_camera(capture.cameras, name)
+    cam = matched[name]
     if cam is None:
         raise FrameDropped("no camera")
     depth_path = capture.find_depth(name)
     if depth_path is None:
         raise FrameDropped("no depth map")
-    image = read_rgb(path)
+    image, orientation = read_rgb_image(path)
     depth = capture.read_depth(depth_path)
-    K = cam.K
-    if cam.width and cam.height and (cam.height, cam.width) != image.shape[:2]:
-        K = scale_intrinsics(K, image.shape[1] / cam.width, image.shape[0] / cam.height)
-    return RawFrame(image=image, depth=depth, K=K, w2c=cam.w2c, name=name)
+    try:
+        cam, _ = fit_camera(cam, name, *image.shape[:2])
+    except ConfigError as err:
+        raise SceneSkipped(str(err)) from err
+    return RawFrame(image=image, depth=depth, K=cam.K, w2c=cam.w2c, name=name, exif_orientation=orientation)
 
 
 def open_capture(capture: Capture) -> SceneSource:
-    """A ``SceneSource`` over the capture's images (in name order)."""
+    """A ``SceneSource`` over the capture's images (in name order), each matched to its camera
+    (``match_cameras``; an ambiguous match skips the scene with its message)."""
+    from ...config import ConfigError
+    from ...io.cameras import match_cameras
+
     if not capture.images:
         raise SceneSkipped("no images (.jpg, .jpeg, .png) in images/")
-    return SceneSource(frames=capture.images, load=lambda fr: _load_frame(capture, fr), dropped=Counter())
+    try:
+        matched = match_cameras(capture.cameras, [name for name, _ in capture.images])
+    except ConfigError as err:
+        raise SceneSkipped(f"cameras: {err}") from err
+    return SceneSource(frames=capture.images, load=lambda fr: _load_frame(capture, matched, fr), dropped=Counter())
 
 
 def _camera_source(scene_dir: Path, options: ConvertOptions) -> Path:

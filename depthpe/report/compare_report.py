@@ -1,0 +1,28 @@
+"""``report.html`` of ``depthpe compare --out``: its notes, one table per dataset (the cells of
+compare.md, ``depthpe.compare.compare_cells``), the inputs and their groups, and the validation
+curves (curves/*.png) embedded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..compare import COLUMNS, compare_cells
+from .html import render, write_page
+
+__all__ = ["write_compare_report"]
+
+
+def _notes(markdown: str) -> list[str]:
+    """The note lines at the top of compare.md (before the first table's heading)."""
+    head = markdown.split("\n### ", 1)[0]
+    return [line.replace("`", "") for line in head.splitlines() if line.strip() and not line.startswith("###")]
+
+
+def write_compare_report(result: dict, markdown: str, meta: dict, out_dir: str | Path,
+                         curves: list[Path] = ()) -> Path:
+    """Write ``out_dir/report.html`` for a ``run_compare`` (result, markdown, meta) and the curve
+    PNGs ``curves``; returns its path."""
+    page = render("compare.html.j2", title=f"depthpe compare: grouped by {meta.get('group_by')}",
+                  notes=_notes(markdown), columns=COLUMNS, tables=compare_cells(result),
+                  inputs=meta.get("inputs", []), curves=[Path(c) for c in curves])
+    return write_page(Path(out_dir) / "report.html", page)

@@ -1,0 +1,54 @@
+"""The evaluated images with the largest native AbsRel, kept with their panels while the evaluation
+runs (for report.html): a bounded list, so memory stays at k panels whatever the number of scenes.
+
+A panel is ``depthpe.viz.depth_panel``: RGB | GT | prediction | AbsRel error, uint8 (H, 4W, 3).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["WorstImages"]
+
+
+class WorstImages:
+    """The ``k`` worst images seen so far by native AbsRel; ``items``: dicts {dataset, scene,
+    image (view index), frame (index in the scene file), abs_rel, panel}, worst first."""
+
+    def __init__(self, k: int):
+        self.k = int(k)
+        self.items: list[dict] = []
+
+    def _threshold(self) -> float:
+        """AbsRel an image must exceed to enter (-inf while fewer than k are kept)."""
+        return self.items[-1]["abs_rel"] if len(self.items) >= self.k else -math.inf
+
+    def offer(self, rows: list[dict], images, gt, pred, valid, frames) -> None:
+        """Consider the images of one scene. rows: its ``scene_rows`` (only ``native`` rows are
+        used); images (S, 3, H, W) float in [0, 1]; gt, pred (S, H, W); valid (S, H, W) bool;
+        frames: the S frame indices. A panel is rendered only for an image that enters."""
+        from .viz import depth_panel
+
+        for row in rows:
+            value = row["abs_rel"]
+            if self.k <= 0 or row["mode"] != "native" or not math.isfinite(value) or value <= self._threshold():
+                continue
+            i = row["image"]
+            panel = depth_panel(images[i], gt[i], pred[i], valid[i])
+            self._insert({"dataset": row["dataset"], "scene": row["scene"], "image": int(i),
+                          "frame": int(frames[i]), "abs_rel": float(value), "panel": np.asarray(panel)})
+
+    def _insert(self, item: dict) -> None:
+        self.items.append(item)
+        self.items.sort(key=lambda d: (-d["abs_rel"], d["dataset"], d["scene"], d["image"]))
+        del self.items[self.k:]
+
+    def merge(self, others) -> "WorstImages":
+        """Fold in other collectors' items (several processes); returns self."""
+        for other in others:
+            for item in other.items:
+                if item["abs_rel"] > self._threshold():
+                    self._insert(item)
+        return self
