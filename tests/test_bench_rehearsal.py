@@ -169,6 +169,7 @@ TRUE_WIDTH = ["model.num_blocks=4", "model.head_layers=[0,1,2,3]", "model.backbo
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 5.8 min at the true width: not in the default run (setup.cfg), `pytest -m heavy`
 def test_rehearsal_true_width(tmp_path, monkeypatch):
     from tests.hub_server import FakeHub
 

@@ -1,6 +1,7 @@
 """What a run builds before its first step: the model (new, or from a VGGT-format checkpoint; its
 aggregator blocks compiled with ``train.compile``), the AdamW optimizer with its weight-decay groups,
-the data loader options of the device, and the CPU thread count."""
+the data loader options of the device, the CPU thread count, and what DeepSpeed needs from the run
+(process group backend without a GPU, batch size and the checks of its accelerate file)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import os
 
 import torch
 
+from ..config import ConfigError
 from .schema import RunConfig
 
 __all__ = ["build_model", "compile_blocks", "build_optimizer", "apply_optim_settings", "loader_options",
-           "default_cpu_threads"]
+           "default_cpu_threads", "deepspeed_cpu_backend", "fit_deepspeed_config"]
 
 
 def build_model(cfg: RunConfig, *, resuming: bool = False):
@@ -74,3 +76,38 @@ def default_cpu_threads(num_workers: int, num_processes: int) -> int:
     more threads than cores (workers included) makes CPU steps many times slower."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // max(1, num_processes) - num_workers)
+
+
+def deepspeed_cpu_backend(cfg: RunConfig) -> str | None:
+    """"gloo" when launched for DeepSpeed (``ACCELERATE_USE_DEEPSPEED=true``) on a machine without CUDA
+    and without ``train.cpu``, else None (accelerate's choice). Accelerate (1.15) chooses a backend
+    only for an accelerator; with none its state says 1 process on every rank although DeepSpeed's own
+    init joined them all, so every rank would act as the main process (docs/distributed.md, DeepSpeed)."""
+    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    return "gloo" if deepspeed and not cfg.train.cpu and not torch.cuda.is_available() else None
+
+
+def fit_deepspeed_config(accelerator, cfg: RunConfig) -> None:
+    """Before ``accelerator.prepare`` under DeepSpeed: set ``train_micro_batch_size_per_gpu``, which
+    DeepSpeed requires and cannot read from depthpe's loader (not given to ``prepare``; B varies with
+    S). The largest B, floor(``data.max_images_per_batch`` / min(``data.views``)), is used; DeepSpeed
+    only reports throughput with it. Raises ``ConfigError`` when the accelerate file's
+    ``gradient_accumulation_steps`` is not 1 or ``train.grad_accum`` is not 1 (depthpe does not pass
+    its micro-batch boundaries to DeepSpeed's engine, which would step after every micro-batch), or
+    its ``gradient_clipping`` differs from ``optim.grad_clip`` (DeepSpeed clips, not depthpe)."""
+    from accelerate.utils import DistributedType
+
+    if accelerator.distributed_type != DistributedType.DEEPSPEED:
+        return
+    ds = accelerator.state.deepspeed_plugin.deepspeed_config
+    if cfg.train.grad_accum != 1 or ds.get("gradient_accumulation_steps", 1) not in (1, "auto"):
+        raise ConfigError(f"DeepSpeed runs need train.grad_accum=1 and gradient_accumulation_steps: 1 in the accelerate "
+                          f"file (got {cfg.train.grad_accum} and {ds.get('gradient_accumulation_steps')}); raise "
+                          "data.max_images_per_batch or the number of processes instead")
+    clip = ds.get("gradient_clipping", "auto")
+    if clip != "auto" and float(clip) != float(cfg.optim.grad_clip):
+        raise ConfigError(f"the accelerate file's gradient_clipping ({clip}) differs from optim.grad_clip "
+                          f"({cfg.optim.grad_clip}): DeepSpeed clips, so set them equal")
+    ds["gradient_clipping"] = float(cfg.optim.grad_clip)
+    ds["gradient_accumulation_steps"] = 1
+    ds["train_micro_batch_size_per_gpu"] = max(1, cfg.data.max_images_per_batch // min(cfg.data.views))

@@ -68,12 +68,33 @@ def checkpoint_problem(folder: Path) -> str | None:
             return f"{STATE_FILE}: no integer 'step' or no 'counters'"
     except (OSError, ValueError) as err:
         return f"{STATE_FILE}: {err}"
-    files = [folder / "model" / "model.safetensors", *sorted((folder / "state").glob("*"))]
+    files = [folder / "model" / "model.safetensors", *_state_files(folder / "state")]
     for path in files:
         problem = _file_problem(path) if path.is_file() else f"{path.name}: missing"
         if problem:
             return f"{path.parent.name}/{problem}"
     return None
+
+
+TORCH_SAVE_SUFFIXES = (".bin", ".pkl", ".pt", ".pth", ".safetensors")
+
+
+def _state_files(state: Path) -> list[Path]:
+    """The files of Accelerate's state folder that must be readable archives: its own top-level files,
+    and in its subfolders (DeepSpeed's ``<tag>/``: ``mp_rank_*_model_states.pt``,
+    ``*_optim_states.pt``) the files with a ``torch.save`` or safetensors suffix. DeepSpeed's
+    ``latest`` (a text file naming the tag folder) counts as that folder, missing if it is; its
+    ``zero_to_*.py`` conversion scripts are not checked."""
+    files: list[Path] = []
+    for path in sorted(state.glob("*")):
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.suffix in TORCH_SAVE_SUFFIXES)
+        elif path.name == "latest":
+            name = path.read_text(errors="replace").strip()
+            files += [] if name and (state / name).is_dir() else [state / (name or "latest (empty)")]
+        elif path.suffix != ".py":
+            files.append(path)
+    return files
 
 
 def find_checkpoint(output_dir: str | Path, resume: str, warn: Callable[[str], None] | None = None) -> Path | None:
@@ -147,11 +168,13 @@ def remove_incomplete(output_dir: Path) -> list[str]:
 def export_model(accelerator, model, directory: Path, inputs: TrainingInputs) -> None:
     """Write the prepared model as a ``DepthModel.from_pretrained`` folder (config.json,
     model.safetensors, training_inputs.json). Call on every process: under FSDP the full state dict
-    is gathered from all of them (``accelerator.get_state_dict``); the main process writes."""
+    is gathered from all of them (``accelerator.get_state_dict``); under DeepSpeed it is cloned out
+    of the engine's flat buffers the same way (safetensors refuses views that share one storage);
+    the main process writes."""
     from accelerate.utils import DistributedType
 
     unwrapped = accelerator.unwrap_model(model)
-    if accelerator.distributed_type == DistributedType.FSDP:  # sharded parameters: gather first
+    if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):  # gather or clone first
         from safetensors.torch import save_file
 
         from ..model.depth_model import CONFIG_NAME, WEIGHTS_NAME

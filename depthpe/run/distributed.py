@@ -28,11 +28,15 @@ _PEER_GONE = ("connection reset by peer", "connection closed by peer", "broken p
               "timeout", "socket closed", "failed to recv", "unable to write to socket")
 
 
-def process_group_kwargs(minutes: float):
-    """``accelerate.InitProcessGroupKwargs`` with a collective timeout of ``minutes``."""
+def process_group_kwargs(minutes: float, backend: str | None = None):
+    """``accelerate.InitProcessGroupKwargs`` with a collective timeout of ``minutes`` and, when given,
+    the process-group ``backend`` (else accelerate's choice)."""
     from accelerate.utils import InitProcessGroupKwargs
 
-    return InitProcessGroupKwargs(timeout=timedelta(minutes=minutes))
+    handler = InitProcessGroupKwargs(timeout=timedelta(minutes=minutes))
+    if backend is not None:
+        handler.backend = backend
+    return handler
 
 
 def check_world_size(num_processes: int, environ: Mapping[str, str] = os.environ) -> None:

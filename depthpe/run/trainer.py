@@ -23,7 +23,7 @@ import torch
 
 from ..model.training_inputs import TrainingInputs
 from .building import (apply_optim_settings, build_model, build_optimizer, compile_blocks, default_cpu_threads,
-                       loader_options)
+                       deepspeed_cpu_backend, fit_deepspeed_config, loader_options)
 from .checkpoints import (STATE_FILE, NoSpaceError, find_checkpoint, publish_final, remove_incomplete,
                           rotate_checkpoints, save_checkpoint)
 from .distributed import LOST_PEER_EXIT_CODE, check_world_size, lost_peer, process_group_kwargs
@@ -131,7 +131,7 @@ def make_accelerator(cfg: RunConfig):
     accelerator = Accelerator(
         mixed_precision=cfg.train.mixed_precision, cpu=cfg.train.cpu, log_with=list(cfg.train.report_to) or None,
         project_config=ProjectConfiguration(project_dir=str(output_dir), logging_dir=str(output_dir / "logs")),
-        kwargs_handlers=[process_group_kwargs(cfg.train.dist_timeout)],
+        kwargs_handlers=[process_group_kwargs(cfg.train.dist_timeout, backend=deepspeed_cpu_backend(cfg))],
     )
     check_world_size(accelerator.num_processes)
     set_seed(cfg.seed)
@@ -177,6 +177,7 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     if cfg.train.compile:  # in place, before DDP/FSDP wrap it: state-dict keys stay the eager ones
         log.info(f"train.compile: {compile_blocks(model)} aggregator blocks compiled with torch.compile "
                  "(the first steps, and each new batch shape, compile; later steps run compiled)")
+    fit_deepspeed_config(accelerator, cfg)
     model, optimizer = accelerator.prepare(model, build_optimizer(model, cfg))
     state = TrainState(cfg.train.smoothing, world_size=accelerator.num_processes)
     if checked.checkpoint is not None:
@@ -304,6 +305,18 @@ def _exit_preempted(run: Run, status: int) -> None:
     log.info(f"{name} received: checkpoint written at step {run.state.step}; continue with --resume latest")
     run.accelerator.end_training()
     raise SystemExit(status)
+
+
+def _exit_lost_peer(cfg: RunConfig, accelerator, err: BaseException) -> None:
+    """Another process of the run is gone: one line naming the last complete checkpoint (nothing is
+    written now: the collectives a checkpoint needs cannot complete), exit 1."""
+    latest = find_checkpoint(cfg.output_dir, "latest")
+    resume = (f"the last complete checkpoint is {latest}: start every process again with --resume latest"
+              if latest is not None else "there is no complete checkpoint yet: start every process again")
+    first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+    log.error(f"error: process {accelerator.process_index} of {accelerator.num_processes} lost contact with the "
+              f"others ({type(err).__name__}: {first_line}); {resume}")
+    raise SystemExit(LOST_PEER_EXIT_CODE)
 
 
 def _exit_lost_peer(cfg: RunConfig, accelerator, err: BaseException) -> None:
