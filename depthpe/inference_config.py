@@ -18,7 +18,7 @@ from typing import Optional
 from .metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS
 from .options import REQUIRED, check_required, flag_of, option
 
-__all__ = ["DTYPES", "ModelInput", "ViewProtocol", "EvalConfig", "PredictConfig"]
+__all__ = ["DTYPES", "ModelInput", "ViewProtocol", "HeldOutScenes", "EvalConfig", "PredictConfig"]
 
 DTYPES = ("fp32", "bf16")  # fp32, or bfloat16 autocast (CPU or GPU); metrics stay float32
 
@@ -69,39 +69,50 @@ class ViewProtocol:
 
 
 @dataclass
-class EvalConfig(ViewProtocol, ModelInput):
+class HeldOutScenes(ViewProtocol, ModelInput):
+    """A model run on held-out scenes: ``ModelInput`` and ``ViewProtocol`` plus where the scenes are
+    (data: root of ``<dataset>/<split>/index.json``; split; datasets: None = every dataset with that
+    split; max_scenes: the first K of each, None = all), where the results go (out) and the device (cpu: the CPU even with a GPU). Shared by
+    ``EvalConfig`` and the probe's ``ProbeConfig``; errors name the command-line flags."""
+
+    data: str = option(REQUIRED, help="data root holding <dataset>/<split>/index.json")
+    split: str = option("val", help="split of the held-out scenes")
+    datasets: Optional[list[str]] = option(None, help="dataset names (none: all with that split)")
+    max_scenes: Optional[int] = option(None, flag="--scenes", metavar="K",
+                                       help="the first K scenes of each dataset (none: all)")
+    out: str = option(REQUIRED, help="output folder")
+    cpu: bool = option(False, help="run on CPU even if a GPU is available")
+
+    def _label(self, name: str) -> str:
+        return flag_of(type(self), name)
+
+    def _check_held_out(self) -> None:
+        check_required(self)
+        self._check_model_input()
+        self._check_view_protocol()
+        _require(self.max_scenes is None or self.max_scenes >= 1,
+                 f"--scenes must be at least 1, got {self.max_scenes}")
+
+
+@dataclass
+class EvalConfig(HeldOutScenes):
     """``depthpe eval``: metrics of ``model`` on the held-out scenes of every dataset under ``data``
     (``data/<dataset>/<split>/index.json``), written to ``out`` (docs/evaluation.md).
 
-    max_scenes: the first K scenes of each dataset (None = all); panels: scenes rendered as PNG
-    panels; worst: images with the largest native AbsRel shown in report.html;
+    panels: scenes rendered as PNG panels; worst: images with the largest native AbsRel shown in report.html;
     min_valid_fraction: valid depth an image needs to be scored (``metrics.MIN_VALID_FRACTION``,
     with at least ``metrics.MIN_VALID_PIXELS`` pixels; sparser scenes are skipped); num_workers: data
     loader workers; cpu: run on the CPU even with a GPU."""
 
-    data: str = option(REQUIRED, help="data root holding <dataset>/<split>/index.json")
-    split: str = option("val", help="split to evaluate")
-    datasets: Optional[list[str]] = option(None, help="dataset names (none: all with that split)")
-    max_scenes: Optional[int] = option(None, flag="--scenes", metavar="K",
-                                       help="evaluate the first K scenes of each dataset (none: all)")
-    out: str = option(REQUIRED, help="output folder")
     panels: int = option(4, help="scenes rendered as PNG panels")
     worst: int = option(8, help="images with the largest native AbsRel shown with their panels in report.html")
     min_valid_fraction: float = option(MIN_VALID_FRACTION, metavar="X", help="fraction of valid depth pixels an "
                                        f"image needs to be scored, at least {MIN_VALID_PIXELS} pixels (and a scene's "
                                        "views together; sparser scenes are skipped)")
     num_workers: int = option(2, help="data loader workers")
-    cpu: bool = option(False, help="run on CPU even if a GPU is available")
-
-    def _label(self, name: str) -> str:
-        return flag_of(type(self), name)
 
     def __post_init__(self) -> None:
-        check_required(self)
-        self._check_model_input()
-        self._check_view_protocol()
-        _require(self.max_scenes is None or self.max_scenes >= 1,
-                 f"--scenes must be at least 1, got {self.max_scenes}")
+        self._check_held_out()
         _require(self.panels >= 0 and self.num_workers >= 0 and self.worst >= 0,
                  "--panels, --worst and --num-workers must be >= 0")
         _require(0 <= self.min_valid_fraction <= 1,

@@ -319,18 +319,6 @@ def _exit_lost_peer(cfg: RunConfig, accelerator, err: BaseException) -> None:
     raise SystemExit(LOST_PEER_EXIT_CODE)
 
 
-def _exit_lost_peer(cfg: RunConfig, accelerator, err: BaseException) -> None:
-    """Another process of the run is gone: one line naming the last complete checkpoint (nothing is
-    written now: the collectives a checkpoint needs cannot complete), exit 1."""
-    latest = find_checkpoint(cfg.output_dir, "latest")
-    resume = (f"the last complete checkpoint is {latest}: start every process again with --resume latest"
-              if latest is not None else "there is no complete checkpoint yet: start every process again")
-    first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-    log.error(f"error: process {accelerator.process_index} of {accelerator.num_processes} lost contact with the "
-              f"others ({type(err).__name__}: {first_line}); {resume}")
-    raise SystemExit(LOST_PEER_EXIT_CODE)
-
-
 def finish(run: Run) -> Path:
     """Export ``final/`` first (a failing validation never costs the trained weights), validate it,
     push it, report the counters, wait for pending uploads. Returns the final folder."""
