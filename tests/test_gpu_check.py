@@ -24,8 +24,8 @@ def test_loss_trend_compares_the_first_and_last_quarter(tmp_path):
 def test_tiny_gpu_check_writes_a_report_and_reports_a_failing_part(tmp_path, monkeypatch, capsys):
     plan = gpu_check._plan
 
-    def broken_attention(out, device, tiny):
-        parts = plan(out, device, tiny)
+    def broken_attention(out, device, tiny, scale=None):
+        parts = plan(out, device, tiny, scale)
         parts["attention"] = ["bench", "attention", "--methods", "no_such_encoding"]
         return parts
 
