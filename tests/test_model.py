@@ -270,6 +270,27 @@ def test_backbone_frozen_eval_and_every_trainable_param_gets_grad():
     assert not m.training and not m.aggregator.patch_embed.training
 
 
+def test_train_backbone_gives_the_backbone_gradients_and_the_same_forward():
+    torch.manual_seed(0)
+    frozen = DepthModel(tiny_config())
+    torch.manual_seed(0)
+    trained = DepthModel(tiny_config(train_backbone=True))
+    assert not DepthModelConfig.from_preset("tiny").train_backbone  # frozen by default
+    images, K, w2c = make_inputs(B=1, S=2)
+    with torch.no_grad():
+        assert torch.equal(frozen(images, K, w2c)["depth"], trained(images, K, w2c)["depth"])
+    trained.train()
+    assert not trained.aggregator.patch_embed.training  # still eval mode
+    trained(images, K, w2c)["depth"].log().mean().backward()
+    backbone = dict(trained.aggregator.patch_embed.named_parameters())
+    assert all(p.requires_grad for p in backbone.values())
+    assert trained.trainable_parameters() == list(trained.parameters())
+    grads = [p.grad for n, p in backbone.items() if n.startswith(("patch_embed.", "blocks.0.attn"))]
+    assert grads and all(g is not None and g.abs().max() > 0 for g in grads)
+    in_groups = {id(p) for g in trained.param_groups(0.05) for p in g["params"]}
+    assert {id(p) for p in backbone.values()} <= in_groups
+
+
 def test_param_groups_split_decay_and_no_decay(model):
     groups = model.param_groups(0.05)
     assert [g["weight_decay"] for g in groups] == [0.05, 0.0]

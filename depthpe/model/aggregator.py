@@ -30,7 +30,8 @@ __all__ = ["Aggregator"]
 class Aggregator(nn.Module):
     """Frozen backbone + alternating attention. See the module docstring for the layout.
 
-    Sub-modules (state-dict names follow VGGT): ``patch_embed`` (the frozen timm DINOv2),
+    Sub-modules (state-dict names follow VGGT): ``patch_embed`` (the timm DINOv2, frozen unless
+    ``train_backbone``),
     ``backbone_proj`` (Linear backbone_dim -> embed_dim, Identity when equal: no keys),
     ``camera_token``, ``register_token``, ``frame_blocks.i``, ``global_blocks.i``, and with
     ``plucker: true`` ``plucker.proj`` (Plücker ray-map embedding added to the patch tokens), and
@@ -52,6 +53,7 @@ class Aggregator(nn.Module):
             pretrained=c.pretrained and load_backbone_weights,
             weights_path=c.backbone_weights if load_backbone_weights else None,
             num_blocks=c.backbone_blocks,
+            trainable=c.train_backbone,
         )
         bb_patch = self.patch_embed.patch_embed.patch_size
         if tuple(bb_patch) != (c.patch_size, c.patch_size):
@@ -80,7 +82,8 @@ class Aggregator(nn.Module):
         self.global_blocks.apply(init_linear)
 
     def train(self, mode: bool = True):
-        """Set training mode; the frozen backbone always stays in eval mode."""
+        """Set training mode; the backbone always stays in eval mode (DINOv2 has no dropout or
+        batch statistics, so eval mode only matters for timm's stochastic depth)."""
         super().train(mode)
         self.patch_embed.eval()
         return self
@@ -111,7 +114,8 @@ class Aggregator(nn.Module):
         c = self.config
 
         patches = backbone_patch_tokens(
-            self.patch_embed, images.reshape(B * S, 3, H, W), self._image_mean, self._image_std
+            self.patch_embed, images.reshape(B * S, 3, H, W), self._image_mean, self._image_std,
+            trainable=c.train_backbone,
         )
         # Residual stream in the parameter dtype (fp32 under autocast, as in VGGT).
         x = self.backbone_proj(patches).to(self.camera_token.dtype)  # (B*S, h*w, C)

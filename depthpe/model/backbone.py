@@ -38,13 +38,15 @@ def build_backbone(
     pretrained: bool = False,
     weights_path: str | Path | None = None,
     num_blocks: int | None = None,
+    trainable: bool = False,
 ) -> nn.Module:
-    """Create a frozen timm DINOv2 ViT (no classifier head), in eval mode.
+    """Create a timm DINOv2 ViT (no classifier head), in eval mode, frozen unless ``trainable``.
 
     name: timm model name (e.g. ``vit_large_patch14_reg4_dinov2``). pretrained: download timm's
     weights (normal timm/Hugging Face cache); weights_path: load a local file instead (wins over
     ``pretrained``). num_blocks: keep only the first N transformer blocks (None = all); the final
-    LayerNorm is kept. Raises ``BackboneWeightsError`` with a fix when weights cannot be obtained.
+    LayerNorm is kept. trainable: leave ``requires_grad`` on (``train_backbone`` of the model
+    config); default frozen. Raises ``BackboneWeightsError`` with a fix when weights cannot be obtained.
     """
     import timm
 
@@ -76,7 +78,7 @@ def build_backbone(
         vit.prune_intermediate_layers([int(num_blocks) - 1], prune_norm=False, prune_head=True)
     if weights_path is not None:
         load_backbone_weights(vit, weights_path)
-    vit.requires_grad_(False)
+    vit.requires_grad_(bool(trainable))
     vit.eval()
     return vit
 
@@ -153,14 +155,15 @@ def load_backbone_weights(vit: nn.Module, path: str | Path) -> None:
 
 
 def backbone_patch_tokens(
-    vit: nn.Module, images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor
+    vit: nn.Module, images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, *, trainable: bool = False
 ) -> torch.Tensor:
     """Patch tokens of the final LayerNorm, prefix (cls/register) tokens dropped.
 
     images: (N, 3, H, W) RGB in [0, 1]; mean/std: (1, 3, 1, 1) ImageNet statistics.
-    Returns (N, (H/p) * (W/p), C_backbone), row-major with x fastest. Runs without gradients.
+    Returns (N, (H/p) * (W/p), C_backbone), row-major with x fastest. Runs without gradients
+    unless ``trainable`` (the model config's ``train_backbone``).
     """
-    with torch.no_grad():
+    with torch.set_grad_enabled(torch.is_grad_enabled() and trainable):
         x = (images - mean.to(images.dtype)) / std.to(images.dtype)
         tokens = vit.forward_features(x)
         return tokens[:, vit.num_prefix_tokens:]

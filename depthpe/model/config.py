@@ -38,6 +38,9 @@ class DepthModelConfig:
       backbone_weights: local file (safetensors or torch state dict, timm or original DINOv2 keys)
         to load instead of downloading; for offline machines. Takes precedence over ``pretrained``.
       patch_size: backbone patch size in pixels; image sides must be multiples of it.
+      train_backbone: train the backbone too (default false: frozen, as in VGGT's recipe). Meant
+        for small studies from a random backbone (``docs/results.md``); the backbone then runs with
+        gradients, still in eval mode, and its parameters join the optimizer.
 
     Aggregator (alternating frame / global attention, VGGT layout):
       embed_dim: token width C; num_blocks: number of (frame, global) block pairs;
@@ -66,6 +69,7 @@ class DepthModelConfig:
     pretrained: bool = True
     backbone_weights: str | None = None
     patch_size: int = 14
+    train_backbone: bool = False
     embed_dim: int = 1024
     num_blocks: int = 24
     num_heads: int = 16

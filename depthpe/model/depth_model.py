@@ -6,8 +6,8 @@ State-dict layout (VGGT names, so VGGT-1B weights map with a short table: ``from
 backbone width differs from ``embed_dim``), ``aggregator.camera_token``, ``aggregator.register_token``,
 ``aggregator.frame_blocks.i.*``, ``aggregator.global_blocks.i.*``, ``depth_head.*`` (VGGT DPT names).
 
-Trainable parameters are exactly those with ``requires_grad`` (everything except the frozen
-backbone); ``trainable_parameters()`` lists them and ``param_groups(wd)`` splits them for AdamW.
+Trainable parameters are exactly those with ``requires_grad`` (everything except the backbone,
+which is frozen unless the config's ``train_backbone``); ``trainable_parameters()`` lists them and ``param_groups(wd)`` splits them for AdamW.
 """
 
 from __future__ import annotations
@@ -166,7 +166,8 @@ class DepthModel(
 
     # --------------------------------------------------------------- training
     def trainable_parameters(self) -> list[nn.Parameter]:
-        """Parameters that are trained (``requires_grad``): all but the frozen backbone."""
+        """Parameters that are trained (``requires_grad``): all but the backbone, unless
+        ``config.train_backbone``."""
         return [p for p in self.parameters() if p.requires_grad]
 
     def no_weight_decay_names(self) -> list[str]:
