@@ -133,10 +133,27 @@ def merge_layers(cls, layers: Sequence[Any] = (), overrides: Sequence[str] = ())
             raise ConfigError(f"override {item!r} must look like section.key=value (e.g. train.steps=100)")
     try:
         node = OmegaConf.merge(OmegaConf.structured(cls), *layers)
-        node.merge_with_dotlist(list(overrides))
+        for item in overrides:
+            _open_unset_mappings(node, item.split("=", 1)[0].strip())
+            node.merge_with_dotlist([item])
         return node
     except OmegaConfBaseException as err:
         raise _explain(err, cls) from None
+
+
+def _open_unset_mappings(node, key: str) -> None:
+    """Make ``a.b.c=v`` work when ``a.b`` is an unset (``???``) mapping, e.g. ``model.pe_options``
+    whose value comes from the preset: the unset parent becomes an empty mapping first (OmegaConf
+    fails with an AttributeError on a dotted key below an unset node)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    parts = key.split(".")
+    for i in range(1, len(parts)):
+        parent = OmegaConf.select(node, ".".join(parts[:i - 1])) if i > 1 else node
+        if not isinstance(parent, DictConfig) or parent._get_node(parts[i - 1]) is None:
+            return  # not a key of the schema: the merge below names it
+        if OmegaConf.is_missing(parent, parts[i - 1]):
+            parent[parts[i - 1]] = {}
 
 
 def instantiate(node, cls):

@@ -24,6 +24,18 @@ def test_overrides_types_interpolation_and_list_indices(tmp_path):
     assert cfg.model.embed_dim == 128  # unset model fields come from the preset
 
 
+def test_a_dotted_override_below_a_preset_filled_mapping_sets_one_key():
+    # model.pe_options is unset until the preset fills it; OmegaConf used to fail with a raw
+    # AttributeError ("'str' object has no attribute 'get'") on a key below it.
+    cfg = load_run_config("quickstart", ["model.global_pe=urope", "model.pe_options.num_anchors=1",
+                                         "model.pe_options.anchor_assignment=channels"])
+    assert cfg.model.pe_options == {"num_anchors": 1, "anchor_assignment": "channels"}
+    assert cfg.model.embed_dim == 128 and cfg.model.global_pe == "urope"  # the rest still from the preset
+    assert load_run_config("quickstart", ["model.global_pe=urope"]).model.pe_options == {}
+    with pytest.raises(ConfigError, match="unknown config key 'model.nosuch'"):
+        load_run_config("quickstart", ["model.nosuch.x=1"])
+
+
 def test_resolved_config_round_trips_and_keeps_explicit_fields(tmp_path):
     cfg = load_run_config("quickstart", ["model.embed_dim=64", "train.report_to=[]"])
     text = dump_run_config(cfg)
