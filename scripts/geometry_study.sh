@@ -22,7 +22,7 @@ mkdir -p "$OUT"
 [ -f "$OUT/geo/synth/train/index.json" ] || depthpe synth --out "$OUT/geo" --style geometry --train-scenes 256 --val-scenes 16 --quiet
 [ -f "$OUT/geo_eval/synth/val/index.json" ] || depthpe synth --out "$OUT/geo_eval" --style geometry --seed 1 --train-scenes 0 --val-scenes 48 --quiet
 
-GROUPS="rope none prope dppe_dual dppe_tadd urope plucker urope_anchors-1 urope_channelwise"
+STUDY_GROUPS="rope none prope dppe_dual dppe_tadd urope plucker urope_anchors-1 urope_channelwise"
 
 # overrides_of NAME: the run-config overrides of a group (its runs are NAME_sSEED), into the array `o`.
 overrides_of() {
@@ -60,7 +60,7 @@ run_one() {
 # Every group x seed, then the backbone check (prope, seed 0, the other backbone setting), PARALLEL at once.
 other=trained; [ "$BACKBONE" = trained ] && other=frozen
 jobs_list=()
-for seed in $SEEDS; do for name in $GROUPS; do jobs_list+=("$name $seed $BACKBONE"); done; done
+for seed in $SEEDS; do for name in $STUDY_GROUPS; do jobs_list+=("$name $seed $BACKBONE"); done; done
 jobs_list+=("prope 0 $other")
 failed=0
 for job in "${jobs_list[@]}"; do
