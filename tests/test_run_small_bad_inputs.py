@@ -55,6 +55,23 @@ def test_a_source_of_single_frame_scenes_says_scenes_need_two_frames(synth_root,
     assert "but none with >= 2 frames" in err and not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_training_data_with_no_readable_scene_is_one_error_line(workers, synth_root, tmp_path, capsys):
+    import shutil
+
+    root = tmp_path / "data"
+    shutil.copytree(synth_root / "synth" / "train", root / "synth" / "train")
+    for scene in (root / "synth" / "train").glob("*.h5"):
+        scene.write_bytes(b"not an HDF5 file")  # every listed scene unreadable
+    config = tmp_path / "run.yaml"
+    config.write_text(dump_run_config(run_config(root, tmp_path / "run", train={"num_workers": workers})))
+    assert main(["train", "--config", str(config)]) == 1
+    err = capsys.readouterr().err
+    lines = [line[line.index("error:"):] for line in err.splitlines() if "error:" in line]  # after tqdm's \r
+    assert len(lines) == 1 and lines[0].startswith("error: no usable sample after "), err
+    assert "run `depthpe check`" in lines[0] and "Traceback" not in err
+
+
 @pytest.mark.parametrize("seed", [-1, 2**40, 2**32])
 def test_a_seed_outside_numpys_range_is_a_config_error(seed):
     with pytest.raises(ConfigError, match=r"seed must be an integer in \[0, 2\*\*32 - 1\]"):

@@ -64,15 +64,26 @@ def _train(args: argparse.Namespace) -> int:
         if args.print_config:
             sys.stdout.write(dump_run_config(cfg))
             return 0
+        from ..data.dataset import NoUsableSampleError
         from ..run.checkpoints import NoSpaceError
         from ..run.trainer import train
 
         try:
             train(cfg, resume=args.resume)
-        except NoSpaceError as err:  # a checkpoint or the final model did not fit: one line, status 1
+        except (NoSpaceError, NoUsableSampleError) as err:  # a full disk, broken data: one line, status 1
             if args.debug:
                 raise
-            print(f"error: {err}", file=sys.stderr, flush=True)
+            print(f"error: {_own_message(err)}", file=sys.stderr, flush=True)
             return 1
         return 0
     return USAGE_ERROR_STATUS
+
+
+def _own_message(err: Exception) -> str:
+    """The error's own one-line message. An error raised in a DataLoader worker comes back with the
+    worker's traceback in its text ("Caught X in DataLoader worker process 0. Original Traceback ...
+    X: message"); its last line holds the message."""
+    text = str(err).strip()
+    if "Original Traceback" not in text:
+        return text
+    return text.splitlines()[-1].split(": ", 1)[-1]

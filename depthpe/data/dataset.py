@@ -82,6 +82,7 @@ __all__ = [
     "too_few_frames_problem",
     "require_camera_motion",
     "SampleRejected",
+    "NoUsableSampleError",
     "SceneEntry",
     "ReaderCache",
     "build_sample",
@@ -108,6 +109,11 @@ MIN_TRAIN_FRAMES = 2  # views of one scene a training sample needs at the least
 
 class SampleRejected(Exception):
     """A drawn sample is unusable (degenerate normalization or too little valid depth)."""
+
+
+class NoUsableSampleError(RuntimeError):
+    """Every draw of a training sample hit an unreadable file or an unusable view subset: the data
+    (or the sampling settings) are broken, not one scene. The message is one line."""
 
 
 @dataclass(frozen=True)
@@ -449,7 +455,7 @@ class MultiViewDataset(_SceneSource, Dataset):
                 bad_files=bad_files,
             )
             return sample
-        raise RuntimeError(
+        raise NoUsableSampleError(
             f"no usable sample after {cfg.max_attempts} draws for key {tuple(key)}; the data looks broken "
             f"(run `depthpe check`). Last problems: {errors[-3:]}"
         )
