@@ -158,7 +158,11 @@ def config_value(item: EvalInput, key: str):
 
 
 def lookup_key(config: dict, key: str, where) -> object:
-    """``config[key]`` of a flattened run config; a ``ConfigError`` naming ``where`` if absent."""
+    """``config[key]`` of a flattened run config; for a mapping that was flattened (``model.pe_options``)
+    the mapping of its keys below ``key``; a ``ConfigError`` naming ``where`` if absent."""
+    below = {k[len(key) + 1:]: v for k, v in config.items() if k.startswith(key + ".")}
+    if key not in config and below:
+        return below
     if key not in config:
         from .config import did_you_mean
 
@@ -175,7 +179,7 @@ def group_label(value) -> str:
 
 def _ignored(key: str, group_by: str) -> bool:
     """Whether runs of one group may differ in ``key``."""
-    return key == group_by or any(key == k or (k.endswith(".") and key.startswith(k)) for k in IGNORED_KEYS)
+    return key == group_by or key.startswith(group_by + ".") or any(key == k or (k.endswith(".") and key.startswith(k)) for k in IGNORED_KEYS)
 
 
 def _differing_key(a: dict, b: dict, group_by: str) -> str | None:

@@ -168,6 +168,20 @@ def test_group_by_another_key_and_mixed_groups_refused(tmp_path):
         run_compare([inputs[0], inputs[0]], group_by="optim.lr")
 
 
+def test_group_by_a_mapping_key_groups_by_its_whole_value(tmp_path):
+    # model.pe_options is flattened into model.pe_options.<option>; {} stays a value of its own.
+    images = {s: [0.3, 0.3] for s in SCENES}
+    options = {"default": {}, "one": {"num_anchors": 1}, "channels": {"anchor_assignment": "channels"}}
+    for name, pe_options in options.items():
+        for seed in (0, 1):
+            write_run(tmp_path, f"{name}_s{seed}", seed=seed, summary={}, images=images,
+                      config={"model.global_pe": "urope", "model.pe_options": pe_options})
+    inputs = [str(tmp_path / f"{name}_s{seed}") for name in options for seed in (0, 1)]
+    result, _, _ = run_compare(inputs, group_by="model.pe_options", n_boot=100)
+    assert list(result["datasets"]["synth"]) == ["{}", '{"num_anchors":1}', '{"anchor_assignment":"channels"}']
+    assert all(g["seeds"] == [0, 1] for g in result["datasets"]["synth"].values())
+
+
 def test_one_seed_notes_and_cli_outputs(study, tmp_path, capsys):
     _, numbers = study
     out = tmp_path / "cmp"
