@@ -4,7 +4,8 @@
 # one run with the other backbone setting; every run evaluated on 48 held-out geometry scenes and
 # probed (`depthpe probe attention`: correspondence lift per layer), then compared with
 # `depthpe compare` (paired intervals against RoPE) and `depthpe plot` (validation curves of native
-# AbsRel and of the correspondence lift, which every run logs every VAL_EVERY steps).
+# AbsRel and of the correspondence lift, which every run logs every VAL_EVERY steps) and
+# scripts/lift_table.py (lift per layer and group on the 48 scenes: lift_r0.md, lift_r1.md).
 #
 #   bash scripts/geometry_study.sh [STEPS] [OUT]     # defaults: 1000 steps, geo_study/
 #
@@ -82,4 +83,5 @@ depthpe compare "$r"/prope_s0/eval_geo "$r"/prope-backbone-*_s0/eval_geo --group
   --out "$OUT/compare_backbone"
 depthpe plot "${main[@]%/eval_geo}" --metrics abs_rel --rows native scene_aligned --out "$OUT/curves"
 depthpe plot "${main[@]%/eval_geo}" --metrics lift_r0 lift_r1 --rows correspondence --out "$OUT/curves_lift"
+for radius in 0 1; do python "$(dirname "$0")/lift_table.py" "$r" --radius $radius > "$OUT/lift_r$radius.md"; done
 echo "study done: $OUT"
