@@ -107,9 +107,11 @@ def write_bench_scenes(root: Path, *, scenes: int, frames: int, frame_hw: tuple[
 
 
 def _write_in_child(root: Path, **kwargs) -> None:
-    """``write_bench_scenes(root, **kwargs)`` in a spawned process: writing resizes and encodes
-    480x640 frames with OpenCV's thread pool, and a loader worker forked from a process that used that
-    pool hangs in ``cv2.setNumThreads`` (``worker_init_fn``) on the inherited pool."""
+    """``write_bench_scenes(root, **kwargs)`` in a spawned process, so that writing (resizing and
+    encoding 480x640 frames with OpenCV's thread pool) leaves neither its memory nor a live OpenCV
+    pool in the process whose loader workers are then measured. (Forking after OpenCV used its pool
+    once hung the workers; ``depthpe.data.workers`` now shrinks the pool around every fork, so this
+    is a second line of defence, not the only one.)"""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
@@ -312,8 +314,9 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_run_config(args.config, _overrides(args, scene_root))
         check_data_sources(cfg, validation=False)
         split_dirs = [s.split_dir for s in cfg.data.sources]
-        # Workers are forked before this process uses OpenCV's thread pool (0 workers, --raw): a worker
-        # forked after that hangs in cv2.setNumThreads (worker_init_fn) on the inherited pool.
+        # Measure with workers first, before this process decodes anything itself (0 workers, --raw), so
+        # that every worker setting starts from the same parent state (no warm OpenCV pool or page cache
+        # of decoded frames in the parent).
         order = sorted(args.workers, key=lambda w: w == 0)
         measured = {w: measure_loader(cfg.data, num_workers=w, batches=args.batches, seed=cfg.seed) for w in order}
         raw = None
