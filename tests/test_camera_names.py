@@ -59,6 +59,34 @@ def test_match_cameras_by_relative_path_then_closest_unique_file_name():
     assert (got["a/img_0.png"].name, got["b/img_0.png"].name) == ("a/img_0.png", "img_0.png")
 
 
+def test_cameras_named_without_extension_match_images_by_path_without_extension():
+    # a scene file without frame_names names its frames frame_00000, ...; exported images frame_00000.png
+    cams = {k: _cam(k) for k in ["frame_00000", "frame_00001", "sub/frame_00002", "x.png", "noext"]}
+    got = match_cameras(cams, ["frame_00000.png", "frame_00001.jpg", "sub/frame_00002.png", "frame_00002.png",
+                               "x.png", "noext"])
+    assert {k: v and v.name for k, v in got.items()} == {
+        "frame_00000.png": "frame_00000", "frame_00001.jpg": "frame_00001", "sub/frame_00002.png": "sub/frame_00002",
+        "frame_00002.png": None, "x.png": "x.png", "noext": "noext"}
+    # an exact name wins over the stem match, and one camera never serves two images
+    got = match_cameras({k: _cam(k) for k in ["a", "a.png"]}, ["a.png", "a.jpg"])
+    assert got["a.png"].name == "a.png" and got["a.jpg"].name == "a"
+
+
+def test_predict_with_a_scene_file_without_frame_names(scene, tmp_path):
+    from depthpe.data.scene_file import write_scene
+
+    write_scene(tmp_path / "s.h5", images=scene["images"], depth=scene["depth"], K=scene["K"], w2c=scene["w2c"],
+                dataset="t", scene_id="s", split="val", metric=False, depth_units="scene", source="test")
+    (tmp_path / "images").mkdir()
+    for i in range(2):
+        cv2.imwrite(str(tmp_path / "images" / f"frame_{i:05d}.png"), cv2.cvtColor(scene["images"][i], cv2.COLOR_RGB2BGR))
+    model = tmp_path / "model"
+    micro_model().save_pretrained(model)
+    result = depthpe.predict(model, tmp_path / "images", tmp_path / "s.h5")
+    assert len(result.frames) == 2
+    np.testing.assert_allclose(result.frames[1].w2c, scene["w2c"][1][:3], atol=1e-6)
+
+
 def test_ambiguous_matches_are_one_line_errors():
     with pytest.raises(ConfigError, match=r"^images 'a/img_0.png' and 'b/img_0.png' both match the camera "
                                           r"'img_0.png' .*path relative to the images folder"):

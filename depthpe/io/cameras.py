@@ -401,7 +401,8 @@ def match_cameras(cameras: dict[str, FrameCamera], names) -> dict[str, FrameCame
     """The camera of every image -> ``{name: FrameCamera or None}`` (None: no camera).
 
     names: the images' paths relative to the images folder, '/'-separated. A camera named with the
-    image's path matches first. Otherwise, among the cameras left with the same file name, the one
+    image's path matches first, then a camera named without a file extension with the image's path
+    without its extension (``frame_00000`` for ``frame_00000.png``). Otherwise, among the cameras left with the same file name, the one
     sharing the most trailing path components with the image (``images/a/img.png`` or a bare
     ``img.png`` for ``a/img.png``), when it is the closest for no other image as well. Raises
     ConfigError (one line naming both files) for an ambiguous match: a camera ``img.png`` and two
@@ -411,6 +412,7 @@ def match_cameras(cameras: dict[str, FrameCamera], names) -> dict[str, FrameCame
     parts = {name: _path_parts(name) for name in names}
     exact = {_path_parts(key): key for key in cameras}
     out = {name: cameras[exact[p]] for name, p in parts.items() if p in exact}
+    out.update(_stem_matches(cameras, parts, out))
     matched = {parts[name] for name in out}
     by_file: dict[str, list] = {}
     for key_parts, key in exact.items():
@@ -430,6 +432,23 @@ def match_cameras(cameras: dict[str, FrameCamera], names) -> dict[str, FrameCame
                               f"(e.g. {first!r})")
         out[claimants[0][1]] = cameras[key]
     return {name: out.get(name) for name in parts}
+
+
+def _stem_matches(cameras: dict[str, FrameCamera], parts: dict[str, tuple[str, ...]], matched: dict) -> dict:
+    """Images matched by their path without the file extension to a camera named without one (the
+    frames of a scene file without ``frame_names`` are ``frame_00000``, ...; their exported images
+    ``frame_00000.png``). Only cameras whose last component has no ``.`` and that no image matched
+    exactly take part."""
+    used = {id(cam) for cam in matched.values()}
+    bare = {_path_parts(key): cam for key, cam in cameras.items()
+            if _path_parts(key) and "." not in _path_parts(key)[-1] and id(cam) not in used}
+    out = {}
+    for name, p in parts.items():
+        if name not in matched and p and "." in p[-1]:
+            cam = bare.get(p[:-1] + (p[-1].rsplit(".", 1)[0],))
+            if cam is not None:
+                out[name] = cam
+    return out
 
 
 def find_camera(cameras: dict[str, FrameCamera], name: str) -> FrameCamera | None:
