@@ -23,7 +23,8 @@ mkdir -p "$OUT"
 [ -f "$OUT/geo/synth/train/index.json" ] || depthpe synth --out "$OUT/geo" --style geometry --train-scenes 256 --val-scenes 16 --quiet
 [ -f "$OUT/geo_eval/synth/val/index.json" ] || depthpe synth --out "$OUT/geo_eval" --style geometry --seed 1 --train-scenes 0 --val-scenes 48 --quiet
 
-STUDY_GROUPS="rope none prope dppe_dual dppe_tadd urope plucker urope_anchors-1 urope_channelwise"
+ENCODINGS="rope none prope dppe_dual dppe_tadd urope plucker"
+ABLATIONS="urope_anchors-1 urope_channelwise"
 
 # overrides_of NAME: the run-config overrides of a group (its runs are NAME_sSEED), into the array `o`.
 overrides_of() {
@@ -58,11 +59,17 @@ run_one() {
     --data "$OUT/geo_eval" --out "$run/probe_geo" --cpu > "$run/probe_geo.log" 2>&1 || return 1
 }
 
-# Every group x seed, then the backbone check (prope, seed 0, the other backbone setting), PARALLEL at once.
+# The jobs, PARALLEL at once, most needed first (a study cut short still has a complete first seed):
+# every encoding with the first seed, the backbone check (prope, first seed, the other backbone
+# setting), the ablations with the first seed, then the other seeds.
 other=trained; [ "$BACKBONE" = trained ] && other=frozen
+first=${SEEDS%% *}
 jobs_list=()
-for seed in $SEEDS; do for name in $STUDY_GROUPS; do jobs_list+=("$name $seed $BACKBONE"); done; done
-jobs_list+=("prope 0 $other")
+for name in $ENCODINGS; do jobs_list+=("$name $first $BACKBONE"); done
+jobs_list+=("prope $first $other")
+for name in $ABLATIONS; do jobs_list+=("$name $first $BACKBONE"); done
+for seed in ${SEEDS#"$first"}; do for name in $ENCODINGS; do jobs_list+=("$name $seed $BACKBONE"); done; done
+for seed in ${SEEDS#"$first"}; do for name in $ABLATIONS; do jobs_list+=("$name $seed $BACKBONE"); done; done
 failed=0
 for job in "${jobs_list[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n || failed=1; done
@@ -79,7 +86,7 @@ depthpe compare "$r"/rope_s*/eval_geo "$r"/plucker_s*/eval_geo --group-by model.
   --out "$OUT/compare_plucker"
 depthpe compare "$r"/urope_s*/eval_geo "$r"/urope_anchors-1_s*/eval_geo "$r"/urope_channelwise_s*/eval_geo \
   --group-by model.pe_options --out "$OUT/compare_urope"
-depthpe compare "$r"/prope_s0/eval_geo "$r"/prope-backbone-*_s0/eval_geo --group-by model.train_backbone \
+depthpe compare "$r"/prope_s$first/eval_geo "$r"/prope-backbone-*_s$first/eval_geo --group-by model.train_backbone \
   --out "$OUT/compare_backbone"
 depthpe plot "${main[@]%/eval_geo}" --metrics abs_rel --rows native scene_aligned --out "$OUT/curves"
 depthpe plot "${main[@]%/eval_geo}" --metrics lift_r0 lift_r1 --rows correspondence --out "$OUT/curves_lift"
