@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import cv2
 import numpy as np
 import torch
 
@@ -30,6 +29,7 @@ from .config import MIN_SCALE_RATIO
 from .parallel import ordered_map
 from .scene_file import SceneFileError, SceneReader, read_index
 from .validation import ROTATION_ATOL, camera_problems
+from .workers import one_thread, use_one_thread
 
 __all__ = ["SceneReport", "PairStats", "pair_disagreement", "check_scene", "camera_motion_problem", "find_split_dirs",
            "check_root"]
@@ -477,17 +477,19 @@ def check_root(root: str | Path, *, limit: int | None = None, progress: bool = T
     refuses, e.g. a path outside its split folder or a scene listed twice, and an ``.h5`` file
     present but not listed; a file listed but missing shows up as a failed scene). Each scene is
     compared with its index entry. A failure while checking one scene (even ``MemoryError``) fails
-    that scene only. ``workers`` > 1 checks the scenes in that many spawned processes
+    that scene only. Scenes are checked with one torch and one OpenCV thread (``workers.one_thread``:
+    more only cost at these sizes). ``workers`` > 1 checks them in that many spawned processes
     (``parallel.ordered_map``; at most one per ``SCENES_PER_WORKER`` scenes, as starting one costs
-    about as much as checking that many), each with one torch and OpenCV thread; the reports are the same.
+    about as much as checking that many); the reports are the same.
     """
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"{root} does not exist")
     jobs, index_problems = _listed_scenes(root, limit)
-    reports = ordered_map(partial(_check_contained, kwargs=kwargs), jobs, workers=workers, progress=progress,
-                          desc="checking scenes", unit="scene", initializer=_one_thread,
-                          min_per_worker=SCENES_PER_WORKER)
+    with one_thread():
+        reports = ordered_map(partial(_check_contained, kwargs=kwargs), jobs, workers=workers, progress=progress,
+                              desc="checking scenes", unit="scene", initializer=use_one_thread,
+                              min_per_worker=SCENES_PER_WORKER)
     return reports, index_problems
 
 
@@ -513,12 +515,6 @@ def _listed_scenes(root: Path, limit: int | None) -> tuple[list[tuple[Path, dict
     if not split_dirs:
         index_problems.append(f"{root}: no index.json found (expected ROOT/<dataset>/<split>/index.json)")
     return jobs, index_problems
-
-
-def _one_thread() -> None:
-    """Worker set-up of a parallel check: one torch and one OpenCV thread (the workers are the parallelism)."""
-    torch.set_num_threads(1)
-    cv2.setNumThreads(1)
 
 
 def _check_contained(job: tuple[Path, dict], kwargs: dict) -> SceneReport:

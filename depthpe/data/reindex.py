@@ -28,9 +28,10 @@ __all__ = ["FolderResult", "index_folder", "scene_folders", "rebuild_indexes"]
 
 BACKUP_SUFFIX = ".bak"
 
-# Files per worker process at the least: a spawned worker starts in about 0.3 s, the time of opening
-# some 200 scene files, so fewer files than this are read in the calling process.
-FILES_PER_WORKER = 256
+# Files per worker process at the least: a spawned worker starts in 0.3 s on a quiet machine and 1-2 s
+# on a busy one, the time of opening some 1000 scene files, so fewer files than this are read in the
+# calling process.
+FILES_PER_WORKER = 1000
 
 
 @dataclass
