@@ -122,3 +122,21 @@ def test_workers_give_the_same_reports_in_the_same_order(tmp_path, capsys):
     assert run_cli([str(tmp_path), "--workers", "2"]) == 1
     captured = capsys.readouterr()
     assert "17 scenes checked, 2 failed" in captured.out and "scene/s" in captured.err  # tqdm: rate and ETA
+
+
+def test_scenes_are_checked_with_one_thread_and_the_count_is_restored(tmp_path, monkeypatch):
+    """Two OpenMP threads made the check of small tensors 17x slower on a busy 2-core machine."""
+    from depthpe.data import check
+
+    split = tmp_path / "toy" / "train"
+    write_index(split, [write(split, "a")], dataset="toy", split="train")
+    seen = []
+    monkeypatch.setattr(check, "check_scene", lambda path, **kw: seen.append(torch.get_num_threads()) or
+                        check.SceneReport(path=str(path)))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        check_root(tmp_path, progress=False, workers=1)
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
