@@ -44,8 +44,8 @@ and three tables are printed: the memory of each of 2 DataLoader workers of the 
 100 MB target), the paper protocol's random validation draw of 2 x --val-scenes scenes and its
 manifest (times, and that the same seed writes the same file), and the throughput of `depthpe index`
 and `depthpe check` (the first --check-scenes scenes) with each --workers count (speed-up against
-linear, rate against the smallest N, identical results). About 7 minutes at the defaults on 2 cores;
-`--scenes 1000` alone takes about a minute."""
+linear, rate against the smallest N, identical results). 11 minutes at the defaults on a busy
+2-core machine, most of it indexing 100,000 files; `--scenes 1000` alone takes about a minute."""
 
 DATASET, SPLIT = "scale", "train"  # where the N scenes of a built root live: ROOT/scale/train
 TARGET_INDEX_MB = 100.0  # the index's share of one loader worker's private memory
