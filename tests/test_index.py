@@ -76,3 +76,26 @@ def test_unchanged_index_is_rewritten_without_backup(tmp_path):
     assert index_folder(split).written
     again = index_folder(split)
     assert again.written and not again.backed_up and not (split / "index.json.bak").exists()
+
+
+def test_workers_give_the_same_indexes(tmp_path, monkeypatch, capsys):
+    """Two folders with corrupt files and a repeated scene id: 2 processes list and skip exactly what 1
+    does, in the same order, and the command shows a progress bar unless --quiet."""
+    from depthpe.data import reindex
+
+    monkeypatch.setattr(reindex, "FILES_PER_WORKER", 1)  # a worker even for this little work
+    for split in ("train", "val"):
+        folder = tmp_path / "toy" / split
+        for i in range(3):
+            write(folder, f"{split}{i}", split=split)
+        write(folder, "twin", scene_id=f"{split}0", split=split)
+        (folder / "junk.h5").write_bytes(b"not hdf5" * 10)
+    one = reindex.rebuild_indexes(tmp_path, dry_run=True, workers=1)
+    two = reindex.rebuild_indexes(tmp_path, dry_run=True, workers=2)
+    assert two == one and [len(r.entries) for r in two] == [3, 3]
+    assert [name for name, _ in two[0].skipped] == ["junk.h5", "twin.h5"]
+    assert main(["index", str(tmp_path), "--workers", "2"]) == 1
+    captured = capsys.readouterr()
+    assert "6 scene(s) listed, 4 file(s) skipped" in captured.out and "file/s" in captured.err
+    assert main(["index", str(tmp_path), "--workers", "2", "--quiet"]) == 1
+    assert "file/s" not in capsys.readouterr().err

@@ -8,7 +8,6 @@ building a batch goes (cProfile, in this process)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -137,29 +136,15 @@ def raw_decode_rate(encoded: list[bytes], width: int, repeats: int = 3) -> float
     of the encoded images on one core (OpenCV with one thread): the least work a loader does per view."""
     import cv2
 
-    with _one_thread():
+    from ..data.workers import one_thread
+
+    with one_thread():
         t0 = time.perf_counter()
         for _ in range(repeats):
             for data in encoded:
                 img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
                 cv2.resize(img, (width, round(width * img.shape[0] / img.shape[1])), interpolation=cv2.INTER_AREA)
         return repeats * len(encoded) / (time.perf_counter() - t0)
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """OpenCV and torch with one thread inside the block, as in a loader worker; restored after."""
-    import cv2
-    import torch
-
-    threads = cv2.getNumThreads(), torch.get_num_threads()
-    cv2.setNumThreads(1)
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        cv2.setNumThreads(threads[0])
-        torch.set_num_threads(threads[1])
 
 
 def stored_depth(split_dir: Path, limit: int = 96) -> np.ndarray:
@@ -242,12 +227,13 @@ def profile_batches(data_cfg, *, batches: int, seed: int = 0) -> tuple[int, floa
 
     from ..data.dataset import MultiViewDataset
     from ..data.sampling import DynamicBatchSampler
+    from ..data.workers import one_thread
 
     dataset = MultiViewDataset(data_cfg, train=True)
     keys = list(DynamicBatchSampler(data_cfg, dataset.scene_counts, seed=seed, num_steps=batches + 1))
     dataset.__getitems__(keys[0])
     profiler = cProfile.Profile()
-    with _one_thread():
+    with one_thread():
         profiler.runcall(lambda: [dataset.__getitems__(k) for k in keys[1:]])
     stats = pstats.Stats(profiler).stats  # (file, line, name) -> (calls, prim. calls, tottime, cumtime, callers)
     cumulative = {name: 0.0 for names in PROFILE_STEPS.values() for name in names}

@@ -25,6 +25,8 @@ BENCHMARKS = {
     "model": ("depthpe.bench.model", "forward + backward time and peak memory of the model alone for a config"),
     "cameras-only": ("depthpe.bench.cameras_only", "how well the cameras alone predict the depth scale: a ridge "
                      "regression against the constant baselines (geometry-only scenes: docs/data.md)"),
+    "data-scale": ("depthpe.bench.data_scale", "the data tools at 1k/10k/100k scenes: index memory per loader "
+                   "worker, the 2000 + 2000 validation draw, `depthpe index` / `depthpe check` throughput per worker"),
     "rehearsal": ("depthpe.bench.rehearsal", "a recipe end to end on the CPU at true size: train, SIGKILL, resume, "
                   "bf16 step, export, reload, eval, predict, push; memory prediction vs measured"),
 }

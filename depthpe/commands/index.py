@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .check import add_workers_argument
+
 DESCRIPTION = """\
 Rebuild ROOT/**/index.json from the scene files themselves: every folder under ROOT that holds
 *.h5 files gets an index listing its usable scene files. Use it for scene files written by other
@@ -14,7 +16,9 @@ Each file is opened the way training opens it (format attributes, datasets and s
 format's limits, valid cameras) and its entry is validated (field types, no scene id twice).
 Files that fail are left out, and each is printed with the reason. The index's dataset and split
 are those all files agree on, else the parent folder's and the folder's names. An existing index
-that differs is kept as index.json.bak. The index is written atomically.
+that differs is kept as index.json.bak. The index is written atomically. Files are opened by
+--workers processes when there are many (a progress bar shows the rate and the time left); the
+indexes written do not depend on the worker count.
 
 Exit status: 0 when every folder got an index, 1 when a folder has no usable scene file or when
 files were skipped, 2 when ROOT is not a folder or holds no *.h5 file. Run `depthpe check ROOT`
@@ -26,15 +30,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="data root, a dataset folder or one split folder")
     parser.add_argument("--dry-run", action="store_true",
                         help="report what would be listed and skipped; write nothing")
+    add_workers_argument(parser, "opening scene files")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
     """Rebuild the indexes under ``args.root``, print what was listed and skipped; the exit status."""
+    from ..data.parallel import WorkerDied, resolve_workers
     from ..data.reindex import rebuild_indexes
 
     try:
-        results = rebuild_indexes(args.root, dry_run=args.dry_run)
-    except FileNotFoundError as err:
+        results = rebuild_indexes(args.root, dry_run=args.dry_run, workers=resolve_workers(args.workers, limit=8),
+                                  progress=not args.quiet)
+    except (FileNotFoundError, WorkerDied) as err:
         print(f"error: {err}")
         return 2
     if not results:

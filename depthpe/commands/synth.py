@@ -80,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data.convert.options import resolve_workers
+    from ..data.parallel import resolve_workers
     from ..data.synth import SceneGenerationError, format_summary, write_synth_dataset
     from ..files import output_folder_problem
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +26,17 @@ import torch
 
 from ..geometry import mean_center_distance, project_points, scale_is_degenerate, unproject_depth
 from .config import MIN_SCALE_RATIO
+from .parallel import ordered_map
 from .scene_file import SceneFileError, SceneReader, read_index
 from .validation import ROTATION_ATOL, camera_problems
+from .workers import one_thread, use_one_thread
 
 __all__ = ["SceneReport", "PairStats", "pair_disagreement", "check_scene", "camera_motion_problem", "find_split_dirs",
            "check_root"]
+
+# Scenes per worker process at the least: a spawned worker imports torch (2-3 s), about the time
+# of checking 8 small scenes, so fewer scenes than that are not worth a worker of their own.
+SCENES_PER_WORKER = 8
 
 # A reprojected point counts as in front of view j when its depth there exceeds this fraction of
 # view i's median depth (relative, so the test is the same in mm, m or km).
@@ -462,20 +469,33 @@ def find_split_dirs(root: str | Path) -> list[Path]:
     return sorted({p.parent for p in root.rglob("index.json")})
 
 
-def check_root(root: str | Path, *, limit: int | None = None, progress: bool = True, **kwargs):
+def check_root(root: str | Path, *, limit: int | None = None, progress: bool = True, workers: int = 1, **kwargs):
     """Check every scene listed by every index under ``root``.
 
     Returns ``(reports, index_problems)``: one ``SceneReport`` per listed scene (at most ``limit``
-    per split) and a list of index-level problems (an index that ``read_index`` refuses, e.g. a path
-    outside its split folder or a scene listed twice, and an ``.h5`` file present but not listed; a
-    file listed but missing shows up as a failed scene). Each scene is compared with its index
-    entry. A failure while checking one scene (even ``MemoryError``) fails that scene only.
+    per split), in index order, and a list of index-level problems (an index that ``read_index``
+    refuses, e.g. a path outside its split folder or a scene listed twice, and an ``.h5`` file
+    present but not listed; a file listed but missing shows up as a failed scene). Each scene is
+    compared with its index entry. A failure while checking one scene (even ``MemoryError``) fails
+    that scene only. Scenes are checked with one torch and one OpenCV thread (``workers.one_thread``:
+    more only cost at these sizes). ``workers`` > 1 checks them in that many spawned processes
+    (``parallel.ordered_map``; at most one per ``SCENES_PER_WORKER`` scenes, as starting one costs
+    about as much as checking that many); the reports are the same.
     """
-    from tqdm.auto import tqdm
-
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"{root} does not exist")
+    jobs, index_problems = _listed_scenes(root, limit)
+    with one_thread():
+        reports = ordered_map(partial(_check_contained, kwargs=kwargs), jobs, workers=workers, progress=progress,
+                              desc="checking scenes", unit="scene", initializer=use_one_thread,
+                              min_per_worker=SCENES_PER_WORKER)
+    return reports, index_problems
+
+
+def _listed_scenes(root: Path, limit: int | None) -> tuple[list[tuple[Path, dict]], list[str]]:
+    """``([(scene file, index entry)], index_problems)`` of every index under ``root`` (at most
+    ``limit`` scenes per split); see ``check_root``."""
     split_dirs = find_split_dirs(root)
     index_problems: list[str] = []
     jobs: list[tuple[Path, dict]] = []
@@ -494,16 +514,13 @@ def check_root(root: str | Path, *, limit: int | None = None, progress: bool = T
         jobs.extend((split_dir / e["path"], e) for e in entries[:limit])
     if not split_dirs:
         index_problems.append(f"{root}: no index.json found (expected ROOT/<dataset>/<split>/index.json)")
-    reports = [
-        _check_contained(path, entry, kwargs)
-        for path, entry in tqdm(jobs, desc="checking scenes", unit="scene", disable=not progress)
-    ]
-    return reports, index_problems
+    return jobs, index_problems
 
 
-def _check_contained(path: Path, entry: dict, kwargs: dict) -> SceneReport:
-    """``check_scene(path, expected=entry, **kwargs)``; any exception it raises (a bug, or memory
-    running out on a huge but legal scene) becomes a failed report of that scene."""
+def _check_contained(job: tuple[Path, dict], kwargs: dict) -> SceneReport:
+    """``check_scene(path, expected=entry, **kwargs)`` of ``job = (path, entry)``; any exception it
+    raises (a bug, or memory running out on a huge but legal scene) becomes a failed report of that scene."""
+    path, entry = job
     try:
         return check_scene(path, expected=entry, **kwargs)
     except Exception as err:  # noqa: BLE001 - one scene must never stop the check of the others

@@ -6,29 +6,17 @@ from them (``depthpe.options``). Light module: no torch, OpenCV or h5py import.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Optional
 
 from ...options import REQUIRED, check_required, option
 from ..depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
+from ..parallel import resolve_workers
 from .registry import CONVERTERS
 
 __all__ = ["CONVERTER_VERSION", "ConvertOptions", "ConvertConfig", "resolve_workers"]
 
 CONVERTER_VERSION = 1
-MAX_AUTO_WORKERS = 16
-
-
-def resolve_workers(workers: int, limit: int = MAX_AUTO_WORKERS) -> int:
-    """``workers`` processes, or for 0 the CPU cores this process may use (at most ``limit``)."""
-    if workers:
-        return workers
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not available on macOS / Windows
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, limit))
 
 
 @dataclass
