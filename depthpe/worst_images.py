@@ -25,20 +25,31 @@ class WorstImages:
         """AbsRel an image must exceed to enter (-inf while fewer than k are kept)."""
         return self.items[-1]["abs_rel"] if len(self.items) >= self.k else -math.inf
 
-    def offer(self, rows: list[dict], images, gt, pred, valid, frames) -> None:
+    def offer(self, rows: list[dict], images, gt, pred, valid, frames) -> list[dict]:
         """Consider the images of one scene. rows: its ``scene_rows`` (only ``native`` rows are
         used); images (S, 3, H, W) float in [0, 1]; gt, pred (S, H, W); valid (S, H, W) bool;
-        frames: the S frame indices. A panel is rendered only for an image that enters."""
+        frames: the S frame indices. A panel is rendered only for an image that enters. Returns the
+        items that entered (an image among the final k worst always entered when offered, so a
+        resumed evaluation needs only these: ``add``)."""
         from .viz import depth_panel
 
+        entered = []
         for row in rows:
             value = row["abs_rel"]
             if self.k <= 0 or row["mode"] != "native" or not math.isfinite(value) or value <= self._threshold():
                 continue
             i = row["image"]
             panel = depth_panel(images[i], gt[i], pred[i], valid[i])
-            self._insert({"dataset": row["dataset"], "scene": row["scene"], "image": int(i),
-                          "frame": int(frames[i]), "abs_rel": float(value), "panel": np.asarray(panel)})
+            entered.append({"dataset": row["dataset"], "scene": row["scene"], "image": int(i),
+                            "frame": int(frames[i]), "abs_rel": float(value), "panel": np.asarray(panel)})
+            self._insert(entered[-1])
+        return entered
+
+    def add(self, item: dict) -> None:
+        """Consider an item already rendered (an ``offer`` result kept by an interrupted evaluation;
+        its ``panel`` may be a placeholder that the caller fills in for the final ``items``)."""
+        if self.k > 0 and item["abs_rel"] > self._threshold():
+            self._insert(item)
 
     def _insert(self, item: dict) -> None:
         self.items.append(item)
@@ -49,6 +60,5 @@ class WorstImages:
         """Fold in other collectors' items (several processes); returns self."""
         for other in others:
             for item in other.items:
-                if item["abs_rel"] > self._threshold():
-                    self._insert(item)
+                self.add(item)
         return self
