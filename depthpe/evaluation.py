@@ -188,7 +188,8 @@ def evaluate(
     order = _scene_indices(dataset, max_scenes, selection, seed, scenes)
     position = {dataset.scene_key(i): p for p, i in enumerate(order)}
     done = [r for r in partial.records() if r["key"] in position] if partial is not None else []
-    todo = [i for i in order if dataset.scene_key(i) not in {r["key"] for r in done}]
+    finished = {r["key"] for r in done}
+    todo = [i for i in order if dataset.scene_key(i) not in finished]
     _wait(accelerator)  # every process has read the finished scenes before any adds to them
     if done and rank == 0:
         print(f"resuming: {len(done):,} of {len(order):,} scenes already evaluated in {partial.out}", flush=True)
