@@ -225,7 +225,7 @@ def _scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
 
 
 def _result_from_records(records: list[dict], global_value: dict, partial) -> EvalResult:
-    """One ``EvalResult`` from the scene records (``_scene_record``) of every process, in evaluation
+    """One ``EvalResult`` from the scene records (``_keep``) of every process, in evaluation
     order; panels of records read back from ``partial`` come from its PNG files."""
     rows, failures, frames, losses, panels = [], [], {}, [], []
     for record in records:
@@ -326,7 +326,7 @@ def scene_prediction(model, batch: dict, dtype: str = "fp32") -> dict[str, torch
 def _predict_scenes(model, loader, dtype: str, global_value: dict, panel_keys: Collection[str], progress: bool,
                     loss_fn=None, worst: WorstImages | None = None, partial: PartialEvaluation | None = None):
     """Pass 2: run the model on this process's scenes; returns one record per scene
-    (``_scene_record``), each also added to ``partial``; offers every scene to ``worst``; renders
+    (``_keep``), each also added to ``partial``; offers every scene to ``worst``; renders
     the panels of the scenes in ``panel_keys``."""
     from tqdm.auto import tqdm
 

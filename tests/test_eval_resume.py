@@ -177,3 +177,13 @@ def test_two_processes_resume_one_process_run(data, saved_model, reference, tmp_
         {k: v for k, v in expected.items() if k not in ("summary.json", "report.html")}
     assert not (out / "partial").exists()
 
+
+
+def test_unreadable_partial_settings_are_an_error(data, saved_model, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "eval"
+    (out / "partial").mkdir(parents=True)
+    (out / "partial" / "settings.json").write_text("{")  # cut short
+    assert _eval(data, saved_model, out) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --out {out}: unreadable partial/settings.json (")
+    assert err[0].endswith("pass --restart to discard the partial results")
