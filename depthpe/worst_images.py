@@ -21,9 +21,11 @@ class WorstImages:
         self.k = int(k)
         self.items: list[dict] = []
 
-    def _threshold(self) -> float:
-        """AbsRel an image must exceed to enter (-inf while fewer than k are kept)."""
-        return self.items[-1]["abs_rel"] if len(self.items) >= self.k else -math.inf
+    def _enters(self, rank: tuple) -> bool:
+        """Whether an image of this ``_rank`` enters: while fewer than k are kept, or when it ranks
+        before the last kept one. Ties of AbsRel go to the first (dataset, scene, image), so the
+        kept images do not depend on the order the images come in (processes, a resumed run)."""
+        return self.k > 0 and (len(self.items) < self.k or rank < _rank(self.items[-1]))
 
     def offer(self, rows: list[dict], images, gt, pred, valid, frames) -> list[dict]:
         """Consider the images of one scene. rows: its ``scene_rows`` (only ``native`` rows are
@@ -36,7 +38,7 @@ class WorstImages:
         entered = []
         for row in rows:
             value = row["abs_rel"]
-            if self.k <= 0 or row["mode"] != "native" or not math.isfinite(value) or value <= self._threshold():
+            if row["mode"] != "native" or not math.isfinite(value) or not self._enters(_rank(row)):
                 continue
             i = row["image"]
             panel = depth_panel(images[i], gt[i], pred[i], valid[i])
@@ -48,12 +50,12 @@ class WorstImages:
     def add(self, item: dict) -> None:
         """Consider an item already rendered (an ``offer`` result kept by an interrupted evaluation;
         its ``panel`` may be a placeholder that the caller fills in for the final ``items``)."""
-        if self.k > 0 and item["abs_rel"] > self._threshold():
+        if self._enters(_rank(item)):
             self._insert(item)
 
     def _insert(self, item: dict) -> None:
         self.items.append(item)
-        self.items.sort(key=lambda d: (-d["abs_rel"], d["dataset"], d["scene"], d["image"]))
+        self.items.sort(key=_rank)
         del self.items[self.k:]
 
     def merge(self, others) -> "WorstImages":
@@ -62,3 +64,8 @@ class WorstImages:
             for item in other.items:
                 self.add(item)
         return self
+
+
+def _rank(item: dict) -> tuple:
+    """Worst first: larger AbsRel, then dataset, scene and image in order (a total order)."""
+    return (-item["abs_rel"], item["dataset"], item["scene"], int(item["image"]))
