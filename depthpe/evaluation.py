@@ -37,6 +37,7 @@ from torch.utils.data import DataLoader
 
 from .data.config import SourceConfig
 from .data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _loader_kwargs
+from .eval_partial import PartialEvaluation, eval_fingerprint
 from .files import atomic_write_bytes
 from .inference_config import DTYPES, EvalConfig
 from .model.inference import predict_depth
@@ -148,6 +149,7 @@ def evaluate(
     scale_reference: str = "others",
     worst: int = 0,
     min_valid_fraction: float = MIN_VALID_FRACTION,
+    partial: PartialEvaluation | None = None,
 ) -> EvalResult:
     """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes of ``sources``.
 
@@ -156,8 +158,9 @@ def evaluate(
     or, with ``selection="random"``, a draw seeded by ``seed`` and the source name; scenes: evaluate
     only these "<source>/<scene_id>" keys; manifest: fixed frames per scene;
     accelerator: an ``accelerate.Accelerator`` to split scenes across processes (None = one process);
-    panels: number of scenes (from the start of the main process's shard) to render as
-    RGB | GT | prediction | error panels; dtype: "fp32" or "bf16" (the model runs under
+    panels: the first ``panels`` scenes of the evaluation (in order, whatever the number of
+    processes; a skipped one has none) rendered as RGB | GT | prediction | error panels; dtype:
+    "fp32" or "bf16" (the model runs under
     ``torch.autocast`` with bfloat16 on the model's device, CPU or GPU; metrics in float32). A
     scene with fewer frames than ``views`` is evaluated with all its frames (``views_used``).
     loss_fn(pred, gt, valid, conf) -> {term: float}: the training loss terms of one scene (normalized
@@ -168,6 +171,9 @@ def evaluate(
     (at least ``metrics.MIN_VALID_PIXELS`` pixels too; a source's own ``min_valid_fraction`` wins);
     sparser images are left out (``n_empty_images``), a scene without a scored image is skipped
     and listed in ``failures`` like an unusable file (``SceneEvalDataset``).
+    partial: the ``PartialEvaluation`` of an output folder (``depthpe eval``): the scenes and pass-1
+    medians it holds are not computed again, every finished scene is added to it; the result is
+    the same as without an interruption (None = keep nothing).
     Returns an ``EvalResult`` (see ``write_outputs``); its summary holds only defined (finite)
     values: a metric without any scored image is left out, never NaN.
     """
@@ -179,21 +185,36 @@ def evaluate(
         sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest,
         scale_reference=scale_reference, min_valid_fraction=min_valid_fraction,
     )
-    indices = _scene_indices(dataset, max_scenes, selection, seed, scenes)[rank::world]
-    loader = _scene_loader(dataset, indices, num_workers)
+    order = _scene_indices(dataset, max_scenes, selection, seed, scenes)
+    position = {dataset.scene_key(i): p for p, i in enumerate(order)}
+    done = [r for r in partial.records() if r["key"] in position] if partial is not None else []
+    finished = {r["key"] for r in done}
+    todo = [i for i in order if dataset.scene_key(i) not in finished]
+    _wait(accelerator)  # every process has read the finished scenes before any adds to them
+    if done and rank == 0:
+        print(f"resuming: {len(done):,} of {len(order):,} scenes already evaluated in {partial.out}", flush=True)
     show = progress and rank == 0
-    global_value = _global_medians(loader, accelerator, show)
+    global_value = _pass_one(dataset, order[rank::world], num_workers, accelerator, show, partial)
     was_training = model.training
     model.eval()
     try:
         worst_images = WorstImages(worst)
-        rows, failures, frames, rendered, losses = _predict_scenes(
-            model, loader, dtype, global_value, panels if rank == 0 else 0, show, loss_fn, worst_images)
+        records = _predict_scenes(model, _scene_loader(dataset, todo[rank::world], num_workers), dtype,
+                                  global_value, {dataset.scene_key(i) for i in order[:panels]}, show, loss_fn,
+                                  worst_images, partial)
     finally:
         model.train(was_training)
-    result = _gathered_result(accelerator, rows, failures, frames, losses, global_value, rendered)
-    result.worst = WorstImages(worst).merge(_gather([worst_images], accelerator)).items
+        if partial is not None:
+            partial.close()
+    records = sorted([*done, *_gather(records, accelerator)], key=lambda r: position[r["key"]])
+    result = _result_from_records(records, global_value, partial)
+    result.worst = _worst_of_all(worst, _gather([worst_images], accelerator), done, partial)
     return result
+
+
+def _wait(accelerator) -> None:
+    if accelerator is not None and accelerator.num_processes > 1:
+        accelerator.wait_for_everyone()
 
 
 def _scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
@@ -203,19 +224,42 @@ def _scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
     return DataLoader(dataset, batch_size=1, sampler=indices, collate_fn=collate_eval, **loader_kw)
 
 
-def _gathered_result(accelerator, rows, failures, frames, losses, global_value, rendered) -> EvalResult:
-    """Every process's rows, failures, frames and losses gathered into one ``EvalResult``."""
-    all_rows = [r for part in _gather([rows], accelerator) for r in part]
-    all_failures = [f for part in _gather([failures], accelerator) for f in part]
-    all_frames: dict = {}
-    for part in _gather([frames], accelerator):
-        all_frames.update(part)
-    summary = aggregate(all_rows) if all_rows else {}
+def _result_from_records(records: list[dict], global_value: dict, partial) -> EvalResult:
+    """One ``EvalResult`` from the scene records (``_keep``) of every process, in evaluation
+    order; panels of records read back from ``partial`` come from its PNG files."""
+    rows, failures, frames, losses, panels = [], [], {}, [], []
+    for record in records:
+        if record.get("failure") is not None:
+            failures.append({"scene": record["key"], "error": record["failure"]})
+            continue
+        rows += record["rows"]
+        frames[record["key"]] = record["frames"]
+        if record.get("loss") is not None:
+            losses.append((record["dataset"], record["loss"]))
+        panel = record.get("panel_image")
+        if panel is None and record.get("panel_file"):
+            panel = partial.load_png(record["panel_file"])
+        if panel is not None:
+            panels.append((f"{record['dataset']}_{record['scene']}", panel))
+    summary = aggregate(rows) if rows else {}
     for name, value in global_value.items():
         summary.setdefault(name, {}).setdefault("global_constant", {})["value"] = value
-    _add_mean_losses(summary, [item for part in _gather([losses], accelerator) for item in part])
-    return EvalResult(summary=finite_values(summary), rows=all_rows, manifest=dict(sorted(all_frames.items())),
-                      failures=all_failures, panels=rendered)
+    _add_mean_losses(summary, losses)
+    return EvalResult(summary=finite_values(summary), rows=rows, manifest=dict(sorted(frames.items())),
+                      failures=failures, panels=panels)
+
+
+def _worst_of_all(k: int, collectors: list, done: list[dict], partial) -> list[dict]:
+    """The ``k`` worst images of every process's collector and of the finished scenes of an
+    interrupted run (their candidates' panels read back from ``partial``)."""
+    merged = WorstImages(k).merge(collectors)
+    for record in done:
+        for item in record.get("worst", []):
+            merged.add({**item, "panel": None})
+    for item in merged.items:
+        if item["panel"] is None:
+            item["panel"] = partial.load_png(item.pop("panel_file"))
+    return merged.items
 
 
 def finite_values(tree):
@@ -231,6 +275,19 @@ def finite_values(tree):
 
 def _non_finite(value) -> bool:
     return isinstance(value, (float, np.floating)) and not math.isfinite(value)
+
+
+def _pass_one(dataset, indices: list[int], num_workers: int, accelerator, progress: bool,
+              partial: PartialEvaluation | None) -> dict[str, float]:
+    """Pass 1 over this process's ``indices`` (``_global_medians``), or its result kept in ``partial``
+    by an interrupted run (written there by the main process once the pass ends)."""
+    kept = partial.gt_medians() if partial is not None else None
+    if kept is not None:
+        return kept
+    medians = _global_medians(_scene_loader(dataset, indices, num_workers), accelerator, progress)
+    if partial is not None and (accelerator is None or accelerator.is_main_process):
+        partial.save_gt_medians(medians)
+    return medians
 
 
 def _global_medians(loader, accelerator, progress: bool) -> dict[str, float]:
@@ -266,38 +323,53 @@ def scene_prediction(model, batch: dict, dtype: str = "fp32") -> dict[str, torch
     return predict_depth(model, batch["images"], batch["K"], batch["w2c"], scale=1.0, dtype=dtype)
 
 
-def _predict_scenes(model, loader, dtype: str, global_value: dict, panels: int, progress: bool, loss_fn=None,
-                    worst: WorstImages | None = None):
-    """Pass 2: run the model on this process's scenes; returns (metric rows, failures, frames per
-    scene, rendered panels, [(dataset, loss terms)] when ``loss_fn`` is given); offers every
-    scene to ``worst``."""
+def _predict_scenes(model, loader, dtype: str, global_value: dict, panel_keys: Collection[str], progress: bool,
+                    loss_fn=None, worst: WorstImages | None = None, partial: PartialEvaluation | None = None):
+    """Pass 2: run the model on this process's scenes; returns one record per scene
+    (``_keep``), each also added to ``partial``; offers every scene to ``worst``; renders
+    the panels of the scenes in ``panel_keys``."""
     from tqdm.auto import tqdm
 
-    rows, failures, frames, rendered, losses = [], [], {}, [], []
+    records = []
     for batch in tqdm(loader, desc="eval pass 2/2 (model)", disable=not progress, unit="scene"):
         name, scene = (x if isinstance(x, str) else x[0] for x in (batch["dataset"], batch["scene"]))
+        record = {"key": f"{name}/{scene}", "dataset": name, "scene": scene}
         if batch["error"] is not None:  # an unusable scene comes as the item itself (plain strings)
-            failures.append({"scene": f"{name}/{scene}", "error": batch["error"]})
+            records.append(_keep({**record, "failure": batch["error"]}, [], partial))
             continue
-        frames[f"{name}/{scene}"] = [int(i) for i in batch["frames"][0]]
+        frames = [int(i) for i in batch["frames"][0]]
         out = scene_prediction(model, batch, dtype)
         pred = out["depth"][0].cpu()
         gt, valid = batch["depth"][0], batch["valid"][0]
         if loss_fn is not None:
             conf = out.get("conf")
-            losses.append((name, loss_fn(out["depth"].cpu(), gt[None], valid[None],
-                                         None if conf is None else conf.cpu())))
+            record["loss"] = loss_fn(out["depth"].cpu(), gt[None], valid[None], None if conf is None else conf.cpu())
         new = scene_rows(pred, gt, valid, dataset=name, scene=scene)
-        if worst is not None:
-            worst.offer(new, batch["images"][0], gt, pred, valid, frames[f"{name}/{scene}"])
+        entered = worst.offer(new, batch["images"][0], gt, pred, valid, frames) if worst is not None else []
         new += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
-        rows += [{**r, "views": len(frames[f"{name}/{scene}"])} for r in new]
-        if len(rendered) < panels:
+        record.update(frames=frames, rows=[{**r, "views": len(frames)} for r in new])
+        if record["key"] in panel_keys:
             from .viz import views_grid
 
-            grid = views_grid(batch["images"][0], gt, pred, valid, max_views=4, channels_first=False)
-            rendered.append((f"{name}_{scene}", grid))
-    return rows, failures, frames, rendered, losses
+            record["panel_image"] = views_grid(batch["images"][0], gt, pred, valid, max_views=4, channels_first=False)
+        records.append(_keep(record, entered, partial))
+    return records
+
+
+def _keep(record: dict, entered: list[dict], partial: PartialEvaluation | None) -> dict:
+    """A scene's record: {key, dataset, scene, failure (error text) or frames, rows, loss; panel_image
+    (in memory) and panel_file, worst (the images that entered the worst list, with panel_file)
+    when kept}. Added to ``partial`` (its panels as PNG files first); returns the record."""
+    if partial is None:
+        return record
+    stem = f"{record['dataset']}_{record['scene']}"
+    if record.get("panel_image") is not None:
+        record["panel_file"] = partial.save_png(f"panel_{stem}", record["panel_image"])
+    record["worst"] = [{**{k: v for k, v in item.items() if k != "panel"},
+                        "panel_file": partial.save_png(f"worst_{stem}_v{item['image']}", item["panel"])}
+                       for item in entered]
+    partial.append({k: v for k, v in record.items() if k != "panel_image"})
+    return record
 
 
 def format_summary(summary: dict, keys: Sequence[str] = ("abs_rel", "delta1", "delta2", "delta3", "rmse", "log_rmse")) -> str:
@@ -319,9 +391,12 @@ def _cell(value) -> str:
     return "-" if value is None or _non_finite(value) else f"{value:.4f}"
 
 
-def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None = None) -> dict[str, Path]:
+def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None = None,
+                  fingerprint: dict | None = None) -> dict[str, Path]:
     """Write ``summary.json``, ``metrics_per_image.csv``, ``manifest.json``, ``summary.md`` and
-    ``panels/*.png`` into ``out_dir`` (atomically, file by file). Returns the paths written."""
+    ``panels/*.png`` into ``out_dir`` (atomically, file by file). Returns the paths written.
+    fingerprint: ``eval_partial.eval_fingerprint`` of the settings, kept in summary.json so that a
+    rerun with the same settings knows the evaluation is complete."""
     from .viz import save_png
 
     out = Path(out_dir)
@@ -331,6 +406,8 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
     doc = {"meta": meta or {}, "summary": result.summary, "failures": result.failures,
            "views": {"requested": requested, "per_scene": result.views_used(),
                      "fewer_than_requested": result.short_scenes(requested) if requested else {}}}
+    if fingerprint is not None:
+        doc["fingerprint"] = fingerprint
     text = json.dumps(finite_values(doc), indent=1, default=float, allow_nan=False)  # strict JSON: no NaN
     paths["summary"] = atomic_write_bytes(out / "summary.json", text.encode())
     buf = io.StringIO()
@@ -451,9 +528,12 @@ def _report(result: EvalResult, cfg: EvalConfig) -> None:
           "report.html (open it in a browser)")
 
 
-def run_evaluation(cfg: EvalConfig) -> EvalResult:
+def run_evaluation(cfg: EvalConfig) -> EvalResult | None:
     """``depthpe eval``: evaluate ``cfg.model`` on ``cfg.data`` and write the outputs to ``cfg.out``
-    (main process writes). Errors (no or empty dataset, nothing evaluable) raise ``ConfigError``."""
+    (main process writes). Resumes the partial evaluation of an interrupted run in ``cfg.out`` with
+    the same settings (``eval_partial``); returns None without evaluating when ``cfg.out`` already
+    holds a complete evaluation with these settings (unless ``cfg.restart``). Errors (no or empty
+    dataset, nothing evaluable, a partial evaluation with other settings) raise ``ConfigError``."""
     from accelerate import Accelerator
 
     from .config import ConfigError
@@ -467,6 +547,11 @@ def run_evaluation(cfg: EvalConfig) -> EvalResult:
     width, aspect, note = input_size(cfg.model, cfg.revision, cfg.image_width)
     scale_reference = _model_scale_reference(cfg.model, cfg.revision)
     accelerator = Accelerator(cpu=cfg.cpu)
+    fingerprint = eval_fingerprint(cfg, sources, image_width=width, aspect=aspect, scale_reference=scale_reference,
+                                   device=accelerator.device.type)
+    partial = _open_partial(cfg, fingerprint, accelerator)
+    if partial is None:
+        return None
     model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(accelerator.device)
     if accelerator.is_main_process:
         for line in warnings:
@@ -475,15 +560,47 @@ def run_evaluation(cfg: EvalConfig) -> EvalResult:
     result = evaluate(model, sources, views=cfg.views, seed=cfg.seed, image_width=width, aspect=aspect,
                       max_scenes=cfg.max_scenes, manifest=load_manifest(cfg.manifest), accelerator=accelerator,
                       num_workers=cfg.num_workers, panels=cfg.panels, dtype=cfg.dtype, scale_reference=scale_reference,
-                      worst=cfg.worst, min_valid_fraction=cfg.min_valid_fraction)
+                      worst=cfg.worst, min_valid_fraction=cfg.min_valid_fraction, partial=partial)
     if accelerator.is_main_process:
         meta = {"model": cfg.model, "revision": cfg.revision, "data": cfg.data, "split": cfg.split,
                 "views": cfg.views, "seed": cfg.seed, "image_width": width, "aspect": aspect,
                 "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": cfg.dtype,
                 "scale_reference": scale_reference, "min_valid_fraction": cfg.min_valid_fraction}
-        write_outputs(result, cfg.out, meta=meta)
+        write_outputs(result, cfg.out, meta=meta, fingerprint=fingerprint)
+        partial.discard()
         _report(result, cfg)
     accelerator.wait_for_everyone()
     if not result.rows:
         raise ConfigError(f"no scene could be evaluated: all {len(result.failures)} were skipped (listed above)")
     return result
+
+
+def _open_partial(cfg: EvalConfig, fingerprint: dict, accelerator) -> PartialEvaluation | None:
+    """The partial evaluation of ``cfg.out`` to continue (or a new one), after every process checked
+    it; None when ``cfg.out`` holds a complete evaluation with these settings (said on the console).
+    ``cfg.restart`` discards partial results; other settings than theirs raise ``ConfigError``."""
+    partial = PartialEvaluation(cfg.out, accelerator.process_index)
+    complete = not partial.exists() and _completed_fingerprint(cfg.out) == fingerprint
+    if complete and not cfg.restart:
+        if accelerator.is_main_process:
+            print(f"{cfg.out} already holds a complete evaluation with these settings (summary.json); nothing to "
+                  "do. Pass --restart to evaluate again.", flush=True)
+        return None
+    if partial.exists() and not cfg.restart:
+        partial.check(fingerprint)
+    accelerator.wait_for_everyone()  # every process has looked before the main one changes anything
+    if accelerator.is_main_process:
+        if cfg.restart:
+            partial.discard()
+        if not partial.exists():
+            partial.start(fingerprint)
+    accelerator.wait_for_everyone()
+    return partial
+
+
+def _completed_fingerprint(out: str | Path) -> dict | None:
+    """The settings fingerprint of the complete evaluation in ``out`` (summary.json), if any."""
+    try:
+        return json.loads((Path(out) / "summary.json").read_text()).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None

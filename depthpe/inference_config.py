@@ -102,7 +102,8 @@ class EvalConfig(HeldOutScenes):
     panels: scenes rendered as PNG panels; worst: images with the largest native AbsRel shown in report.html;
     min_valid_fraction: valid depth an image needs to be scored (``metrics.MIN_VALID_FRACTION``,
     with at least ``metrics.MIN_VALID_PIXELS`` pixels; sparser scenes are skipped); num_workers: data
-    loader workers; cpu: run on the CPU even with a GPU."""
+    loader workers; cpu: run on the CPU even with a GPU; restart: discard the partial results of an
+    interrupted evaluation in ``out`` instead of resuming it."""
 
     panels: int = option(4, help="scenes rendered as PNG panels")
     worst: int = option(8, help="images with the largest native AbsRel shown with their panels in report.html")
@@ -110,6 +111,8 @@ class EvalConfig(HeldOutScenes):
                                        f"image needs to be scored, at least {MIN_VALID_PIXELS} pixels (and a scene's "
                                        "views together; sparser scenes are skipped)")
     num_workers: int = option(2, help="data loader workers")
+    restart: bool = option(False, help="discard the partial results of an interrupted evaluation in --out "
+                           "(kept there to resume it) and start over")
 
     def __post_init__(self) -> None:
         self._check_held_out()

@@ -68,6 +68,26 @@ def test_worst_images_merge_keeps_the_global_top():
     assert merged[0]["panel"].shape == (2, 8, 3)
 
 
+def test_worst_images_with_equal_abs_rel_do_not_depend_on_the_order():
+    """Ties (two copies of a scene with the same views) go to the first scene name, whichever comes
+    first: the worst list of a resumed or several-process evaluation is that of a plain run."""
+    img, depth = np.zeros((1, 3, 2, 2)), np.ones((1, 2, 2))
+    kept = []
+    for scenes in (["s1", "s2"], ["s2", "s1"]):
+        collector = WorstImages(1)
+        for scene in scenes:
+            collector.offer([{"dataset": "d", "scene": scene, "image": 0, "mode": "native", "abs_rel": 0.5}],
+                            img, depth, depth, depth > 0, [0])
+        kept.append([m["scene"] for m in collector.items])
+        parts = []
+        for scene in scenes:
+            parts.append(WorstImages(1))
+            parts[-1].offer([{"dataset": "d", "scene": scene, "image": 0, "mode": "native", "abs_rel": 0.5}],
+                            img, depth, depth, depth > 0, [0])
+        kept.append([m["scene"] for m in WorstImages(1).merge(parts).items])
+    assert kept == [["s1"]] * 4
+
+
 def test_compare_report_has_the_tables_of_compare_md(study, tmp_path):  # noqa: F811
     _, numbers = study
     out = tmp_path / "cmp"

@@ -17,6 +17,10 @@ summary.md and panels/ to --out. The input width defaults to the width the model
 the very same views. A scene with fewer frames than --views is evaluated with all its frames (a
 warning; the count per scene is in summary.json and metrics_per_image.csv). No dataset, an empty
 split or dataset, or no scene that could be evaluated is an error (one line, exit status 2).
+Interrupted (Ctrl-C, kill, crash)? Rerun the same command: finished scenes are kept in --out/partial/
+and only the others are evaluated, with the same results as an uninterrupted run; a rerun with other
+settings is an error (--restart discards the partial results), and a rerun of a complete evaluation
+does nothing.
 Settings can also come from --config FILE (YAML, keys as the options with underscores, e.g.
 max_scenes: 4) and key=value overrides. The protocol: docs/evaluation.md."""
 

@@ -27,7 +27,7 @@ from .dpt import DPTHead
 from .inference import check_input_shapes, check_inputs, predict_depth
 from .state_dicts import state_dict_mismatches
 
-__all__ = ["DepthModel", "CheckpointMismatchError"]
+__all__ = ["DepthModel", "CheckpointMismatchError", "checkpoint_files"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -286,6 +286,14 @@ class DepthModel(
         model = cls(config, load_backbone_weights=False)
         load_vggt_weights(model, state)
         return model.to(map_location).eval()
+
+
+def checkpoint_files(model_id: str, revision: str | None = None) -> dict[str, str]:
+    """{"config": path, "weights": path} of the config.json and model.safetensors that
+    ``DepthModel.from_pretrained(model_id, revision=revision)`` loads (a local folder, or the Hub
+    cache after a download). Raises FileNotFoundError like ``from_pretrained``."""
+    files = _resolve_checkpoint_files(str(model_id), revision=revision)
+    return {"config": files[CONFIG_NAME], "weights": files[WEIGHTS_NAME]}
 
 
 def _resolve_checkpoint_files(model_id: str, **hub_kwargs) -> dict[str, str]:

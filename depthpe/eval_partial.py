@@ -1,0 +1,214 @@
+"""The partial results of a running ``depthpe eval``, kept in ``OUT/partial/`` so that an interrupted
+evaluation continues where it stopped (docs/evaluation.md, "Long evaluations: interruption and resume").
+
+Layout of ``OUT/partial/``:
+
+* ``settings.json``: the fingerprint of everything that determines the results (``eval_fingerprint``),
+  written atomically before the first scene;
+* ``gt_medians.json``: pass 1's result (median normalized GT depth per dataset), written once pass 1 ends;
+* ``scenes.<rank>.jsonl``: one JSON line per finished scene (``SceneRecord`` fields: metric rows,
+  frames, failure, loss, panel files), appended by process ``rank``; each line is flushed to the
+  operating system at once (it survives the process being killed) and fsynced at least every
+  ``FSYNC_SECONDS`` (it survives a machine crash too);
+* ``png/``: the panels of finished scenes (scene panels, worst-image candidates), each written
+  atomically before the line that names it.
+
+A line cut short by a kill (no final newline) is ignored, and cut off before the next append.
+Written by hand: no library keeps an append-only record of dicts next to a settings check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .config import ConfigError
+from .files import atomic_write_bytes
+from .inference_config import EvalConfig
+from .options import flag_of
+
+__all__ = ["PARTIAL_DIR", "FSYNC_SECONDS", "PartialEvaluation", "eval_fingerprint", "settings_difference"]
+
+PARTIAL_DIR = "partial"
+FSYNC_SECONDS = 5.0
+SETTINGS = "settings.json"
+GT_MEDIANS = "gt_medians.json"
+
+# Fingerprint entries that are not an option of their own: how an error names them.
+_DESCRIBED = {
+    "weights": "the weights file of --model (its size or modification time)",
+    "model_config": "the config.json of --model",
+    "sources": "the scenes under --data (an index.json, or a scene file's size or modification time)",
+    "aspect": "the training aspect ratio of --model (training_inputs.json)",
+    "scale_reference": "the scale reference of --model (training_inputs.json)",
+    "device": "the device (--cpu, or the GPU)",
+    "depthpe": "the depthpe version",
+}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _stamp(path: Path) -> list[int]:
+    """[size in bytes, modification time in ns] of ``path``."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _source_fingerprint(source) -> dict:
+    """A source's name, folder, index.json hash and one hash of (path, size, mtime) of its scene files."""
+    from .data.scene_file import INDEX_NAME, read_index
+
+    split_dir = Path(source.split_dir)
+    files = hashlib.sha256()
+    for entry in read_index(split_dir):
+        scene = split_dir / entry["path"]
+        files.update(json.dumps([entry["path"], *(_stamp(scene) if scene.exists() else [])]).encode())
+    return {"name": source.name, "split_dir": str(split_dir.resolve()), "index": _sha256(split_dir / INDEX_NAME),
+            "scene_files": files.hexdigest(), "max_scenes": source.max_scenes}
+
+
+def eval_fingerprint(cfg: EvalConfig, sources, *, image_width: int, aspect, scale_reference: str,
+                     device: str) -> dict:
+    """Everything that determines the results of ``depthpe eval`` with ``cfg`` on ``sources``
+    (``SourceConfig``s): the model (path or Hub id, revision, the weights file's size and
+    modification time, config.json's hash), the scenes (index.json hashes, scene files' sizes and
+    modification times), the options that change numbers or outputs (views, seed, --scenes,
+    manifest hash, width, aspect, dtype, min-valid-fraction, panels, worst), the device type and the
+    depthpe version. Not in it: --num-workers and the number of processes (no effect on the results)."""
+    from . import __version__
+    from .model.depth_model import checkpoint_files
+
+    files = checkpoint_files(cfg.model, cfg.revision)
+    model = str(Path(cfg.model).resolve()) if Path(cfg.model).is_dir() else cfg.model
+    return {"model": model, "revision": cfg.revision, "weights": _stamp(Path(files["weights"])),
+            "model_config": _sha256(Path(files["config"])), "sources": [_source_fingerprint(s) for s in sources],
+            "max_scenes": cfg.max_scenes, "views": cfg.views, "seed": cfg.seed,
+            "manifest": _sha256(Path(cfg.manifest)) if cfg.manifest else None, "image_width": image_width,
+            "aspect": aspect, "scale_reference": scale_reference, "dtype": cfg.dtype,
+            "min_valid_fraction": cfg.min_valid_fraction, "panels": cfg.panels, "worst": cfg.worst,
+            "device": device, "depthpe": __version__}
+
+
+def settings_difference(old: dict, new: dict) -> str | None:
+    """The first fingerprint entry that differs, as words for an error ("--views was 8, now 2"), or None."""
+    for key in [*new, *(k for k in old if k not in new)]:
+        if old.get(key) == new.get(key):
+            continue
+        if key in _DESCRIBED:
+            return f"{_DESCRIBED[key]} changed"
+        if key in EvalConfig.__dataclass_fields__:
+            return f"{flag_of(EvalConfig, key)} was {old.get(key)!r}, now {new.get(key)!r}"
+        return f"{key} was {old.get(key)!r}, now {new.get(key)!r}"
+    return None
+
+
+class PartialEvaluation:
+    """The partial results in ``out/partial/`` as seen by process ``rank`` (module docstring)."""
+
+    def __init__(self, out: str | Path, rank: int = 0):
+        self.out = Path(out)
+        self.folder = self.out / PARTIAL_DIR
+        self.rank = int(rank)
+        self._file = None
+        self._last_sync = 0.0
+
+    def exists(self) -> bool:
+        """Whether an evaluation started in ``out`` and did not finish (its settings are there)."""
+        return (self.folder / SETTINGS).is_file()
+
+    def check(self, fingerprint: dict) -> None:
+        """Raise ``ConfigError`` (one line) if the partial results were made with other settings."""
+        try:
+            old = json.loads((self.folder / SETTINGS).read_text())
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"--out {self.out}: unreadable {PARTIAL_DIR}/{SETTINGS} ({err}); "
+                              "pass --restart to discard the partial results") from None
+        difference = settings_difference(old, fingerprint)
+        if difference:
+            raise ConfigError(f"--out {self.out} holds a partial evaluation made with other settings: {difference}; "
+                              "rerun with the same settings to resume it, choose another --out, or pass --restart "
+                              "to discard the partial results")
+
+    def start(self, fingerprint: dict) -> None:
+        """Create the folder and record the settings (main process, before any scene)."""
+        atomic_write_bytes(self.folder / SETTINGS, json.dumps(fingerprint, indent=1).encode())
+
+    def discard(self) -> None:
+        """Remove the partial results (after the outputs are written, or for --restart)."""
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def records(self) -> list[dict]:
+        """Every finished scene's record, from every process's file (complete lines only)."""
+        found = []
+        for path in sorted(self.folder.glob("scenes.*.jsonl")):
+            text = path.read_bytes().decode()
+            found += [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line]
+        return found
+
+    def gt_medians(self) -> dict[str, float] | None:
+        """Pass 1's result if it finished, else None."""
+        path = self.folder / GT_MEDIANS
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def save_gt_medians(self, medians: dict[str, float]) -> None:
+        atomic_write_bytes(self.folder / GT_MEDIANS, json.dumps(medians).encode())
+
+    def save_png(self, name: str, panel: np.ndarray) -> str:
+        """Write a uint8 panel as ``png/<name>.png``; returns the name to store in a record."""
+        from .viz import save_png
+
+        save_png(self.folder / "png" / f"{name}.png", panel)
+        return f"{name}.png"
+
+    def load_png(self, name: str) -> np.ndarray:
+        """A panel saved with ``save_png``, as the same uint8 (H, W, 3) RGB array."""
+        import cv2
+
+        return np.ascontiguousarray(cv2.imread(str(self.folder / "png" / name), cv2.IMREAD_COLOR)[..., ::-1])
+
+    def append(self, record: dict) -> None:
+        """Add one finished scene's record to this process's file (flushed now, fsynced every few seconds)."""
+        if self._file is None:
+            self._file = self._open()
+        self._file.write(json.dumps(record, default=_plain) + "\n")
+        self._file.flush()
+        if time.monotonic() - self._last_sync >= FSYNC_SECONDS:
+            os.fsync(self._file.fileno())
+            self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        """Fsync and close this process's file."""
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._file = None
+
+    def _open(self):
+        """This process's file for appending, with a line cut short by a kill removed first."""
+        path = self.folder / f"scenes.{self.rank}.jsonl"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            data = path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                os.truncate(path, data.rfind(b"\n") + 1)
+        self._last_sync = time.monotonic()
+        return open(path, "a", encoding="utf-8")
+
+
+def _plain(value):
+    """JSON for numpy scalars in metric rows."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    raise TypeError(f"cannot store {type(value).__name__} in a scene record")
