@@ -10,9 +10,9 @@ Runs are grouped by the key; the runs of one group must agree on every other con
 ``seed``, ``output_dir``, ``hub.*`` and ``val.manifest`` (else a ``ConfigError`` names the differing key: a group is
 "one configuration, several seeds"). Per dataset and group the result holds mean and sample std
 (n-1) over seeds of native and scene-aligned AbsRel and delta1 and of the ratios of native AbsRel to
-the two constant baselines, and a paired comparison with a reference group: per-scene differences of
-native AbsRel (group minus reference; per scene the mean over its images, averaged over a group's
-seeds), their mean and a seeded bootstrap 95% interval over scenes.
+the two constant baselines, and paired comparisons with a reference group: per-scene differences of
+native and of scene-aligned AbsRel (group minus reference; per scene the mean over its images,
+averaged over a group's seeds), their mean and a seeded bootstrap 95% interval over scenes.
 """
 
 from __future__ import annotations
@@ -315,11 +315,16 @@ def scene_values(item: EvalInput, dataset: str, mode: str = "native", metric: st
     return {scene: float(np.mean(v)) for scene, v in sorted(values.items())}
 
 
-def group_scene_values(items: Sequence[EvalInput], dataset: str) -> dict[str, float]:
-    """Per scene, native AbsRel averaged over the group's seeds (over the seeds that have the scene)."""
+# Rows of metrics_per_image.csv compared scene by scene against the reference -> result key.
+PAIRED_ROWS = {"native": "paired", "scene_aligned": "paired_scene_aligned"}
+
+
+def group_scene_values(items: Sequence[EvalInput], dataset: str, mode: str = "native") -> dict[str, float]:
+    """Per scene, the AbsRel of row ``mode`` (native, scene_aligned) averaged over the group's seeds
+    (over the seeds that have the scene)."""
     pooled: dict[str, list[float]] = {}
     for item in items:
-        for scene, value in scene_values(item, dataset).items():
+        for scene, value in scene_values(item, dataset, mode).items():
             pooled.setdefault(scene, []).append(value)
     return {scene: float(np.mean(v)) for scene, v in sorted(pooled.items())}
 
@@ -373,7 +378,8 @@ def compare_groups(groups: dict[str, list[EvalInput]], *, reference: str | None 
                    datasets: Sequence[str] | None = None, n_boot: int = 10_000, seed: int = 0) -> dict:
     """The comparison of ``groups`` (``group_inputs``): {"reference", "datasets": {dataset:
     {group: {"runs", "seeds", "n_seeds", "stats" (``seed_stats``), "paired"
-    (``paired_comparison`` against the reference; 0 for the reference itself)}}}}."""
+    (``paired_comparison`` of native AbsRel against the reference; 0 for the reference itself),
+    "paired_scene_aligned" (the same for scene-aligned AbsRel)}}}}."""
     if not groups:
         raise ConfigError("nothing to compare: give at least one evaluation or run folder")
     reference = reference if reference is not None else next(iter(groups))
@@ -382,13 +388,14 @@ def compare_groups(groups: dict[str, list[EvalInput]], *, reference: str | None 
     items = [it for members in groups.values() for it in members]
     out: dict = {"reference": reference, "datasets": {}}
     for dataset in _datasets(items, datasets):
-        ref_scenes = group_scene_values(groups[reference], dataset)
+        refs = {mode: group_scene_values(groups[reference], dataset, mode) for mode in PAIRED_ROWS}
         table = {}
         for label, members in groups.items():
             table[label] = {"runs": [it.name for it in members], "seeds": [it.seed for it in members],
-                            "n_seeds": len(members), "stats": seed_stats(members, dataset),
-                            "paired": paired_comparison(group_scene_values(members, dataset), ref_scenes,
-                                                        n_boot=n_boot, seed=seed)}
+                            "n_seeds": len(members), "stats": seed_stats(members, dataset)}
+            for mode, key in PAIRED_ROWS.items():
+                table[label][key] = paired_comparison(group_scene_values(members, dataset, mode), refs[mode],
+                                                      n_boot=n_boot, seed=seed)
         out["datasets"][dataset] = table
     return out
 
@@ -411,7 +418,8 @@ def _paired_cells(paired: dict, is_reference: bool) -> list[str]:
 
 
 COLUMNS = ("group", "seeds", "native AbsRel", "native δ1", "scene-aligned AbsRel", "scene-aligned δ1",
-           "native / global const.", "native / scene const.", "Δ native AbsRel vs ref.", "95% interval", "excludes 0")
+           "native / global const.", "native / scene const.", "Δ native AbsRel vs ref.", "95% interval", "excludes 0",
+           "Δ scene-aligned AbsRel vs ref.", "95% interval (scene-aligned)", "excludes 0 (scene-aligned)")
 
 
 def compare_cells(result: dict) -> dict[str, list[list[str]]]:
@@ -423,7 +431,8 @@ def compare_cells(result: dict) -> dict[str, list[list[str]]]:
             stats = entry["stats"]
             out[dataset].append([label, str(entry["n_seeds"]), *(_pm(stats[name]) for name, _, _ in STAT_KEYS),
                                  *(_pm(stats[name]) for name, _ in RATIO_KEYS),
-                                 *_paired_cells(entry["paired"], label == result["reference"])])
+                                 *(cell for key in PAIRED_ROWS.values()
+                                   for cell in _paired_cells(entry[key], label == result["reference"]))])
     return out
 
 

@@ -112,6 +112,10 @@ def test_paired_difference_and_bootstrap_interval(study):
     assert diffs.min() <= paired["low"] and paired["high"] <= diffs.max()
     assert paired["excludes_zero"] and paired["low"] > 0.03  # prope is worse by about 0.05
     assert "| yes |" in markdown and "(reference)" in markdown
+    # scene-aligned rows are paired on their own: every image has scene-aligned AbsRel 9.0 in the fixture
+    aligned = result["datasets"]["synth"]["prope"]["paired_scene_aligned"]
+    assert (aligned["n_scenes"], aligned["mean"], aligned["excludes_zero"]) == (5, 0.0, False)
+    assert "Δ scene-aligned AbsRel vs ref." in markdown and "| +0.0000 | [+0.0000, +0.0000] (5 scenes) | no |" in markdown
     again, _, _ = run_compare(evals(numbers), n_boot=10_000, seed=3)
     assert again["datasets"]["synth"]["prope"]["paired"] == paired  # seeded
     # the reference compared with itself: difference 0 and interval [0, 0]
