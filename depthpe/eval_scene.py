@@ -96,13 +96,13 @@ def predict_eval_scene(spec: EvalSceneSpec, model=None, device: str = "cpu") -> 
     import torch
 
     from .data.dataset import SceneEvalDataset, collate_eval
-    from .evaluation import _model_scale_reference
+    from .evaluation import model_scale_reference
 
     width, aspect, _ = input_size(spec.model, spec.revision, spec.image_width)
     sources = discover_sources(spec.data, spec.split)
     dataset = SceneEvalDataset(sources, views=spec.views, seed=spec.seed, image_width=width, aspect=aspect,
                                manifest=load_manifest(spec.manifest),
-                               scale_reference=_model_scale_reference(spec.model, spec.revision))
+                               scale_reference=model_scale_reference(spec.model, spec.revision))
     batch = collate_eval([dataset[_find_item(dataset, spec.scene)]])
     if batch["error"] is not None:
         raise ValueError(f"scene {batch['dataset']}/{batch['scene']} cannot be used: {batch['error']}")

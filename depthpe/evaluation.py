@@ -46,7 +46,8 @@ from .metrics import (BASELINE_MODES, MIN_VALID_FRACTION, MODES, StreamingMedian
                       scene_rows)
 
 __all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",
-           "usable_sources", "input_size", "run_evaluation"]
+           "usable_sources", "input_size", "run_evaluation", "scene_indices", "scene_loader",
+           "model_scale_reference"]
 
 ROW_ORDER = (*MODES, *BASELINE_MODES)
 
@@ -92,7 +93,7 @@ def load_manifest(path: str | Path | None) -> dict | None:
 SELECTIONS = ("first", "random")
 
 
-def _scene_indices(dataset: SceneEvalDataset, max_scenes: int | None, selection: str = "first", seed: int = 0,
+def scene_indices(dataset: SceneEvalDataset, max_scenes: int | None, selection: str = "first", seed: int = 0,
                    scenes: Collection[str] | None = None) -> list[int]:
     """Item indices to evaluate, in index order. Per source: at most ``source.max_scenes`` (if set,
     else ``max_scenes``; None = all) scenes, the first ones (``selection="first"``) or a random draw
@@ -185,7 +186,7 @@ def evaluate(
         sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest,
         scale_reference=scale_reference, min_valid_fraction=min_valid_fraction,
     )
-    order = _scene_indices(dataset, max_scenes, selection, seed, scenes)
+    order = scene_indices(dataset, max_scenes, selection, seed, scenes)
     position = {dataset.scene_key(i): p for p, i in enumerate(order)}
     done = [r for r in partial.records() if r["key"] in position] if partial is not None else []
     finished = {r["key"] for r in done}
@@ -199,7 +200,7 @@ def evaluate(
     model.eval()
     try:
         worst_images = WorstImages(worst)
-        records = _predict_scenes(model, _scene_loader(dataset, todo[rank::world], num_workers), dtype,
+        records = _predict_scenes(model, scene_loader(dataset, todo[rank::world], num_workers), dtype,
                                   global_value, {dataset.scene_key(i) for i in order[:panels]}, show, loss_fn,
                                   worst_images, partial)
     finally:
@@ -217,7 +218,7 @@ def _wait(accelerator) -> None:
         accelerator.wait_for_everyone()
 
 
-def _scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
+def scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
     """One scene per batch, in the order of ``indices``; workers end with the pass."""
     loader_kw = _loader_kwargs(num_workers, False, 2)
     loader_kw["persistent_workers"] = False
@@ -284,7 +285,7 @@ def _pass_one(dataset, indices: list[int], num_workers: int, accelerator, progre
     kept = partial.gt_medians() if partial is not None else None
     if kept is not None:
         return kept
-    medians = _global_medians(_scene_loader(dataset, indices, num_workers), accelerator, progress)
+    medians = _global_medians(scene_loader(dataset, indices, num_workers), accelerator, progress)
     if partial is not None and (accelerator is None or accelerator.is_main_process):
         partial.save_gt_medians(medians)
     return medians
@@ -478,7 +479,7 @@ def input_size(model: str, revision: str | None, image_width: int | None) -> tup
                                         "from the model's training inputs (training_inputs.json)")
 
 
-def _model_scale_reference(model: str, revision: str | None) -> str:
+def model_scale_reference(model: str, revision: str | None) -> str:
     """The scene unit the model was trained in (training_inputs.json; ``others`` without one)."""
     from .model.training_inputs import read_training_inputs
 
@@ -545,7 +546,7 @@ def run_evaluation(cfg: EvalConfig) -> EvalResult | None:
         raise ConfigError(str(err)) from None
     sources, warnings = usable_sources(sources, named=bool(cfg.datasets))
     width, aspect, note = input_size(cfg.model, cfg.revision, cfg.image_width)
-    scale_reference = _model_scale_reference(cfg.model, cfg.revision)
+    scale_reference = model_scale_reference(cfg.model, cfg.revision)
     accelerator = Accelerator(cpu=cfg.cpu)
     fingerprint = eval_fingerprint(cfg, sources, image_width=width, aspect=aspect, scale_reference=scale_reference,
                                    device=accelerator.device.type)

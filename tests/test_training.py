@@ -461,15 +461,15 @@ def test_validation_manifest_history_and_loss_terms(synth_root, tmp_path):
 
 def test_random_scene_selection_is_seeded_per_source(synth_root):
     from depthpe.data.dataset import SceneEvalDataset
-    from depthpe.evaluation import _scene_indices
+    from depthpe.evaluation import scene_indices
 
     ds = SceneEvalDataset([{"name": "synth", "root": str(synth_root), "split": "train"}], views=2, seed=0, image_width=42)
-    assert _scene_indices(ds, 2) == [0, 1]
-    draws = {tuple(_scene_indices(ds, 2, "random", seed)) for seed in range(12)}
+    assert scene_indices(ds, 2) == [0, 1]
+    draws = {tuple(scene_indices(ds, 2, "random", seed)) for seed in range(12)}
     assert len(draws) > 1 and all(len(d) == 2 for d in draws)  # the seed changes the draw
-    assert _scene_indices(ds, 2, "random", 3) == _scene_indices(ds, 2, "random", 3)
-    assert _scene_indices(ds, None, "random", 3) == [0, 1, 2]
-    assert _scene_indices(ds, 5, "first", scenes={"synth/train_000002"}) == [2]
+    assert scene_indices(ds, 2, "random", 3) == scene_indices(ds, 2, "random", 3)
+    assert scene_indices(ds, None, "random", 3) == [0, 1, 2]
+    assert scene_indices(ds, 5, "first", scenes={"synth/train_000002"}) == [2]
 
 
 def test_scale_reference_is_recorded_and_used_by_evaluation(synth_root, tmp_path):

@@ -257,14 +257,14 @@ def _draw_and_write(root: Path, per_source: int, seed: int, path: Path) -> dict:
     written to ``path``; returns the seconds of each step, the scenes drawn and the file's digest."""
     from ..data.config import SourceConfig
     from ..data.dataset import SceneEvalDataset
-    from ..evaluation import _scene_indices, write_manifest
+    from ..evaluation import scene_indices, write_manifest
 
     sources = [SourceConfig(name=f"val{j}", root=str(root), split=SPLIT, dataset=DATASET, max_scenes=per_source)
                for j in range(VAL_SOURCES)]
     t0 = time.perf_counter()
     data = SceneEvalDataset(sources, views=8, seed=seed)
     t1 = time.perf_counter()
-    drawn = _scene_indices(data, None, "random", seed)
+    drawn = scene_indices(data, None, "random", seed)
     t2 = time.perf_counter()
     manifest = {data.scene_key(i): data.view_indices(i, data.items[i][1].num_frames) for i in drawn}
     t3 = time.perf_counter()

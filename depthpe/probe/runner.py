@@ -14,7 +14,7 @@ import torch
 
 from ..data.config import SourceConfig
 from ..data.dataset import SceneEvalDataset
-from ..evaluation import (_model_scale_reference, _scene_indices, _scene_loader, discover_sources, input_size,
+from ..evaluation import (model_scale_reference, scene_indices, scene_loader, discover_sources, input_size,
                           scene_prediction, usable_sources)
 from .capture import attention_bytes, capture_global_attention
 from .correspondence import patch_matches
@@ -55,7 +55,7 @@ def probe_attention(model, sources: Sequence[SourceConfig | dict], *, views: int
 
     dataset = SceneEvalDataset(sources, views=views, seed=seed, image_width=image_width, aspect=aspect,
                                manifest=manifest, scale_reference=scale_reference)
-    loader = _scene_loader(dataset, _scene_indices(dataset, max_scenes, selection, seed, scenes), 0)
+    loader = scene_loader(dataset, scene_indices(dataset, max_scenes, selection, seed, scenes), 0)
     anchors = urope_anchors(getattr(model, "module", model).config)
     found: dict[str, LiftAccumulator] = {}
     for batch in tqdm(loader, desc="probe attention", disable=not progress, unit="scene"):
@@ -116,7 +116,7 @@ def run_probe(cfg) -> dict[str, LiftAccumulator]:
     found = probe_attention(model, sources, views=cfg.views, seed=cfg.seed, image_width=width, aspect=aspect,
                             max_scenes=cfg.max_scenes, manifest=load_manifest(cfg.manifest), dtype=cfg.dtype,
                             radii=cfg.radii, depth_tolerance=cfg.depth_tolerance,
-                            scale_reference=_model_scale_reference(cfg.model, cfg.revision), progress=True)
+                            scale_reference=model_scale_reference(cfg.model, cfg.revision), progress=True)
     seconds = time.perf_counter() - start
     if not found:
         raise ConfigError(f"no scene of {', '.join(s.name for s in sources)} could be probed (all unusable; "
