@@ -20,6 +20,20 @@ except ImportError:  # pragma: no cover
 SUBPROCESS_RUN_FIXTURES = {"pushed_run"}
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Every test starts with one intra-op thread: a training run in an earlier test sets the count of
+    its config (``train.torch_threads``), and float reductions differ with the thread count, so
+    results compared bit for bit with a subprocess (``OMP_NUM_THREADS=1``) must not inherit it."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    torch.set_num_threads(1)
+    yield
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if SUBPROCESS_RUN_FIXTURES & set(getattr(item, "fixturenames", ())):

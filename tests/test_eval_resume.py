@@ -33,7 +33,11 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(data, saved_model, tmp_path_factory):  # noqa: F811
-    """The outputs of an uninterrupted evaluation."""
+    """The outputs of an uninterrupted evaluation, with one thread like every run compared with it (a
+    module fixture is made before the function-level thread reset of conftest.py)."""
+    import torch
+
+    torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("reference") / "eval"
     assert _eval(data, saved_model, out) == 0
     return out
