@@ -188,12 +188,7 @@ def evaluate(
     )
     order = scene_indices(dataset, max_scenes, selection, seed, scenes)
     position = {dataset.scene_key(i): p for p, i in enumerate(order)}
-    done = [r for r in partial.records() if r["key"] in position] if partial is not None else []
-    finished = {r["key"] for r in done}
-    todo = [i for i in order if dataset.scene_key(i) not in finished]
-    _wait(accelerator)  # every process has read the finished scenes before any adds to them
-    if done and rank == 0:
-        print(f"resuming: {len(done):,} of {len(order):,} scenes already evaluated in {partial.out}", flush=True)
+    done, todo = _resume_split(dataset, order, partial, accelerator, announce=rank == 0)
     show = progress and rank == 0
     global_value = _pass_one(dataset, order[rank::world], num_workers, accelerator, show, partial)
     was_training = model.training
@@ -211,6 +206,21 @@ def evaluate(
     result = _result_from_records(records, global_value, partial)
     result.worst = _worst_of_all(worst, _gather([worst_images], accelerator), done, partial)
     return result
+
+
+def _resume_split(dataset, order: list[int], partial: PartialEvaluation | None, accelerator,
+                  announce: bool) -> tuple[list[dict], list[int]]:
+    """(records of the scenes of ``order`` that ``partial`` already holds, item indices still to
+    evaluate, in order). Every process has read the finished scenes before this returns (none adds
+    to them earlier); ``announce`` prints the "resuming" line when some were finished."""
+    wanted = {dataset.scene_key(i) for i in order}
+    done = [r for r in partial.records() if r["key"] in wanted] if partial is not None else []
+    finished = {r["key"] for r in done}
+    todo = [i for i in order if dataset.scene_key(i) not in finished]
+    _wait(accelerator)
+    if done and announce:
+        print(f"resuming: {len(done):,} of {len(order):,} scenes already evaluated in {partial.out}", flush=True)
+    return done, todo
 
 
 def _wait(accelerator) -> None:
