@@ -245,14 +245,21 @@ def test_enclosing_saved_tensor_hooks_get_every_tensor_but_the_rotated_keys():
     assert_same_gradients_as_eager(enc, out, qkv, tol=1e-13)
 
 
-def test_model_gradients_equal_with_and_without_checkpointing():
-    from depthpe import DepthModel
-
+def tiny_inputs():
+    """images (1, 3, 3, 28, 42), K (1, 3, 3, 3) pixels, w2c (1, 3, 4, 4): three moving cameras."""
     torch.manual_seed(0)
     images = torch.rand(1, 3, 3, 28, 42)
     K = torch.tensor([[30.0, 0, 20.5], [0, 30.0, 13.5], [0, 0, 1]]).expand(1, 3, 3, 3).clone()
     w2c = torch.eye(4).repeat(1, 3, 1, 1)
     w2c[0, :, 0, 3] = torch.tensor([0.0, 0.4, -0.3])
+    w2c[0, 2, 2, 3] = 0.2
+    return images, K, w2c
+
+
+def test_model_gradients_equal_with_and_without_checkpointing():
+    from depthpe import DepthModel
+
+    images, K, w2c = tiny_inputs()
     grads = []
     for checkpointing in (False, True):
         torch.manual_seed(0)

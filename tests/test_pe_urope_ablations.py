@@ -11,7 +11,7 @@ import torch
 from depthpe.pe import apply_rope_2d, encoding_state, prepare_encoding, token_positions
 from depthpe.pe.urope import LearnableAnchors, default_anchors
 from tests.test_pe_support import GRID, IMAGE, rel_err
-from tests.test_pe_urope import B, NS, N, S, T, naive_key_positions, setup
+from tests.test_pe_urope import B, NS, N, S, T, naive_key_positions, setup, tiny_inputs
 
 TODAY = dict(num_anchors=4, anchor_near=0.5, anchor_far=8.0, anchor_spacing="log", anchor_assignment="heads",
              learnable_anchors=False)
@@ -135,16 +135,6 @@ def test_learnable_anchor_gradient_keeps_everything_else_bit_identical(assignmen
     minus = enc.with_anchors(torch.tensor([0.7 - eps, 3.0], dtype=torch.float64)).attend(q, k, v)
     fd = (plus.square().sum() - minus.square().sum()) / (2 * eps)
     assert abs(fd.item() - g_anchor[0].item()) < 1e-5 * max(1.0, abs(fd.item()))
-
-
-def tiny_inputs():
-    torch.manual_seed(0)
-    images = torch.rand(1, 3, 3, 28, 42)
-    K = torch.tensor([[30.0, 0, 20.5], [0, 30.0, 13.5], [0, 0, 1]]).expand(1, 3, 3, 3).clone()
-    w2c = torch.eye(4).repeat(1, 3, 1, 1)
-    w2c[0, :, 0, 3] = torch.tensor([0.0, 0.4, -0.3])
-    w2c[0, 2, 2, 3] = 0.2
-    return images, K, w2c
 
 
 def model_outputs_and_grads(model, inputs):
