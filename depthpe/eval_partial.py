@@ -160,6 +160,8 @@ class PartialEvaluation:
         return json.loads(path.read_text()) if path.is_file() else None
 
     def save_gt_medians(self, medians: dict[str, float]) -> None:
+        """Keep pass 1's result ({dataset: median GT depth, normalized scene unit}) atomically, so a
+        resumed evaluation skips pass 1."""
         atomic_write_bytes(self.folder / GT_MEDIANS, json.dumps(medians).encode())
 
     def save_png(self, name: str, panel: np.ndarray) -> str:

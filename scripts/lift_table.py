@@ -56,6 +56,7 @@ def lift_tables(runs: Path, probe: str, radius: int) -> str:
 
 
 def main() -> None:
+    """Command line: print the tables of ``lift_tables`` for RUNS, --probe and --radius."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, help="folder holding the run folders <group>_s<seed>")
     parser.add_argument("--probe", default="probe_geo", help="probe output folder inside each run")

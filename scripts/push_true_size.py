@@ -16,6 +16,7 @@ REPO = "user/vggt1b-prope"
 
 
 def sha256(path):
+    """Hex sha256 of a file, read in 16 MiB blocks (the LFS object id)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 24), b""):
@@ -24,6 +25,8 @@ def sha256(path):
 
 
 def timed_push(env, log):
+    """Run `depthpe push FINAL` under /usr/bin/time -v with ``env``; its output goes to ``log``.
+    Returns {"rc", "wall_s", "max_rss_mb"}."""
     start = time.time()
     p = subprocess.run(["/usr/bin/time", "-v", "depthpe", "push", FINAL, "--repo-id", REPO],
                        env=env, capture_output=True, text=True)
