@@ -4,7 +4,7 @@ camera positional encoding in the cross-view attention. Importing it has no side
 __version__ = "0.1.0"
 
 # Heavy objects are imported on first access so that `import depthpe` stays light (no torch).
-_LAZY = {"DepthModel": "depthpe.model", "DepthModelConfig": "depthpe.model.config", "predict": "depthpe.prediction"}
+_LAZY = {"DepthModel": "depthpe.model", "DepthModelConfig": "depthpe.model.config", "predict": "depthpe.prediction.api"}
 
 
 def __getattr__(name):

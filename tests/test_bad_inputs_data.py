@@ -11,13 +11,20 @@ import h5py
 import numpy as np
 import pytest
 
-from depthpe.data.check import check_root, check_scene
+from depthpe.data.format.check import check_root, check_scene
 from depthpe.data.config import DataConfig, SourceConfig
 from depthpe.data.convert import convert
 from depthpe.data.convert.common import ConvertOptions
 from depthpe.data.dataset import MultiViewDataset
-from depthpe.data.image_bytes import ImageBytesError, inspect_image_bytes
-from depthpe.data.scene_file import SceneFileError, SceneReader, decode_image, encode_image, read_index, write_index
+from depthpe.data.format.image_bytes import ImageBytesError, inspect_image_bytes
+from depthpe.data.format.scene_file import (
+    SceneFileError,
+    SceneReader,
+    decode_image,
+    encode_image,
+    read_index,
+    write_index,
+)
 from depthpe.testing import fake_datasets as fake
 from tests.test_check import run_cli, write
 
@@ -226,7 +233,7 @@ def test_a_small_file_claiming_a_huge_depth_fails_alone_without_allocating(tmp_p
 
 
 def test_check_contains_an_exception_to_its_scene(tmp_path, monkeypatch, capsys):
-    import depthpe.data.check as check_mod
+    import depthpe.data.format.check as check_mod
 
     split = tmp_path / "toy" / "train"
     _index(split, "a", "b", "c")

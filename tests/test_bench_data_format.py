@@ -7,7 +7,7 @@ import pytest
 
 from depthpe.bench.data import raw_decode_rate, stored_images, write_bench_scenes
 from depthpe.cli import main
-from depthpe.data.scene_file import SceneReader, read_index
+from depthpe.data.format.scene_file import SceneReader, read_index
 from tests.test_bench_training import _table
 
 
@@ -47,7 +47,7 @@ def test_bench_data_on_written_jpeg_scenes_reports_per_worker_and_raw_rates(tmp_
 
 def test_written_scenes_store_depth_with_the_chosen_codec(tmp_path):
     from depthpe.bench import data as bench_data
-    from depthpe.data import scene_file
+    from depthpe.data.format import scene_file
 
     # the CLI's choices (depth_codecs: no h5py import to build a parser) each have an HDF5 filter
     assert bench_data.DEPTH_COMPRESSIONS == scene_file.DEPTH_COMPRESSIONS

@@ -15,7 +15,7 @@ import depthpe
 from depthpe.cli import main
 from depthpe.config import ConfigError
 from depthpe.data.synth import generate_scene
-from depthpe.io.cameras import FrameCamera, find_camera, match_cameras, write_json_cameras
+from depthpe.data.cameras import FrameCamera, find_camera, match_cameras, write_json_cameras
 from tests.test_predict import micro_model
 
 H, W = 32, 40
@@ -73,7 +73,7 @@ def test_cameras_named_without_extension_match_images_by_path_without_extension(
 
 
 def test_predict_with_a_scene_file_without_frame_names(scene, tmp_path):
-    from depthpe.data.scene_file import write_scene
+    from depthpe.data.format.scene_file import write_scene
 
     write_scene(tmp_path / "s.h5", images=scene["images"], depth=scene["depth"], K=scene["K"], w2c=scene["w2c"],
                 dataset="t", scene_id="s", split="val", metric=False, depth_units="scene", source="test")

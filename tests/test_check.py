@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from depthpe.commands import check as check_cmd
-from depthpe.data.check import check_root, check_scene
-from depthpe.data.scene_file import read_index, write_index, write_scene
+from depthpe.data.format.check import check_root, check_scene
+from depthpe.data.format.scene_file import read_index, write_index, write_scene
 from depthpe.geometry import invert_w2c
 from tests.scenes import plane_scene
 
@@ -126,7 +126,7 @@ def test_workers_give_the_same_reports_in_the_same_order(tmp_path, capsys):
 
 def test_scenes_are_checked_with_one_thread_and_the_count_is_restored(tmp_path, monkeypatch):
     """Two OpenMP threads made the check of small tensors 17x slower on a busy 2-core machine."""
-    from depthpe.data import check
+    from depthpe.data.format import check
 
     split = tmp_path / "toy" / "train"
     write_index(split, [write(split, "a")], dataset="toy", split="train")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from depthpe.data.check import check_root, check_scene, pair_disagreement
+from depthpe.data.format.check import check_root, check_scene, pair_disagreement
 from depthpe.data.convert import convert
 from depthpe.data.convert.common import ConvertOptions
-from depthpe.data.scene_file import write_index, write_scene
+from depthpe.data.format.scene_file import write_index, write_scene
 from depthpe.data.synth import (
     free_space_clearance,
     generate_scene,

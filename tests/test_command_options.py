@@ -10,8 +10,8 @@ import pytest
 
 from depthpe.config import ConfigError
 from depthpe.data.convert.options import ConvertConfig, ConvertOptions
-from depthpe.inference_config import EvalConfig, PredictConfig
-from depthpe.options import REQUIRED, add_options, config_from_args, flag_of
+from depthpe.config.inference import EvalConfig, PredictConfig
+from depthpe.config.options import REQUIRED, add_options, config_from_args, flag_of
 from depthpe.run.schema import ValConfig
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from depthpe.cli import main
-from depthpe.compare import bootstrap_interval, paired_comparison, run_compare
+from depthpe.analysis.compare import bootstrap_interval, paired_comparison, run_compare
 from depthpe.config import ConfigError
 
 GROUPS = ("rope", "prope")

@@ -8,11 +8,11 @@ import cv2
 import numpy as np
 import pytest
 
-from depthpe.data.check import check_root
+from depthpe.data.format.check import check_root
 from depthpe.data.convert import convert
 from depthpe.data.convert.arkitscenes import TIME_TOLERANCE_S, match_poses, parse_traj
 from depthpe.data.convert.common import ConvertOptions
-from depthpe.data.scene_file import read_index
+from depthpe.data.format.scene_file import read_index
 from depthpe.testing import fake_datasets as fake
 
 

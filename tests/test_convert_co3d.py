@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from depthpe.data.check import check_root
+from depthpe.data.format.check import check_root
 from depthpe.data.convert import convert
 from depthpe.data.convert.co3d import depth_from_png, ndc_to_pixel_intrinsics, pytorch3d_to_opencv_w2c
 from depthpe.data.convert.common import ConvertOptions
-from depthpe.data.scene_file import SceneReader, read_index
+from depthpe.data.format.scene_file import SceneReader, read_index
 from depthpe.testing import fake_datasets as fake
 
 

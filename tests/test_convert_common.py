@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from depthpe.cli import main
-from depthpe.data.check import check_root
+from depthpe.data.format.check import check_root
 from depthpe.data.convert import convert
 from depthpe.data.convert.common import (
     ConvertOptions,
@@ -17,7 +17,7 @@ from depthpe.data.convert.common import (
     random_val_split,
     resize_frame,
 )
-from depthpe.data.scene_file import SceneReader, read_index
+from depthpe.data.format.scene_file import SceneReader, read_index
 from depthpe.data.synth import render_views
 from depthpe.testing import fake_datasets as fake
 

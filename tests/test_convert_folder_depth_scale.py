@@ -14,7 +14,7 @@ import pytest
 from depthpe.cli import main
 from depthpe.data.convert import convert
 from depthpe.data.convert.common import ConvertOptions
-from depthpe.data.scene_file import SceneReader
+from depthpe.data.format.scene_file import SceneReader
 from depthpe.data.synth import write_synth_dataset
 from depthpe.testing.captures import export_capture, read_scene_frames
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from depthpe.data.check import check_root
+from depthpe.data.format.check import check_root
 from depthpe.data.convert import convert
 from depthpe.data.convert.common import ConvertOptions
 from depthpe.data.convert.megasynth import read_exr_depth, read_rgba
-from depthpe.data.scene_file import read_index
+from depthpe.data.format.scene_file import read_index
 from depthpe.testing import fake_datasets as fake
 
 

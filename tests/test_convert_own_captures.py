@@ -13,7 +13,7 @@ from depthpe.cli import main
 from depthpe.data.convert import convert
 from depthpe.data.convert.colmap import read_colmap_depth, write_colmap_depth
 from depthpe.data.convert.common import ConvertOptions, FrameDropped
-from depthpe.data.scene_file import SceneReader, read_index
+from depthpe.data.format.scene_file import SceneReader, read_index
 from depthpe.data.synth import write_synth_dataset
 from depthpe.testing.captures import export_capture, export_colmap_workspace, read_scene_frames
 

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from depthpe.data.check import check_root
+from depthpe.data.format.check import check_root
 from depthpe.data.convert import convert
 from depthpe.data.convert.common import ConvertOptions
 from depthpe.data.convert.wildrgbd import parse_cam_poses, parse_metadata
-from depthpe.data.scene_file import read_index
+from depthpe.data.format.scene_file import read_index
 from depthpe.testing import fake_datasets as fake
 
 

@@ -20,7 +20,7 @@ from depthpe.data.dataset import (
     collate,
 )
 from depthpe.data.sampling import SampleKey, batch_shape
-from depthpe.data.scene_file import write_index, write_scene
+from depthpe.data.format.scene_file import write_index, write_scene
 from depthpe.geometry import camera_centers, unproject_depth
 
 H, W = 48, 64
@@ -194,7 +194,7 @@ def test_corrupt_scene_files_are_skipped_with_warning(tmp_path):
 def test_nonfinite_depth_or_cameras_make_a_file_unusable(tmp_path):
     """NaN/inf depth (in a frame read) or cameras (any frame) in a file: SceneReader(strict=True) refuses the
     file where SceneReader would repair it silently; the sample is drawn elsewhere and counted."""
-    from depthpe.data.scene_file import SceneFileError, SceneReader
+    from depthpe.data.format.scene_file import SceneFileError, SceneReader
 
     split_dir = _make_source(tmp_path, "toy", [("good", {}), ("nan_depth", {}), ("inf_cam", {})])
     with h5py.File(split_dir / "nan_depth.h5", "r+") as f:
@@ -296,7 +296,7 @@ def test_nearest_view_selection_draws_close_cameras(tmp_path):
     from depthpe.data.config import DataConfig, SourceConfig
     from depthpe.data.dataset import MultiViewDataset, SceneEvalDataset
     from depthpe.data.sampling import SampleKey
-    from depthpe.data.scene_file import write_index, write_scene
+    from depthpe.data.format.scene_file import write_index, write_scene
     from depthpe.geometry import camera_centers
     from tests.scenes import plane_scene
 

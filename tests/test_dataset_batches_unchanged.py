@@ -16,7 +16,7 @@ from depthpe.data.augment import crop_and_resize, crop_box, jitter_views
 from depthpe.data.config import DataConfig, SourceConfig
 from depthpe.data.dataset import MultiViewDataset, build_train_loader, collate
 from depthpe.data.sampling import DynamicBatchSampler
-from depthpe.data.scene_file import SceneReader, write_index, write_scene
+from depthpe.data.format.scene_file import SceneReader, write_index, write_scene
 from depthpe.geometry import normalize_scene
 from tests.scenes import plane_scene
 

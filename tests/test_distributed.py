@@ -34,7 +34,7 @@ NAN_STEP = 2  # 1-based optimizer step whose loss is NaN on rank 1 only
 WRAPPER = '''
 import os, runpy, sys
 import accelerate, torch
-import depthpe.losses as losses
+import depthpe.run.losses as losses
 
 out = os.environ["DEPTHPE_TEST_REPLICAS"]
 end_training = accelerate.Accelerator.end_training
@@ -128,7 +128,7 @@ def test_matches_one_process_with_the_same_global_batch(two_procs, synth_root, t
     """2 processes x B == 1 process x 2 micro-batches of B: the same samples, the same loss
     normalisation, the same learning rate per step, so the same weights (on this CPU even
     bit-identical; the test allows 1e-6). Half the global batch gives clearly different weights."""
-    import depthpe.losses as losses
+    import depthpe.run.losses as losses
 
     out, _, _ = two_procs
     two = load_file(out / "final" / "model.safetensors")

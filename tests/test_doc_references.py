@@ -1,7 +1,7 @@
 """References between the repository's files stay valid.
 
 The README, docs/, docstrings, help texts and YAML comments point at each other (``docs/data.md``,
-``configs/quickstart.yaml``, ``depthpe/losses.py``, markdown links with anchors). These tests read
+``configs/quickstart.yaml``, ``depthpe/run/losses.py``, markdown links with anchors). These tests read
 those files and check that
 
 * every referenced repository path exists (a file for a name with an extension, a folder for a name

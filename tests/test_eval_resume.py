@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import depthpe.evaluation as evaluation
+import depthpe.evaluation.loop as evaluation
 from depthpe.eval import main
 from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
 
@@ -97,7 +97,7 @@ def test_an_interrupted_evaluation_resumes_and_writes_the_same_files(data, saved
 def test_a_killed_evaluation_resumes(data, saved_model, reference, tmp_path):  # noqa: F811
     """SIGKILL of a real `depthpe eval` process once 2 scenes are kept; the rerun finishes the rest."""
     out = tmp_path / "eval"
-    slow = ("import sys, time, depthpe.evaluation as e; p = e.scene_prediction; "
+    slow = ("import sys, time, depthpe.evaluation.loop as e; p = e.scene_prediction; "
             "e.scene_prediction = lambda *a, **k: (time.sleep(0.4), p(*a, **k))[1]; "
             "from depthpe.eval import main; sys.exit(main(sys.argv[1:]))")
     argv = ["--model", str(saved_model), "--data", str(data), "--out", str(out), *ARGS]

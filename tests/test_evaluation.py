@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from depthpe.evaluation import discover_sources, evaluate
+from depthpe.evaluation.loop import discover_sources, evaluate
 from depthpe.eval import main
 from depthpe.metrics import BASELINE_MODES, MODES
 from tests.test_training import MICRO_MODEL, synth_root  # noqa: F401 (fixture)

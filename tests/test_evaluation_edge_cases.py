@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from depthpe.data.scene_file import write_index
+from depthpe.data.format.scene_file import write_index
 from depthpe.eval import main
 from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
 from tests.test_training import synth_root  # noqa: F401 (fixture)
@@ -171,7 +171,7 @@ def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):  # noqa: F8
     import torch
 
     from depthpe.data.config import SourceConfig
-    from depthpe.evaluation import evaluate, format_summary
+    from depthpe.evaluation.loop import evaluate, format_summary
     from depthpe.model import DepthModel
     from depthpe.run import RunConfig
     from tests.test_training import MICRO_MODEL

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from depthpe.data.dataset import SceneEvalDataset
-from depthpe.evaluation import discover_sources, evaluate
+from depthpe.evaluation.loop import discover_sources, evaluate
 from tests.test_training import synth_root  # noqa: F401 (fixture)
 
 VIEWS, WIDTH = 3, 42

@@ -14,9 +14,9 @@ import pytest
 
 from depthpe.cli import main
 from depthpe.config import ConfigError
-from depthpe.data.image_bytes import decode_rgb, exif_orientation
+from depthpe.data.format.image_bytes import decode_rgb, exif_orientation
 from depthpe.data.synth import generate_scene
-from depthpe.io.cameras import FrameCamera, fit_camera, write_json_cameras
+from depthpe.data.cameras import FrameCamera, fit_camera, write_json_cameras
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
 from depthpe.testing.captures import read_scene_frames
 from tests.test_predict import micro_model
@@ -84,7 +84,7 @@ def test_convert_keeps_images_depth_and_K_in_the_cameras_grid(capture, scene, tm
 
 
 def test_predict_gives_depth_in_the_cameras_grid(capture, tmp_path, capsys):
-    from depthpe.prediction import input_size
+    from depthpe.prediction.api import input_size
 
     inputs = TrainingInputs(42, (0.5, 2.0), (2, 4))  # aspects up to 2: a rotated grid would be kept
     model = micro_model("prope")

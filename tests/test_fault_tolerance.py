@@ -56,7 +56,7 @@ def reference(synth_root, tmp_path_factory):  # noqa: F811
 
 def _kill_at_loss_call(n: int) -> None:
     """Fault: SIGKILL this process in the n-th loss computation (= during optimizer step n)."""
-    import depthpe.losses as losses
+    import depthpe.run.losses as losses
 
     real, calls = losses.depth_loss, [0]
 
@@ -137,7 +137,7 @@ def test_kill_during_checkpoint_save_keeps_previous_checkpoint(synth_root, refer
 def _wait_at_loss_call(n: int, marker: Path) -> None:
     """Fault: in the n-th loss computation (during step n) create ``marker`` and wait until the test
     has removed it (after sending its signal)."""
-    import depthpe.losses as losses
+    import depthpe.run.losses as losses
 
     real, calls = losses.depth_loss, [0]
 
@@ -283,7 +283,7 @@ def _break(split_dir: Path, good: Path, kind: str) -> Path:
 
 def _add_broken(split_dir: Path, kinds, split: str) -> None:
     """Write one broken copy of the split's first scene per kind and list them all in its index."""
-    from depthpe.data.scene_file import read_index, write_index
+    from depthpe.data.format.scene_file import read_index, write_index
 
     entries = read_index(split_dir)
     good = split_dir / entries[0]["path"]
@@ -367,7 +367,7 @@ def camera_root(tmp_path_factory):
 
 
 def test_invalid_cameras_make_a_file_unusable_in_training_and_evaluation(camera_root, tmp_path, capsys):
-    from depthpe.evaluation import discover_sources, evaluate
+    from depthpe.evaluation.loop import discover_sources, evaluate
     from depthpe.model import DepthModel
 
     cfg = run_config(camera_root, tmp_path / "run", seed=CAMERA_SEED,
@@ -403,7 +403,7 @@ def test_invalid_cameras_make_a_file_unusable_in_training_and_evaluation(camera_
 def test_nonfinite_gradients_skip_the_step(synth_root, tmp_path, monkeypatch):  # noqa: F811
     """A finite loss whose gradient is NaN (0 * d sqrt(x)/dx at x = 0) skips exactly that step (had
     the optimizer stepped with those gradients, every trained weight would be NaN)."""
-    import depthpe.losses as losses
+    import depthpe.run.losses as losses
 
     real, calls = losses.depth_loss, {"n": 0}
 

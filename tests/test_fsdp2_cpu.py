@@ -123,8 +123,8 @@ def _batches(cfg, rank: int, world: int, whole: bool):
 
 @contextlib.contextmanager
 def _nan_loss_at_call(call: int):
-    """Make the ``total`` of the ``call``-th (1-based) ``depthpe.losses.depth_loss`` call NaN."""
-    import depthpe.losses as losses
+    """Make the ``total`` of the ``call``-th (1-based) ``depthpe.run.losses.depth_loss`` call NaN."""
+    import depthpe.run.losses as losses
 
     real, calls = losses.depth_loss, [0]
 

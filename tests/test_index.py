@@ -8,8 +8,8 @@ import h5py
 import pytest
 
 from depthpe.cli import main
-from depthpe.data.reindex import index_folder
-from depthpe.data.scene_file import SceneFileError, read_index, write_scene
+from depthpe.data.format.reindex import index_folder
+from depthpe.data.format.scene_file import SceneFileError, read_index, write_scene
 from tests.scenes import plane_scene
 
 
@@ -81,7 +81,7 @@ def test_unchanged_index_is_rewritten_without_backup(tmp_path):
 def test_workers_give_the_same_indexes(tmp_path, monkeypatch, capsys):
     """Two folders with corrupt files and a repeated scene id: 2 processes list and skip exactly what 1
     does, in the same order, and the command shows a progress bar unless --quiet."""
-    from depthpe.data import reindex
+    from depthpe.data.format import reindex
 
     monkeypatch.setattr(reindex, "FILES_PER_WORKER", 1)  # a worker even for this little work
     for split in ("train", "val"):

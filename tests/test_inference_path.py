@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import depthpe
-from depthpe import evaluation
+from depthpe.evaluation import loop as evaluation
 from depthpe.cli import main
 from depthpe.data.config import SourceConfig
 from depthpe.geometry import DegenerateSceneError
@@ -67,7 +67,7 @@ def test_one_error_type_for_cameras_that_do_not_move():
     with pytest.raises(DegenerateSceneError, match="scale="):
         model.predict(images, K, still)
     from depthpe.config import ConfigError
-    from depthpe.prediction import run_views
+    from depthpe.prediction.api import run_views
 
     frames = (images.permute(0, 2, 3, 1).numpy() * 255).astype(np.uint8)
     with pytest.raises(ConfigError, match="unusable input for the model: .*no scale"):

@@ -1,5 +1,5 @@
-"""Camera readers/writers of depthpe.io.cameras: COLMAP (pycolmap and the built-in text parser),
-the cameras JSON, scene files (depthpe.data.scene_cameras); half-pixel shift; distortion warning;
+"""Camera readers/writers of depthpe.data.cameras: COLMAP (pycolmap and the built-in text parser),
+the cameras JSON, scene files (depthpe.data.cameras); half-pixel shift; distortion warning;
 one-line errors."""
 
 import json
@@ -8,11 +8,18 @@ import numpy as np
 import pytest
 
 from depthpe.config import ConfigError
-from depthpe.data.scene_cameras import read_camera_source
-from depthpe.data.scene_file import write_scene
+from depthpe.data.format.scene_file import write_scene
 from depthpe.data.synth import generate_scene
-from depthpe.io.cameras import (FrameCamera, find_camera, quaternion_to_rotation, read_cameras, read_colmap,
-                                rotation_to_quaternion, write_colmap_text, write_json_cameras)
+from depthpe.data.cameras import (
+    FrameCamera,
+    find_camera,
+    quaternion_to_rotation,
+    read_cameras,
+    read_colmap,
+    rotation_to_quaternion,
+    write_colmap_text,
+    write_json_cameras,
+)
 
 H, W = 24, 32
 
@@ -101,13 +108,11 @@ def test_scene_file_cameras(tmp_path, scene):
               split="val", metric=False, depth_units="scene", source="test")
     write_scene(tmp_path / "a.h5", scene_id="a", frame_names=["f0", "f1", "f2", "f3"], **kw)
     write_scene(tmp_path / "b.h5", scene_id="b", **kw)
-    a, b = read_camera_source(tmp_path / "a.h5"), read_camera_source(tmp_path / "b.h5")
+    a, b = read_cameras(tmp_path / "a.h5"), read_cameras(tmp_path / "b.h5")
     assert list(a) == ["f0", "f1", "f2", "f3"] and list(b)[0] == "frame_00000"
     np.testing.assert_allclose(a["f2"].K, scene["K"][2], rtol=1e-6)
     np.testing.assert_array_equal(a["f2"].w2c, scene["w2c"][2])
     assert (a["f2"].width, a["f2"].height) == (W, H)
-    with pytest.raises(ConfigError, match="a.h5: a scene file; read it with depthpe.data.scene_cameras"):
-        read_cameras(tmp_path / "a.h5")  # the io layer cannot open the data layer's format by itself
 
 
 @pytest.mark.parametrize("content, match", [
@@ -152,7 +157,7 @@ def test_malformed_sources(tmp_path):
     h5 = tmp_path / "bad.h5"
     h5.write_bytes(b"garbage")
     with pytest.raises(ConfigError, match="bad.h5"):
-        read_camera_source(h5)
+        read_cameras(h5)
 
 
 def test_find_camera(cams):

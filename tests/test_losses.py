@@ -1,11 +1,11 @@
-"""Tests for depthpe.losses: hand-computed L1 / multi-scale gradient / confidence terms, robustness."""
+"""Tests for depthpe.run.losses: hand-computed L1 / multi-scale gradient / confidence terms, robustness."""
 
 import math
 
 import pytest
 import torch
 
-from depthpe.losses import depth_loss, gradient_term
+from depthpe.run.losses import depth_loss, gradient_term
 
 
 def _example():

@@ -41,7 +41,7 @@ def test_a_killed_worker_is_one_error_line():
 
 def test_check_and_index_print_the_error_and_exit_2(tmp_path, monkeypatch, capsys):
     from depthpe.cli import main
-    from depthpe.data import check, reindex
+    from depthpe.data.format import check, reindex
 
     def killed(*args, **kwargs):
         return ordered_map(_die, range(4), workers=2)

@@ -8,7 +8,7 @@ import pytest
 
 from depthpe.cli import main
 from depthpe.config import ConfigError
-from depthpe.plotting import ema, read_history, run_plot, series
+from depthpe.analysis.plotting import ema, read_history, run_plot, series
 
 
 def test_ema_equals_a_hand_computation():

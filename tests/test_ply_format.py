@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from depthpe.io.prediction_files import read_ply, write_ply
+from depthpe.prediction.files import read_ply, write_ply
 
 COLUMNS = ["property float x", "property float y", "property float z",
            "property uchar red", "property uchar green", "property uchar blue"]

@@ -14,12 +14,12 @@ import depthpe
 from depthpe.cli import main
 from depthpe.config import ConfigError
 from depthpe.data.synth import camera_rays, cast_rays, generate_scene
-from depthpe.io.cameras import FrameCamera, write_colmap_text, write_json_cameras
-from depthpe.io.prediction_files import read_depth_png, read_ply
-from depthpe.io.prediction_result import fuse_points
+from depthpe.data.cameras import FrameCamera, write_colmap_text, write_json_cameras
+from depthpe.prediction.files import read_depth_png, read_ply
+from depthpe.prediction.result import fuse_points
 from depthpe.model import DepthModel, DepthModelConfig
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
-from depthpe.prediction import plan_views
+from depthpe.prediction.api import plan_views
 from tests.test_training import MICRO_MODEL, run_config, synth_root  # noqa: F401 (fixture)
 
 H, W, VIEWS = 40, 64, 4  # aspect 0.625: cropped to 60x40, resized to the trained 42x28
@@ -191,7 +191,7 @@ def test_plan_views():
 
 def test_bf16_and_scene_file_cameras(model_dir, inputs, scene, tmp_path):
     """bf16 autocast runs and stays close to fp32; a scene file serves as the camera source."""
-    from depthpe.data.scene_file import write_scene
+    from depthpe.data.format.scene_file import write_scene
 
     write_scene(tmp_path / "s.h5", images=scene["images"], depth=scene["depth"], K=scene["K"], w2c=scene["w2c"],
                 dataset="t", scene_id="s", split="val", metric=False, depth_units="scene", source="test",
@@ -204,7 +204,7 @@ def test_bf16_and_scene_file_cameras(model_dir, inputs, scene, tmp_path):
 
 
 def test_colorbar_shape():
-    from depthpe.viz import colorize_depth, with_colorbar
+    from depthpe.report.viz import colorize_depth, with_colorbar
 
     rgb = colorize_depth(np.linspace(1, 5, 120 * 160, dtype=np.float32).reshape(120, 160))
     out = with_colorbar(rgb, 1.0, 5.0, label="m")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from depthpe.cli import main
-from depthpe.worst_images import WorstImages
+from depthpe.evaluation.worst import WorstImages
 from tests.test_compare import SEEDS, study  # noqa: F401 (fixture)
 from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
 from tests.test_training import synth_root  # noqa: F401 (fixture)

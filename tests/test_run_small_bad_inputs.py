@@ -40,7 +40,7 @@ def test_an_interrupted_final_publish_is_completed_by_the_next_start(synth_root,
 
 
 def test_a_source_of_single_frame_scenes_says_scenes_need_two_frames(synth_root, tmp_path, capsys):
-    from depthpe.data.scene_file import read_index, write_index
+    from depthpe.data.format.scene_file import read_index, write_index
 
     root = tmp_path / "data"
     split = root / "synth" / "train"
@@ -82,8 +82,8 @@ def test_a_seed_outside_numpys_range_is_a_config_error(seed):
 def test_the_rescaled_k_note_names_the_cameras_size_and_the_images():
     import numpy as np
 
-    from depthpe.io.cameras import FrameCamera
-    from depthpe.prediction import _match_cameras
+    from depthpe.data.cameras import FrameCamera
+    from depthpe.prediction.api import _match_cameras
 
     K = np.array([[50.0, 0, 27.5], [0, 50.0, 27.5], [0, 0, 1]])
     cams = {"a.png": FrameCamera("a.png", K, np.eye(4)[:3], 56, 56)}

@@ -17,7 +17,7 @@ import math
 import pytest
 import torch
 
-from depthpe.losses import depth_loss
+from depthpe.run.losses import depth_loss
 from depthpe.run import RunConfig
 from depthpe.run.state import TrainState
 from depthpe.run.step import NonFiniteError, run_step

@@ -4,7 +4,7 @@ import h5py
 import numpy as np
 import pytest
 
-from depthpe.data.scene_file import (
+from depthpe.data.format.scene_file import (
     DEFAULT_DEPTH_COMPRESSION,
     SceneFileError,
     SceneReader,
@@ -240,7 +240,7 @@ def test_cameras_kept_by_the_reader_are_handed_out_as_copies(tmp_path):
 
 
 def test_float16_depth_converts_to_float32_exactly_like_numpy():
-    from depthpe.data.scene_file import _as_float32
+    from depthpe.data.format.scene_file import _as_float32
 
     every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)  # every float16 value
     got, expected = _as_float32(every), every.astype(np.float32)

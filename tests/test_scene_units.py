@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from depthpe.data.check import check_scene
+from depthpe.data.format.check import check_scene
 from depthpe.data.config import SourceConfig
 from depthpe.data.dataset import SceneEvalDataset
-from depthpe.data.scene_file import SceneReader, write_index, write_scene
+from depthpe.data.format.scene_file import SceneReader, write_index, write_scene
 from depthpe.geometry import DegenerateSceneError, normalize_scene
 from depthpe.model.inference import predict_depth
 from tests.scenes import plane_scene

@@ -240,8 +240,8 @@ def _run_cli(tmp_path, *extra):
 
 
 def test_cli_writes_files_and_index_and_resumes(tmp_path, capsys):
-    from depthpe.data.check import check_scene
-    from depthpe.data.scene_file import SceneReader, read_index
+    from depthpe.data.format.check import check_scene
+    from depthpe.data.format.scene_file import SceneReader, read_index
 
     assert _run_cli(tmp_path) == 0
     root = tmp_path / "synth"
@@ -283,7 +283,7 @@ def test_cli_writes_files_and_index_and_resumes(tmp_path, capsys):
 
 
 def test_write_is_deterministic_across_runs_and_workers(tmp_path):
-    from depthpe.data.scene_file import SceneReader, read_index
+    from depthpe.data.format.scene_file import SceneReader, read_index
 
     kw = dict(train_scenes=2, val_scenes=1, views=2, height=16, width=16, seed=3, progress=False)
     synth.write_synth_dataset(tmp_path / "a", workers=1, **kw)

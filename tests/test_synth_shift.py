@@ -166,8 +166,8 @@ def _cli(out, *extra):
 
 
 def test_cli_writes_shifted_scenes_that_pass_check(tmp_path, capsys):
-    from depthpe.data.check import check_scene
-    from depthpe.data.scene_file import SceneReader, read_index
+    from depthpe.data.format.check import check_scene
+    from depthpe.data.format.scene_file import SceneReader, read_index
 
     assert _cli(tmp_path, "--shift", "fov", "--shift", "baseline") == 0
     assert '"shift": "baseline-fov"' in capsys.readouterr().out
@@ -190,7 +190,7 @@ def test_cli_writes_shifted_scenes_that_pass_check(tmp_path, capsys):
 
 
 def test_default_run_has_no_shift_fields(tmp_path):
-    from depthpe.data.scene_file import SceneReader, read_index
+    from depthpe.data.format.scene_file import SceneReader, read_index
 
     assert _cli(tmp_path) == 0
     for e in read_index(tmp_path / "synth" / "val"):
@@ -202,7 +202,7 @@ def test_default_run_has_no_shift_fields(tmp_path):
 def test_evaluation_accepts_shifted_scenes(tmp_path):
     """A model returning the normalized ground truth scores AbsRel 0 on a shifted set."""
     from depthpe.data.dataset import SceneEvalDataset
-    from depthpe.evaluation import discover_sources, evaluate
+    from depthpe.evaluation.loop import discover_sources, evaluate
     from tests.test_evaluation_numpy import GroundTruthModel
 
     synth.write_synth_dataset(tmp_path, train_scenes=0, val_scenes=2, views=3, height=28, width=28, seed=1,

@@ -60,7 +60,7 @@ def test_lr_schedule():
 
 def test_few_steps_reduce_loss_on_fixed_batch(synth_root):
     from depthpe.data.dataset import build_train_loader
-    from depthpe.losses import depth_loss
+    from depthpe.run.losses import depth_loss
     from depthpe.model import DepthModel
 
     torch.manual_seed(0)
@@ -113,7 +113,7 @@ def test_checkpoint_rotation_and_latest_skips_incomplete(synth_root, tmp_path):
 
 
 def test_nonfinite_loss_is_skipped_and_counted(synth_root, tmp_path, monkeypatch):
-    import depthpe.losses as losses
+    import depthpe.run.losses as losses
 
     real = losses.depth_loss
     calls = {"n": 0}
@@ -144,7 +144,7 @@ def test_sigterm_writes_a_checkpoint_and_resume_matches(synth_root, tmp_path, mo
     import os
     import signal
 
-    import depthpe.losses as losses
+    import depthpe.run.losses as losses
 
     reference = load_file(train(run_config(synth_root, tmp_path / "ref", train={"checkpoint_every": 0}))
                           / "model.safetensors")
@@ -327,7 +327,7 @@ def test_resume_auto_starts_fresh_and_latest_without_checkpoint_is_an_error(synt
 
 
 def test_final_model_survives_a_failing_final_validation(synth_root, tmp_path, monkeypatch, capsys):
-    import depthpe.evaluation as evaluation
+    import depthpe.evaluation.loop as evaluation
 
     def broken(*args, **kwargs):
         raise OSError("disk went away")
@@ -461,7 +461,7 @@ def test_validation_manifest_history_and_loss_terms(synth_root, tmp_path):
 
 def test_random_scene_selection_is_seeded_per_source(synth_root):
     from depthpe.data.dataset import SceneEvalDataset
-    from depthpe.evaluation import scene_indices
+    from depthpe.evaluation.loop import scene_indices
 
     ds = SceneEvalDataset([{"name": "synth", "root": str(synth_root), "split": "train"}], views=2, seed=0, image_width=42)
     assert scene_indices(ds, 2) == [0, 1]
@@ -474,7 +474,7 @@ def test_random_scene_selection_is_seeded_per_source(synth_root):
 
 def test_scale_reference_is_recorded_and_used_by_evaluation(synth_root, tmp_path):
     from depthpe.eval import main as eval_main
-    from depthpe.evaluation import discover_sources, evaluate
+    from depthpe.evaluation.loop import discover_sources, evaluate
     from depthpe.model import DepthModel
     from depthpe.model.training_inputs import read_training_inputs
 

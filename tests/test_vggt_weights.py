@@ -329,7 +329,7 @@ def test_hub_id_falls_back_to_model_pt(base, tmp_path, monkeypatch):
 
 def test_training_config_init_from(base, ckpt_file, monkeypatch):
     from depthpe.run import RunConfig
-    from depthpe.model_card import init_weights_release
+    from depthpe.hub.card import init_weights_release
     from depthpe.run.building import build_model
 
     cfg = RunConfig.from_dict({"model": {**SMALL, "init_from": str(ckpt_file)}})

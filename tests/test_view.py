@@ -90,7 +90,7 @@ def test_load_prediction_dir_matches_the_files(pred_dir):
 
 
 def test_eval_scene_is_the_evaluated_scene(saved_model, synth_root):  # noqa: F811
-    from depthpe.eval_scene import EvalSceneSpec, predict_eval_scene, scene_metrics
+    from depthpe.evaluation.scene import EvalSceneSpec, predict_eval_scene, scene_metrics
     from depthpe.metrics import scene_rows
 
     spec = EvalSceneSpec(model=str(saved_model), data=str(synth_root), scene="val_000001", views=3, image_width=42)
@@ -124,7 +124,7 @@ def test_not_a_prediction_folder_is_an_error(tmp_path, capsys):
 
 def test_viewer_serves_and_saves(pred_dir, tmp_path):
     pytest.importorskip("viser", reason="the view extra (viser) is not installed")
-    from depthpe.io.prediction_files import read_ply
+    from depthpe.prediction.files import read_ply
     from depthpe.view.app import Viewer
     from depthpe.view.loaders import load_prediction_dir
     from tests.browser import free_port

@@ -1,11 +1,11 @@
-"""Tests for depthpe.viz: shapes, dtypes, invalid pixels black, shared range, PNG round trip."""
+"""Tests for depthpe.report.viz: shapes, dtypes, invalid pixels black, shared range, PNG round trip."""
 
 import cv2
 import numpy as np
 import pytest
 import torch
 
-from depthpe.viz import colorize_depth, depth_panel, depth_range, error_map, save_png, views_grid
+from depthpe.report.viz import colorize_depth, depth_panel, depth_range, error_map, save_png, views_grid
 
 
 def _depth(h=5, w=6):

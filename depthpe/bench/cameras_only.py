@@ -122,7 +122,7 @@ def load_samples(split_dir: Path, views: int, draws: int, seed: int):
     0..draws-1, the first is the subset ``depthpe eval --views`` uses); depth is every other pixel.
     """
     from ..data.sampling import eval_view_indices
-    from ..data.scene_file import SceneReader, read_index
+    from ..data.format.scene_file import SceneReader, read_index
 
     records = []
     for entry in read_index(split_dir):

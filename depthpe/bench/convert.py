@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..data.convert import convert
     from ..data.convert.common import ConvertOptions
-    from ..data.scene_file import read_index
+    from ..data.format.scene_file import read_index
     from ..testing import fake_datasets as fake
 
     names = sorted(fake.WRITERS) if args.dataset == "all" else [args.dataset]

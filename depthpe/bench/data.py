@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
+from ..data.format.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 
 BENCH_SOURCE = "bench"  # source name (and dataset folder) of the scene files written by --format
 NOISE_STD = 3.0  # grey levels of pixel noise added to the rendered images (photo-like JPEG sizes)
@@ -82,7 +82,7 @@ def write_bench_scenes(root: Path, *, scenes: int, frames: int, frame_hw: tuple[
     import cv2
     import torch
 
-    from ..data.scene_file import write_index, write_scene
+    from ..data.format.scene_file import write_index, write_scene
     from ..data.synth import generate_scene
     from ..geometry import resize_intrinsics
 
@@ -122,7 +122,7 @@ def stored_images(split_dir: Path, limit: int = 200) -> list[bytes]:
     """The encoded image bytes of up to ``limit`` frames of the scene files listed in ``split_dir``."""
     import h5py
 
-    from ..data.scene_file import read_index
+    from ..data.format.scene_file import read_index
 
     out: list[bytes] = []
     for entry in read_index(split_dir):
@@ -151,7 +151,7 @@ def stored_depth(split_dir: Path, limit: int = 96) -> np.ndarray:
     """The stored depth (N, H, W) of up to ``limit`` frames of the scene files listed in ``split_dir``."""
     import h5py
 
-    from ..data.scene_file import read_index
+    from ..data.format.scene_file import read_index
 
     out: list[np.ndarray] = []
     for entry in read_index(split_dir):
@@ -175,7 +175,7 @@ def depth_codec_rates(depth: np.ndarray, folder: Path, repeats: int = 3) -> dict
     with it, the median over ``repeats`` passes; KB per frame in the file)."""
     import h5py
 
-    from ..data.scene_file import depth_filters
+    from ..data.format.scene_file import depth_filters
 
     out = {}
     for codec in DEPTH_COMPRESSIONS:

@@ -125,7 +125,7 @@ def build_root(out: Path, n: int, seed_dir: Path) -> tuple[Path, float, bool]:
     ``index.json`` listing each under its own scene id. Reused when its index lists ``n`` scenes
     (the folder name carries the seed folder's, so other seed settings build another root).
     Returns ``(root, seconds spent building, reused)``."""
-    from ..data.scene_file import SceneFileError, read_index, write_index
+    from ..data.format.scene_file import SceneFileError, read_index, write_index
 
     root = out / f"n{n}-{seed_dir.parent.parent.name}"
     split_dir = root / DATASET / SPLIT
@@ -257,7 +257,7 @@ def _draw_and_write(root: Path, per_source: int, seed: int, path: Path) -> dict:
     written to ``path``; returns the seconds of each step, the scenes drawn and the file's digest."""
     from ..data.config import SourceConfig
     from ..data.dataset import SceneEvalDataset
-    from ..evaluation import scene_indices, write_manifest
+    from ..evaluation.loop import scene_indices, write_manifest
 
     sources = [SourceConfig(name=f"val{j}", root=str(root), split=SPLIT, dataset=DATASET, max_scenes=per_source)
                for j in range(VAL_SOURCES)]
@@ -297,9 +297,9 @@ def measure_throughput(root: Path, n: int, workers: list[int], check_scenes: int
     import json
     from dataclasses import asdict
 
-    from ..data.check import SCENES_PER_WORKER, check_root
+    from ..data.format.check import SCENES_PER_WORKER, check_root
     from ..data.parallel import workers_used
-    from ..data.reindex import FILES_PER_WORKER, rebuild_indexes
+    from ..data.format.reindex import FILES_PER_WORKER, rebuild_indexes
 
     rows, first = [], {}
     for task in ("index", "check"):

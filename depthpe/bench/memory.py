@@ -10,7 +10,7 @@ How: the model is built on the meta device and moved to fake tensors
 (``torch._subclasses.fake_tensor.FakeTensorMode``: shapes, dtypes and strides but no data, so a
 1.2B-parameter model costs nothing). The AdamW state is created (an AdamW step on zero gradients),
 then one training step runs as the training loop runs it: forward under autocast,
-``depthpe.losses.depth_loss``, backward (recomputing blocks with checkpointing), gradient clipping,
+``depthpe.run.losses.depth_loss``, backward (recomputing blocks with checkpointing), gradient clipping,
 ``AdamW.step`` and ``zero_grad(set_to_none=True)``. A ``TorchDispatchMode`` sees every operator's
 outputs; an output that aliases no input (no alias annotation in the operator's schema) is a new
 storage, counted until a ``weakref.finalize`` on that storage sees it freed. The largest total during
@@ -230,7 +230,7 @@ def train_step(model, opt, batch: dict, setting: Setting, mark=lambda phase: Non
 
 
 def _step_body(model, opt, batch: dict, setting: Setting, mark) -> None:
-    from ..losses import depth_loss
+    from ..run.losses import depth_loss
 
     loss_cfg = setting.cfg.loss
     mark("forward")

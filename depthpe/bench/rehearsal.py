@@ -354,9 +354,9 @@ class Rehearsal:
         cameras under the same names (a synth scene file names its cameras without an extension)."""
         import cv2
 
-        from ..data.scene_cameras import read_scene_cameras
-        from ..data.scene_file import SceneReader, read_index
-        from ..io.cameras import FrameCamera, write_json_cameras
+        from ..data.cameras import read_scene_cameras
+        from ..data.format.scene_file import SceneReader, read_index
+        from ..data.cameras import FrameCamera, write_json_cameras
 
         split = self.data / "synth" / "val"
         scene = split / read_index(split)[0]["path"]

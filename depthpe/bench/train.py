@@ -47,7 +47,7 @@ def measure(cfg, device: torch.device, steps: int, num_workers: int, *, warmup: 
     aggregator blocks are compiled first, as ``train.compile`` does). Returns {"seconds": {part: total
     s}, "images", "step_s", "images_per_s", "warmup_s": [s per warm-up step], "peak_mib", "peak_kind"}."""
     from ..data.dataset import build_train_loader
-    from ..losses import depth_loss
+    from ..run.losses import depth_loss
     from ..run.building import build_model, compile_blocks
 
     torch.manual_seed(cfg.seed)

@@ -101,7 +101,7 @@ def format_table(reports) -> str:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from ..data.check import check_root
+    from ..data.format.check import check_root
     from ..data.parallel import WorkerDied, resolve_workers
     from ..files import atomic_write_bytes
 

@@ -37,8 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
-        from ..compare import run_compare, write_compare
-        from ..plotting import write_curves
+        from ..analysis.compare import run_compare, write_compare
+        from ..analysis.plotting import write_curves
 
         result, markdown, meta = run_compare(
             args.inputs, group_by=args.group_by, reference=args.reference, datasets=args.dataset,

@@ -6,7 +6,7 @@ import argparse
 
 from ..config import ConfigError
 from ..data.convert.options import ConvertConfig
-from ..options import add_options, config_from_args
+from ..config.options import add_options, config_from_args
 from .errors import require_output_folder
 
 DESCRIPTION = """\

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..inference_config import EvalConfig
-from ..options import add_options, config_from_args
+from ..config.inference import EvalConfig
+from ..config.options import add_options, config_from_args
 from .errors import USAGE_ERROR_STATUS, report_errors, require_output_folder
 
 DESCRIPTION = """\
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(EvalConfig, args)
         require_output_folder(cfg.out, "--out")
-        from ..evaluation import run_evaluation
+        from ..evaluation.loop import run_evaluation
 
         run_evaluation(cfg)
         return 0

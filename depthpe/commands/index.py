@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Rebuild the indexes under ``args.root``, print what was listed and skipped; the exit status."""
     from ..data.parallel import WorkerDied, resolve_workers
-    from ..data.reindex import rebuild_indexes
+    from ..data.format.reindex import rebuild_indexes
 
     try:
         results = rebuild_indexes(args.root, dry_run=args.dry_run, workers=resolve_workers(args.workers, limit=8),

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
-        from ..plotting import run_plot
+        from ..analysis.plotting import run_plot
 
         for figure in run_plot(args.runs, args.out, group_by=args.group_by, metrics=args.metrics, rows=args.rows):
             print(f"wrote {figure.png} and {figure.svg} ({len(figure.panels)} panels)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..inference_config import PredictConfig
-from ..options import add_options, config_from_args
+from ..config.inference import PredictConfig
+from ..config.options import add_options, config_from_args
 from .errors import USAGE_ERROR_STATUS, report_errors, require_output_folder
 
 DESCRIPTION = """\
@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
         require_output_folder(cfg.out, "--out")
         import torch
 
-        from ..io.prediction_files import write_prediction
-        from ..prediction import predict
+        from ..prediction.files import write_prediction
+        from ..prediction.api import predict
 
         device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         result = predict(cfg.model, cfg.images, cfg.cameras, max_views=cfg.max_views, device=device,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..options import add_options, config_from_args
+from ..config.options import add_options, config_from_args
 from ..probe.config import ProbeConfig
 from .errors import USAGE_ERROR_STATUS, report_errors
 

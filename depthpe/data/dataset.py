@@ -70,7 +70,7 @@ from depthpe.data.sampling import (
     select_views,
     target_size,
 )
-from depthpe.data.scene_file import SceneFileError, SceneReader, read_index
+from depthpe.data.format.scene_file import SceneFileError, SceneReader, read_index
 from depthpe.data.workers import worker_init_fn
 from depthpe.geometry import DegenerateSceneError, normalize_scene
 from depthpe.metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS, min_valid_pixels, scored_mask

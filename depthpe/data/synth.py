@@ -1101,7 +1101,7 @@ def _existing_entry(path: Path, seed: int, views: int, height: int, width: int,
     """Index entry of a complete scene file made by this generator with the same seed, shape,
     shift and style, or None if the file is missing, unreadable or was made with other settings
     (then it is redone)."""
-    from depthpe.data.scene_file import read_attrs
+    from depthpe.data.format.scene_file import read_attrs
 
     attrs = read_attrs(path)
     if attrs is None:
@@ -1156,7 +1156,7 @@ def _make_scene_file(job: tuple) -> tuple[dict, str, float, float]:
 
     Returns (index entry, "written" | "skipped", render seconds, write seconds).
     """
-    from depthpe.data.scene_file import write_scene
+    from depthpe.data.format.scene_file import write_scene
 
     split_dir, split, index, seed, views, height, width, shift, style = job
     scene_id = _scene_id(split, index, shift, style)
@@ -1254,7 +1254,7 @@ def write_synth_dataset(
 def _write_split(split_dir: Path, split: str, jobs: list[tuple], pool, progress: bool) -> dict:
     """Make (or keep) the scene file of every job of one split, in ``pool`` if given, then write the
     split's ``index.json``; returns the split's stats (scenes, written, skipped, render_s, write_s)."""
-    from depthpe.data.scene_file import write_index
+    from depthpe.data.format.scene_file import write_index
 
     split_dir.mkdir(parents=True, exist_ok=True)
     results = pool.imap(_make_scene_file, jobs) if pool else map(_make_scene_file, jobs)

@@ -3,7 +3,7 @@
 ``predict_depth(model, images, K, w2c)`` normalizes a posed scene (``depthpe.geometry.normalize_scene``),
 checks the inputs where they enter, runs the model without gradients (optionally under bfloat16
 autocast) and scales depth back to the caller's unit. ``DepthModel.predict``, ``depthpe predict``
-(``depthpe.prediction``) and evaluation (``depthpe.evaluation``) all go through it, so they give
+(``depthpe.prediction.api``) and evaluation (``depthpe.evaluation.loop``) all go through it, so they give
 bit-identical depth for the same views.
 """
 
@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 
 from .. import geometry
-from ..inference_config import DTYPES
+from ..config.choices import DTYPES
 
 __all__ = ["check_input_shapes", "check_inputs", "check_model_inputs", "predict_depth"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..inference_config import HeldOutScenes
-from ..options import option
+from ..config.inference import HeldOutScenes
+from ..config.options import option
 
 __all__ = ["ProbeConfig"]
 

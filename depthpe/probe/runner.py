@@ -1,6 +1,6 @@
 """Run the correspondence probe over held-out scenes: ``probe_attention`` (also validation's).
 
-Scenes and views are chosen as in evaluation (``depthpe.evaluation``: ``SceneEvalDataset``, the same
+Scenes and views are chosen as in evaluation (``depthpe.evaluation.loop``: ``SceneEvalDataset``, the same
 selection, manifests and normalized scene unit), and the model runs through the one inference path
 (``evaluation.scene_prediction`` -> ``predict_depth``) with ``capture.capture_global_attention``
 active; the matches come from the scene's GT depth and cameras (``correspondence.patch_matches``).
@@ -14,8 +14,15 @@ import torch
 
 from ..data.config import SourceConfig
 from ..data.dataset import SceneEvalDataset
-from ..evaluation import (model_scale_reference, scene_indices, scene_loader, discover_sources, input_size,
-                          scene_prediction, usable_sources)
+from ..evaluation.loop import (
+    model_scale_reference,
+    scene_indices,
+    scene_loader,
+    discover_sources,
+    input_size,
+    scene_prediction,
+    usable_sources,
+)
 from .capture import attention_bytes, capture_global_attention
 from .correspondence import patch_matches
 from .lift import LiftAccumulator
@@ -45,7 +52,7 @@ def probe_attention(model, sources: Sequence[SourceConfig | dict], *, views: int
                     scale_reference: str = "others", progress: bool = False) -> dict[str, LiftAccumulator]:
     """Correspondence lift of ``model`` (a ``DepthModel``, possibly DDP-wrapped) per dataset.
 
-    Scene and view arguments as ``depthpe.evaluation.evaluate`` (one scene per forward pass; an
+    Scene and view arguments as ``depthpe.evaluation.loop.evaluate`` (one scene per forward pass; an
     unusable scene is skipped); radii: window radii in patches; depth_tolerance: relative depth
     agreement of the occlusion test (``correspondence.patch_matches``). Returns {dataset:
     ``LiftAccumulator``} (datasets without a usable scene are absent). Raises ``ValueError`` when a
@@ -97,7 +104,7 @@ def run_probe(cfg) -> dict[str, LiftAccumulator]:
     import time
 
     from ..config import ConfigError
-    from ..evaluation import load_manifest
+    from ..evaluation.loop import load_manifest
     from ..model import DepthModel
     from .report import format_layer_table, write_probe_outputs
 

@@ -1,12 +1,12 @@
 """``report.html`` of ``depthpe compare --out``: its notes, one table per dataset (the cells of
-compare.md, ``depthpe.compare.compare_cells``), the inputs and their groups, and the validation
+compare.md, ``depthpe.analysis.compare.compare_cells``), the inputs and their groups, and the validation
 curves (curves/*.png) embedded."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..compare import COLUMNS, compare_cells
+from ..analysis.compare import COLUMNS, compare_cells
 from .html import render, write_page
 
 __all__ = ["write_compare_report"]

@@ -1,19 +1,25 @@
 """What training pushes to the Hugging Face Hub, and when (``hub.repo_id`` set in the run config).
 
 ``TrainingPushes`` is the training loop's side of the Hub: every ``hub.push_every``-th checkpoint and
-the final model go to the repository (layout in ``depthpe.hub``), each with a model card regenerated
+the final model go to the repository (layout in ``depthpe.hub.pusher``), each with a model card regenerated
 from the run config and the latest validation. ``card_training`` turns a ``RunConfig`` into the plain
-values a card shows (``depthpe.model_card.TrainingSection``), for these pushes and for
-``depthpe push``. The uploads themselves are ``depthpe.hub.HubPusher``'s.
+values a card shows (``depthpe.hub.card.TrainingSection``), for these pushes and for
+``depthpe push``. The uploads themselves are ``depthpe.hub.pusher.HubPusher``'s.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..hub import HubPusher, PushHandle, checkpoint_path_in_repo, known_token, log_to_stderr, step_tag
-from ..model_card import (CardInfo, TrainingSection, card_info_for_folder, init_weights_release, public_location,
-                          write_model_card)
+from ..hub.pusher import HubPusher, PushHandle, checkpoint_path_in_repo, known_token, log_to_stderr, step_tag
+from ..hub.card import (
+    CardInfo,
+    TrainingSection,
+    card_info_for_folder,
+    init_weights_release,
+    public_location,
+    write_model_card,
+)
 from .schema import RunConfig
 from .validation import validation_card_fields
 

@@ -22,8 +22,8 @@ from omegaconf import MISSING
 
 from ..config import ConfigError, instantiate, merge_layers
 from ..data.config import DataConfig, SourceConfig
-from ..hub import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
-from ..inference_config import ViewProtocol
+from ..hub.pusher import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
+from ..config.inference import ViewProtocol
 from ..model.config import PRESETS, DepthModelConfig
 
 __all__ = ["OptimConfig", "LossConfig", "TrainLoopConfig", "ValConfig", "HubConfig", "ModelSection",
@@ -72,7 +72,7 @@ class OptimConfig:
 
 @dataclass
 class LossConfig:
-    """Weights of the depth loss terms (``depthpe.losses.depth_loss``): L1 on normalized depth,
+    """Weights of the depth loss terms (``depthpe.run.losses.depth_loss``): L1 on normalized depth,
     VGGT's multi-scale gradient loss over ``gradient_scales`` scales, VGGT's confidence term."""
 
     l1_weight: float = 1.0
@@ -135,7 +135,7 @@ class TrainLoopConfig:
 class ValConfig(ViewProtocol):
     """Periodic validation on held-out scenes (``every`` optimizer steps; 0 = only at the end).
 
-    views, seed, manifest: which views of a scene (``depthpe.inference_config.ViewProtocol``, shared
+    views, seed, manifest: which views of a scene (``depthpe.config.inference.ViewProtocol``, shared
     with ``depthpe eval``; seed also draws the scenes); max_scenes: scenes per source (None = all; a
     source's own ``max_scenes`` wins); selection: ``first`` (index order) or ``random`` (a draw
     seeded by ``seed`` and the source name, the paper's protocol); the scenes and views of the first
@@ -171,7 +171,7 @@ class ValConfig(ViewProtocol):
 
 @dataclass
 class HubConfig:
-    """Pushing to the Hugging Face Hub (main process, in the background; see ``depthpe.hub``).
+    """Pushing to the Hugging Face Hub (main process, in the background; see ``depthpe.hub.pusher``).
 
     repo_id: "user/name" (None = no pushes); private: visibility when the repo is created;
     push_every: push every Nth checkpoint (the final model is always pushed); revision: branch
@@ -179,7 +179,7 @@ class HubConfig:
     attempts after a failure and the first back-off in seconds (doubling); request_timeout: seconds
     one Hub request may wait to connect, send or receive; job_deadline: seconds one upload may take,
     retries included, before it is given up; wait_timeout: seconds to wait for uploads when training
-    ends. The defaults are ``depthpe.hub``'s (``DEFAULT_*``), written once there.
+    ends. The defaults are ``depthpe.hub.pusher``'s (``DEFAULT_*``), written once there.
     """
 
     repo_id: Optional[str] = None

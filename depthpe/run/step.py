@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import losses
+from . import losses
 from .schema import OptimConfig, RunConfig
 from .state import TrainState
 

@@ -222,7 +222,7 @@ def validate(run: Run) -> dict | None:
     loss terms of training, on the scenes and views of the run's validation manifest once it exists;
     the main process logs the table, sends scalars and panels to the trackers, writes the manifest
     (first time), val_summary.json and a val_history.jsonl line per dataset. Returns the summary."""
-    from ..evaluation import evaluate, format_summary
+    from ..evaluation.loop import evaluate, format_summary
 
     cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
     manifest = read_val_manifest(cfg)
@@ -255,7 +255,7 @@ def _record_validation(run: Run, result, *, first: bool, extra_rows: dict | None
     """Main process: trackers (metrics, loss terms, panels, ``extra_rows``), the manifest (first
     validation), val_summary.json, val_history.jsonl (with ``extra_rows``: {dataset: {row: {metric:
     value}}}) and the model card's latest table."""
-    from ..evaluation import write_manifest
+    from ..evaluation.loop import write_manifest
 
     cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
     scalars = {f"val/{ds}/{mode}/{k}": v[k] for ds, modes in result.summary.items()

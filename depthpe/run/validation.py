@@ -40,16 +40,16 @@ def val_manifest_file(cfg: RunConfig) -> Path:
 
 def read_val_manifest(cfg: RunConfig) -> dict | None:
     """{"<source>/<scene_id>": [frames]} of the run's validation manifest, or None before the first validation."""
-    from ..evaluation import load_manifest
+    from ..evaluation.loop import load_manifest
 
     path = val_manifest_file(cfg)
     return load_manifest(path) if path.is_file() else None
 
 
 def loss_terms_fn(cfg: LossConfig) -> Callable:
-    """``(pred, gt, valid, conf) -> {term: float}``: the training loss (``depthpe.losses.depth_loss``
+    """``(pred, gt, valid, conf) -> {term: float}``: the training loss (``depthpe.run.losses.depth_loss``
     with the run's weights) of one scene, tensors (1, S, H, W) in the normalized unit."""
-    from .. import losses
+    from . import losses
 
     def terms(pred, gt, valid, conf) -> dict[str, float]:
         out = losses.depth_loss(pred, gt, valid, conf, l1_weight=cfg.l1_weight, gradient_weight=cfg.gradient_weight,

@@ -387,7 +387,7 @@ def compare_to_ground_truth(path: str | Path, fake: FakeScene) -> dict:
     import torch
 
     from ..data.convert.common import scale_intrinsics
-    from ..data.scene_file import SceneReader
+    from ..data.format.scene_file import SceneReader
     from ..data.synth import surface_distance
     from ..geometry import unproject_depth
 

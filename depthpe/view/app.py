@@ -133,7 +133,7 @@ class Viewer:
 
     def save(self) -> Path:
         """Write every point that passes the current filters (no subsampling) to ``save_path``."""
-        from ..io.prediction_files import write_ply
+        from ..prediction.files import write_ply
 
         points = select_points(self.scene, self.selection(max_points=0))
         write_ply(self.save_path, points.points, points.colors)

@@ -1,5 +1,5 @@
 """``ViewScene``s from what depthpe writes or computes: a ``depthpe predict`` output folder, or a
-held-out scene predicted as in the evaluation (``depthpe.eval_scene``)."""
+held-out scene predicted as in the evaluation (``depthpe.evaluation.scene``)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def load_prediction_dir(folder: str | Path) -> ViewScene:
     """The ``ViewScene`` of a ``depthpe predict`` output folder: per image its depth, confidence,
     input image (``<stem>_image.png``), K and w2c from prediction.json. Raises ValueError when the
     folder is not a predict output or a file is missing."""
-    from ..io.prediction_files import file_stem
+    from ..prediction.files import file_stem
 
     folder = Path(folder)
     meta_path = folder / "prediction.json"
@@ -52,7 +52,7 @@ def load_prediction_dir(folder: str | Path) -> ViewScene:
 
 
 def scene_from_prediction(predicted, metrics: dict, scales: dict) -> ViewScene:
-    """The ``ViewScene`` of a ``depthpe.eval_scene.PredictedScene`` with its metrics and alignment scales."""
+    """The ``ViewScene`` of a ``depthpe.evaluation.scene.PredictedScene`` with its metrics and alignment scales."""
     frames = [ViewFrame(name=f"frame {f}", image=predicted.images[i], K=predicted.K[i], w2c=predicted.w2c[i],
                         depth=predicted.depth[i], gt=predicted.gt[i],
                         conf=None if predicted.conf is None else predicted.conf[i])

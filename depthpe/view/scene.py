@@ -125,7 +125,7 @@ def _valid(frame: ViewFrame, kind: str, conf_threshold: float | None) -> np.ndar
 
 def _depth_range(scene: ViewScene) -> tuple[float, float]:
     """One colour range for every frame: robust range of the GT, else of the native prediction."""
-    from ..viz import depth_range
+    from ..report.viz import depth_range
 
     maps = [f.gt for f in scene.frames] if scene.has_gt else [f.depth for f in scene.frames]
     return depth_range(np.stack([np.asarray(m, np.float64) for m in maps]))
@@ -134,7 +134,7 @@ def _depth_range(scene: ViewScene) -> tuple[float, float]:
 def _frame_colors(scene: ViewScene, i: int, kind: str, coloring: str, scale: float) -> np.ndarray:
     """(H, W, 3) uint8 colour of every pixel of frame ``i`` for ``kind``: its image, its depth
     (one range for the scene, turbo) or the per-pixel AbsRel of the aligned prediction (magma)."""
-    from ..viz import colorize_depth, error_map
+    from ..report.viz import colorize_depth, error_map
 
     frame = scene.frames[i]
     if coloring == "image":

@@ -19,7 +19,7 @@ def _eval_scene(cfg: ViewConfig) -> ViewScene:
     """A held-out scene predicted as in the evaluation (cfg.model + cfg.data, or an eval folder)."""
     import torch
 
-    from ..eval_scene import EvalSceneSpec, predict_eval_scene, scene_metrics, spec_from_eval_dir
+    from ..evaluation.scene import EvalSceneSpec, predict_eval_scene, scene_metrics, spec_from_eval_dir
 
     given = {"model": cfg.model, "split": cfg.split, "views": cfg.views, "seed": cfg.seed,
              "image_width": cfg.image_width, "revision": cfg.revision, "dtype": cfg.dtype}

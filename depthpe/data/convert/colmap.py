@@ -7,7 +7,7 @@ Layout of one scene (``SRC`` itself, or every subfolder of ``SRC`` that is one),
     sparse/ (or sparse/0)                       the model: cameras + images, .bin or .txt
     stereo/depth_maps/<name>.geometric.bin      MVS depth (else <name>.photometric.bin)
 
-Cameras come from ``depthpe.io.cameras.read_cameras`` (COLMAP's world-to-camera; the half-pixel
+Cameras come from ``depthpe.data.cameras.read_cameras`` (COLMAP's world-to-camera; the half-pixel
 principal point shift is undone there); ``--cameras`` names another source. COLMAP depth maps are
 z-depth in the model's unit (``metric=False``, ``depth_units="colmap"``; ``--metric`` when the model
 is in metres), 0 = no estimate. A frame without a depth map is dropped ("no depth map"); a scene
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..validation import MAX_FRAME_SIDE
+from ..format.limits import MAX_FRAME_SIDE
 from .common import ConvertOptions, FrameDropped, SceneRef, SceneSkipped, SceneSource
 from .folder import Capture, image_files, load_cameras, open_capture, scene_refs
 

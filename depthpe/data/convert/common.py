@@ -36,9 +36,9 @@ import cv2
 import numpy as np
 
 from ...files import atomic_write_bytes
-from ..image_bytes import ImageBytesError, decode_image_bytes, decode_rgb, orientation_notes
-from ..scene_file import index_entry, read_attrs, write_index, write_scene
-from ..validation import camera_problems
+from ..format.image_bytes import ImageBytesError, decode_image_bytes, decode_rgb, orientation_notes
+from ..format.scene_file import index_entry, read_attrs, write_index, write_scene
+from ..format.limits import camera_problems
 from .options import CONVERTER_VERSION, ConvertOptions, resolve_workers
 
 __all__ = [

@@ -11,7 +11,7 @@ Layout of one scene (``SRC`` itself, or every subfolder of ``SRC`` that holds ``
       or a COLMAP model                 ``sparse/0``, ``sparse`` or the folder itself (.bin or .txt)
 
 ``--cameras SOURCE`` names the camera source instead (the same for every scene). Cameras are read
-with ``depthpe.data.scene_cameras.read_camera_source`` (OpenCV K and world-to-camera; COLMAP's half-pixel
+with ``depthpe.data.cameras.read_cameras`` (OpenCV K and world-to-camera; COLMAP's half-pixel
 shift is undone there) and matched to images by name (``match_cameras``: the path relative to
 ``images/``, else the file name with the closest path when that is unique; one camera name that
 fits two images skips the scene). Images are read in their stored pixel grid, EXIF orientation ignored
@@ -106,12 +106,12 @@ def read_depth_file(path: Path, depth_scale: float | None) -> np.ndarray:
 
 
 def load_cameras(source: str | os.PathLike) -> dict:
-    """``read_camera_source(source)``; a camera source that cannot be read skips the scene with its reason."""
+    """``read_cameras(source)``; a camera source that cannot be read skips the scene with its reason."""
     from ...config import ConfigError
-    from ..scene_cameras import read_camera_source
+    from ..cameras import read_cameras
 
     try:
-        return read_camera_source(source)
+        return read_cameras(source)
     except ConfigError as err:
         raise SceneSkipped(f"cameras: {err}") from err
 
@@ -139,7 +139,7 @@ def _load_frame(capture: Capture, matched: dict, frame: tuple[str, Path]) -> Raw
     Raises FrameDropped ("no camera", "no depth map", unreadable files), SceneSkipped for a camera of
     another aspect ratio than its image (``fit_camera``'s message)."""
     from ...config import ConfigError
-    from ...io.cameras import fit_camera
+    from ..cameras import fit_camera
 
     name, path = frame
     cam = matched[name]
@@ -161,7 +161,7 @@ def open_capture(capture: Capture) -> SceneSource:
     """A ``SceneSource`` over the capture's images (in name order), each matched to its camera
     (``match_cameras``; an ambiguous match skips the scene with its message)."""
     from ...config import ConfigError
-    from ...io.cameras import match_cameras
+    from ..cameras import match_cameras
 
     if not capture.images:
         raise SceneSkipped("no images (.jpg, .jpeg, .png) in images/")

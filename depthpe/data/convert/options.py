@@ -1,7 +1,7 @@
 """Settings of a dataset conversion: ``ConvertOptions`` (what the converters read) and
 ``ConvertConfig`` (``depthpe convert``'s whole command line: the dataset, --src, --out and --check
 on top). Each field's default and help text live here once; the command's options are generated
-from them (``depthpe.options``). Light module: no torch, OpenCV or h5py import.
+from them (``depthpe.config.options``). Light module: no torch, OpenCV or h5py import.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ...options import REQUIRED, check_required, option
-from ..depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
+from ...config.options import REQUIRED, check_required, option
+from ..format.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from ..parallel import resolve_workers
 from .registry import CONVERTERS
 

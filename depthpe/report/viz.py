@@ -184,7 +184,7 @@ def save_png(path, array) -> Path:
     ok, encoded = cv2.imencode(".png", a[..., ::-1] if a.ndim == 3 else a)
     if not ok:
         raise RuntimeError(f"OpenCV could not encode a PNG of shape {a.shape}")
-    from .files import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     return atomic_write_bytes(path, encoded.tobytes())
 
@@ -202,7 +202,7 @@ def _to_numpy(x) -> np.ndarray:
 
 
 def _depth_and_mask(depth, valid):
-    from .metrics import depth_and_mask
+    from ..metrics import depth_and_mask
 
     return depth_and_mask(depth, valid)
 

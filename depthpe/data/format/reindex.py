@@ -20,9 +20,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .parallel import ordered_map
+from ..parallel import ordered_map
 from .scene_file import INDEX_NAME, SceneFileError, SceneReader, index_entry, write_index
-from .validation import index_entry_problem
+from .limits import index_entry_problem
 
 __all__ = ["FolderResult", "index_folder", "scene_folders", "rebuild_indexes"]
 

@@ -128,7 +128,7 @@ def config_from_args(cls, args: argparse.Namespace):
     Raises ``depthpe.config.ConfigError`` (one line) for unknown keys, bad values or missing required ones."""
     from omegaconf import OmegaConf
 
-    from .config import ConfigError, instantiate, merge_layers, read_yaml_chain
+    from . import ConfigError, instantiate, merge_layers, read_yaml_chain
 
     layers = [read_yaml_chain(args.config)] if getattr(args, "config", None) else []
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None}

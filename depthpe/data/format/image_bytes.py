@@ -28,7 +28,7 @@ import zlib
 import cv2
 import numpy as np
 
-from .validation import MAX_FRAME_SIDE
+from .limits import MAX_FRAME_SIDE
 
 __all__ = ["ImageBytesError", "inspect_image_bytes", "decode_image_bytes", "decode_rgb", "exif_orientation",
            "orientation_notes"]

@@ -16,8 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .config import ConfigError
-from .run.validation import VAL_HISTORY, read_val_history
+from ..config import ConfigError
+from ..run.validation import VAL_HISTORY, read_val_history
 
 __all__ = ["ema", "read_history", "series", "panel_specs", "CurveRun", "CurveFigure", "plot_curves", "run_plot",
            "write_curves"]
@@ -163,7 +163,7 @@ def _save(fig, png: Path, svg: Path) -> None:
     """Save ``fig`` as PNG and SVG, each written atomically."""
     import io
 
-    from .files import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     for path, fmt in ((png, "png"), (svg, "svg")):
         buf = io.BytesIO()
@@ -190,7 +190,7 @@ def run_plot(paths: Sequence[str], out_dir: str | Path, *, group_by: str = "mode
 
 def write_curves(meta: dict, out_dir: str | Path) -> list:
     """``depthpe compare --out``'s validation curves (``plot_curves``, default metrics) of the runs in
-    ``depthpe.compare.run_compare``'s ``meta`` that have a ``val_history.jsonl``, into
+    ``depthpe.analysis.compare.run_compare``'s ``meta`` that have a ``val_history.jsonl``, into
     ``out_dir/curves``; returns the figures (an empty list when no run has a history)."""
     runs = [CurveRun(Path(i["run_dir"]).name, i["group"], read_history(i["run_dir"])) for i in meta["inputs"]
             if i["run_dir"] and (Path(i["run_dir"]) / VAL_HISTORY).is_file()]

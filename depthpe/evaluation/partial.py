@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import ConfigError
-from .files import atomic_write_bytes
-from .inference_config import EvalConfig
-from .options import flag_of
+from ..config import ConfigError
+from ..files import atomic_write_bytes
+from ..config.inference import EvalConfig
+from ..config.options import flag_of
 
 __all__ = ["PARTIAL_DIR", "FSYNC_SECONDS", "PartialEvaluation", "eval_fingerprint", "settings_difference"]
 
@@ -64,7 +64,7 @@ def _stamp(path: Path) -> list[int]:
 
 def _source_fingerprint(source) -> dict:
     """A source's name, folder, index.json hash and one hash of (path, size, mtime) of its scene files."""
-    from .data.scene_file import INDEX_NAME, read_index
+    from ..data.format.scene_file import INDEX_NAME, read_index
 
     split_dir = Path(source.split_dir)
     files = hashlib.sha256()
@@ -83,8 +83,8 @@ def eval_fingerprint(cfg: EvalConfig, sources, *, image_width: int, aspect, scal
     modification times), the options that change numbers or outputs (views, seed, --scenes,
     manifest hash, width, aspect, dtype, min-valid-fraction, panels, worst), the device type and the
     depthpe version. Not in it: --num-workers and the number of processes (no effect on the results)."""
-    from . import __version__
-    from .model.depth_model import checkpoint_files
+    from .. import __version__
+    from ..model.depth_model import checkpoint_files
 
     files = checkpoint_files(cfg.model, cfg.revision)
     model = str(Path(cfg.model).resolve()) if Path(cfg.model).is_dir() else cfg.model
@@ -166,7 +166,7 @@ class PartialEvaluation:
 
     def save_png(self, name: str, panel: np.ndarray) -> str:
         """Write a uint8 panel as ``png/<name>.png``; returns the name to store in a record."""
-        from .viz import save_png
+        from ..report.viz import save_png
 
         save_png(self.folder / "png" / f"{name}.png", panel)
         return f"{name}.png"

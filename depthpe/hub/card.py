@@ -6,7 +6,7 @@ training datasets), ``model-index`` (the evaluation numbers, rendered by hugging
 ``ModelCardData`` / ``EvalResult``), ``license``, ``base_model`` when initialised from released
 weights) and a body: what the model is, the input size it was trained at, how to load it, the
 latest evaluation table (``native``, ``scene_aligned`` and ``image_aligned`` rows per dataset, as
-printed by ``depthpe.evaluation.format_summary``), the training configuration and the licence.
+printed by ``depthpe.evaluation.loop.format_summary``), the training configuration and the licence.
 
 Everything here is a pure function of a ``CardInfo``; nothing touches the network (the Hub's
 metadata validation happens when the card is uploaded). The card knows nothing of the run layer: what
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .model.training_inputs import TrainingInputs, read_training_inputs
+from ..model.training_inputs import TrainingInputs, read_training_inputs
 
 if TYPE_CHECKING:
     from huggingface_hub import EvalResult, ModelCardData
@@ -219,7 +219,7 @@ def card_metadata(info: CardInfo) -> dict:
 # ------------------------------------------------------------------------------------ body
 def eval_table(summary: dict, metrics=CARD_METRICS) -> str:
     """Markdown table of the ``CARD_MODES`` rows of an evaluation summary (empty string if none)."""
-    from .evaluation import format_summary
+    from ..evaluation.loop import format_summary
 
     rows = {ds: {m: v for m, v in modes.items() if m in CARD_MODES} for ds, modes in (summary or {}).items()}
     rows = {ds: modes for ds, modes in rows.items() if any("n_scenes" in v for v in modes.values())}
@@ -354,7 +354,7 @@ def render_model_card(info: CardInfo) -> str:
 
 def write_model_card(folder: str | Path, info: CardInfo) -> Path:
     """Write ``render_model_card(info)`` to ``folder/README.md`` atomically (replacing any card there)."""
-    from .files import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     return atomic_write_bytes(Path(folder) / CARD_NAME, render_model_card(info).encode("utf-8"))
 

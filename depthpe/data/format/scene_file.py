@@ -45,10 +45,10 @@ import cv2
 import h5py
 import numpy as np
 
-from ..files import atomic_target, atomic_write_bytes
+from ...files import atomic_target, atomic_write_bytes
 from .depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from .image_bytes import decode_image_bytes
-from .validation import camera_problems, depth_storage_problem, index_entry_problem, shape_problem
+from .limits import camera_problems, depth_storage_problem, index_entry_problem, shape_problem
 
 __all__ = [
     "FORMAT",

@@ -6,7 +6,7 @@
   ``EvalConfig`` and the run config's ``val`` section (``depthpe.run.schema.ValConfig``).
 
 Each field's default and help text are written here once; the commands' options are generated from
-them (``depthpe.options``), so ``depthpe eval --config FILE`` and ``key=value`` work as for ``train``.
+them (``depthpe.config.options``), so ``depthpe eval --config FILE`` and ``key=value`` work as for ``train``.
 Light module: no torch import (numpy through ``metrics``' constants).
 """
 
@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS
+from ..metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS
+from .choices import DTYPES
 from .options import REQUIRED, check_required, flag_of, option
 
-__all__ = ["DTYPES", "ModelInput", "ViewProtocol", "HeldOutScenes", "EvalConfig", "PredictConfig"]
+__all__ = ["ModelInput", "ViewProtocol", "HeldOutScenes", "EvalConfig", "PredictConfig"]
 
-DTYPES = ("fp32", "bf16")  # fp32, or bfloat16 autocast (CPU or GPU); metrics stay float32
 
 
 def _require(ok: bool, message: str) -> None:

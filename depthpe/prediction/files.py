@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..files import atomic_target, atomic_write_bytes
-from .prediction_result import fuse_points
+from .result import fuse_points
 
 __all__ = ["file_stem", "write_depth_png", "read_depth_png", "write_ply", "read_ply", "write_prediction"]
 
@@ -40,7 +40,7 @@ def file_stem(name: str) -> str:
 def write_depth_png(path: str | Path, depth: np.ndarray, unit: str) -> float:
     """Write (H, W) depth (0 = invalid) as a 16-bit PNG and its sidecar ``<path stem>.json``; returns
     the scale (depth = png_value * scale; scale = max depth / 65535, 1 for an all-zero map)."""
-    from ..viz import save_png
+    from ..report.viz import save_png
 
     path = Path(path)
     d = np.asarray(depth, np.float64)
@@ -91,7 +91,7 @@ def read_ply(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 def _write_frame(out: Path, frame, unit: str) -> dict:
     """The files of one ImagePrediction; returns its entry of prediction.json."""
-    from ..viz import colorize_depth, depth_range, save_png, with_colorbar
+    from ..report.viz import colorize_depth, depth_range, save_png, with_colorbar
 
     stem = file_stem(frame.name)
     scale = write_depth_png(out / f"{stem}_depth.png", frame.depth, unit)

@@ -53,8 +53,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from .model.training_inputs import TRAINING_INPUTS_NAME
-from .model_card import CARD_NAME
+from ..model.training_inputs import TRAINING_INPUTS_NAME
+from .card import CARD_NAME
 
 __all__ = [
     "MODEL_FILES",

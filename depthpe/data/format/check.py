@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..geometry import mean_center_distance, project_points, scale_is_degenerate, unproject_depth
-from .config import MIN_SCALE_RATIO
-from .parallel import ordered_map
+from ...geometry import mean_center_distance, project_points, scale_is_degenerate, unproject_depth
+from ..config import MIN_SCALE_RATIO
+from ..parallel import ordered_map
 from .scene_file import SceneFileError, SceneReader, read_index
-from .validation import ROTATION_ATOL, camera_problems
-from .workers import one_thread, use_one_thread
+from .limits import ROTATION_ATOL, camera_problems
+from ..workers import one_thread, use_one_thread
 
 __all__ = ["SceneReport", "PairStats", "pair_disagreement", "check_scene", "camera_motion_problem", "find_split_dirs",
            "check_root"]

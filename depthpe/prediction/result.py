@@ -1,8 +1,8 @@
 """What ``depthpe.predict`` returns (``PredictionResult``, one ``ImagePrediction`` per image), and the
 point cloud fused from it (``fuse_points``).
 
-These live in the io layer, below ``depthpe.prediction`` (which runs the model), so that
-``depthpe.io.prediction_files`` can write a result without importing the model.
+These live in the io layer, below ``depthpe.prediction.api`` (which runs the model), so that
+``depthpe.prediction.files`` can write a result without importing the model.
 """
 
 from __future__ import annotations

@@ -35,15 +35,15 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from .data.config import SourceConfig
-from .data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _loader_kwargs
-from .eval_partial import PartialEvaluation, eval_fingerprint
-from .files import atomic_write_bytes
-from .inference_config import DTYPES, EvalConfig
-from .model.inference import predict_depth
-from .worst_images import WorstImages
-from .metrics import (BASELINE_MODES, MIN_VALID_FRACTION, MODES, StreamingMedian, aggregate, baseline_rows,
-                      scene_rows)
+from ..data.config import SourceConfig
+from ..data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _loader_kwargs
+from .partial import PartialEvaluation, eval_fingerprint
+from ..files import atomic_write_bytes
+from ..config.choices import DTYPES
+from ..config.inference import EvalConfig
+from ..model.inference import predict_depth
+from .worst import WorstImages
+from ..metrics import BASELINE_MODES, MIN_VALID_FRACTION, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
 
 __all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",
            "usable_sources", "input_size", "run_evaluation", "scene_indices", "scene_loader",
@@ -360,7 +360,7 @@ def _predict_scenes(model, loader, dtype: str, global_value: dict, panel_keys: C
         new += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
         record.update(frames=frames, rows=[{**r, "views": len(frames)} for r in new])
         if record["key"] in panel_keys:
-            from .viz import views_grid
+            from ..report.viz import views_grid
 
             record["panel_image"] = views_grid(batch["images"][0], gt, pred, valid, max_views=4, channels_first=False)
         records.append(_keep(record, entered, partial))
@@ -408,7 +408,7 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
     ``panels/*.png`` into ``out_dir`` (atomically, file by file). Returns the paths written.
     fingerprint: ``eval_partial.eval_fingerprint`` of the settings, kept in summary.json so that a
     rerun with the same settings knows the evaluation is complete."""
-    from .viz import save_png
+    from ..report.viz import save_png
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -435,7 +435,7 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
     for name, panel in result.panels:
         paths[f"panel_{name}"] = save_png(out / "panels" / f"{name}.png", panel)
     paths.update(_write_worst(result.worst, out))
-    from .report.eval_report import write_eval_report
+    from ..report.eval_report import write_eval_report
 
     paths["report"] = write_eval_report(out)
     return paths
@@ -443,7 +443,7 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
 
 def _write_worst(items: list[dict], out: Path) -> dict[str, Path]:
     """``worst/NN_<dataset>_<scene>_v<image>.png`` panels and ``worst.json`` (their metrics and files)."""
-    from .viz import save_png
+    from ..report.viz import save_png
 
     listed, paths = [], {}
     for rank, item in enumerate(items):
@@ -474,8 +474,8 @@ def input_size(model: str, revision: str | None, image_width: int | None) -> tup
     ``model``: ``image_width`` if given, else the width the model was trained at
     (``training_inputs.json``), else 518. The aspect is the model's one training aspect ratio, if it
     had one (None = each scene's own aspect)."""
-    from .config import ConfigError
-    from .model.training_inputs import read_training_inputs
+    from ..config import ConfigError
+    from ..model.training_inputs import read_training_inputs
 
     if image_width is not None and (image_width <= 0 or image_width % 14):
         raise ConfigError(f"--image-width must be a positive multiple of 14, got {image_width} (e.g. 518 = 37 * 14)")
@@ -491,7 +491,7 @@ def input_size(model: str, revision: str | None, image_width: int | None) -> tup
 
 def model_scale_reference(model: str, revision: str | None) -> str:
     """The scene unit the model was trained in (training_inputs.json; ``others`` without one)."""
-    from .model.training_inputs import read_training_inputs
+    from ..model.training_inputs import read_training_inputs
 
     inputs = read_training_inputs(model, revision)
     return inputs.scale_reference if inputs else "others"
@@ -502,8 +502,8 @@ def usable_sources(sources: Sequence[SourceConfig], *, named: bool) -> tuple[lis
     empty source left out. ``named``: the user named the datasets (``--datasets``), so an empty one
     is an error rather than a warning. Raises ``ConfigError`` for an unreadable index, an empty
     named source, or when no source is left."""
-    from .config import ConfigError
-    from .data.scene_file import SceneFileError, read_index
+    from ..config import ConfigError
+    from ..data.format.scene_file import SceneFileError, read_index
 
     kept, warnings = [], []
     for src in sources:
@@ -547,8 +547,8 @@ def run_evaluation(cfg: EvalConfig) -> EvalResult | None:
     dataset, nothing evaluable, a partial evaluation with other settings) raise ``ConfigError``."""
     from accelerate import Accelerator
 
-    from .config import ConfigError
-    from .model import DepthModel
+    from ..config import ConfigError
+    from ..model import DepthModel
 
     try:
         sources = discover_sources(cfg.data, cfg.split, cfg.datasets)

@@ -22,8 +22,7 @@ Sources (``read_cameras`` dispatches on the path):
 * **JSON** (``*.json``): ``{"frames": [{"file": "img.jpg", "K": [[fx,0,cx],[0,fy,cy],[0,0,1]],
   "w2c": 3x4 or 4x4, "width": W, "height": H}]}``; ``width``/``height`` are optional.
 * **Scene file** (``*.h5``): the frames of a depthpe scene file, named by its ``frame_names`` (or
-  ``frame_00000``, ... when it has none). The scene format belongs to the data layer, above io:
-  ``depthpe.data.scene_cameras.read_camera_source`` reads every kind, scene files included.
+  ``frame_00000``, ... when it has none).
 
 Malformed sources raise ``depthpe.config.ConfigError`` with a one-line message naming the file.
 """
@@ -36,13 +35,14 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from ..config import ConfigError
+from .format.scene_file import SceneFileError, SceneReader
 
 __all__ = [
+    "read_scene_cameras",
     "FrameCamera",
     "read_cameras",
     "read_colmap",
@@ -112,13 +112,23 @@ def check_camera(cam: FrameCamera, source) -> FrameCamera:
     return cam
 
 
-def read_cameras(source: str | os.PathLike, *, scene_reader: Callable | None = None) -> dict[str, FrameCamera]:
-    """Cameras of a COLMAP folder, a JSON file or a scene file (see the module docstring), keyed by
-    image name (COLMAP's image name, the JSON ``file``, the scene file's frame name).
+def read_scene_cameras(path: str | os.PathLike) -> dict[str, FrameCamera]:
+    """Cameras of a depthpe scene file, keyed by ``frame_names`` (``frame_00000``... without them)."""
+    try:
+        with SceneReader(path) as reader:
+            K, w2c = reader.read_cameras()
+            names = reader.frame_names() or [f"frame_{i:05d}" for i in range(reader.num_frames)]
+            width, height = reader.width, reader.height
+    except SceneFileError as err:
+        raise ConfigError(str(err)) from err
+    cams = {name: FrameCamera(name, K[i], w2c[i], width, height) for i, name in enumerate(names)}
+    return {name: check_camera(cam, path) for name, cam in cams.items()}
 
-    scene_reader: ``path -> {name: FrameCamera}`` for ``.h5`` scene files; the io layer sits below
-    the data layer that owns that format, so ``depthpe.data.scene_cameras.read_camera_source`` passes
-    ``read_scene_cameras`` here (without it a scene file is refused with a one-line error)."""
+
+def read_cameras(source: str | os.PathLike) -> dict[str, FrameCamera]:
+    """Cameras of a COLMAP folder, a JSON file or a scene file (see the module docstring), keyed by
+    image name (COLMAP's image name, the JSON ``file``, the scene file's frame name); ConfigError with
+    one line if the source is unusable."""
     path = Path(source)
     if not path.exists():
         raise ConfigError(f"camera source {path} does not exist (pass a COLMAP folder, a .json or a .h5 file)")
@@ -128,10 +138,7 @@ def read_cameras(source: str | os.PathLike, *, scene_reader: Callable | None = N
     if suffix == ".json":
         return read_json_cameras(path)
     if suffix in (".h5", ".hdf5"):
-        if scene_reader is None:
-            raise ConfigError(f"camera source {path}: a scene file; read it with "
-                              "depthpe.data.scene_cameras.read_camera_source")
-        return scene_reader(path)
+        return read_scene_cameras(path)
     raise ConfigError(f"camera source {path}: unknown kind {suffix or '(no suffix)'!r} "
                       "(expected a COLMAP folder, a .json or a .h5 scene file)")
 

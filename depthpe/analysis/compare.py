@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .config import ConfigError
+from ..config import ConfigError
 
 __all__ = ["EvalInput", "resolve_input", "resolve_inputs", "run_config_values", "config_value", "lookup_key",
            "group_label", "group_inputs",
@@ -118,7 +118,7 @@ def flatten(mapping: dict, prefix: str = "") -> dict:
 
 def run_config_values(run_dir: Path) -> dict:
     """The flattened run config of ``run_dir/config.yaml`` (read with ``load_run_config``)."""
-    from .run import load_run_config
+    from ..run import load_run_config
 
     try:
         cfg = load_run_config(run_dir / "config.yaml")
@@ -164,7 +164,7 @@ def lookup_key(config: dict, key: str, where) -> object:
     if key not in config and below:
         return below
     if key not in config:
-        from .config import did_you_mean
+        from ..config import did_you_mean
 
         hint = did_you_mean(key, sorted(config))
         raise ConfigError(f"--group-by {key!r}: no such key in {where}"
@@ -448,7 +448,7 @@ def format_compare(result: dict, notes: Sequence[str] = ()) -> str:
 
 def write_compare(result: dict, markdown: str, out_dir: str | Path, meta: dict) -> dict[str, Path]:
     """Write ``compare.md`` and ``compare.json`` ({"meta", "result"}) atomically into ``out_dir``."""
-    from .files import atomic_write_bytes
+    from ..files import atomic_write_bytes
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

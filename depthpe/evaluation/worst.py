@@ -1,7 +1,7 @@
 """The evaluated images with the largest native AbsRel, kept with their panels while the evaluation
 runs (for report.html): a bounded list, so memory stays at k panels whatever the number of scenes.
 
-A panel is ``depthpe.viz.depth_panel``: RGB | GT | prediction | AbsRel error, uint8 (H, 4W, 3).
+A panel is ``depthpe.report.viz.depth_panel``: RGB | GT | prediction | AbsRel error, uint8 (H, 4W, 3).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class WorstImages:
         frames: the S frame indices. A panel is rendered only for an image that enters. Returns the
         items that entered (an image among the final k worst always entered when offered, so a
         resumed evaluation needs only these: ``add``)."""
-        from .viz import depth_panel
+        from ..report.viz import depth_panel
 
         entered = []
         for row in rows:

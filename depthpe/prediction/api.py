@@ -1,12 +1,12 @@
 """Depth for a user's own images: ``depthpe.predict(model, images, cameras)`` (docs/predict.md).
 
-The module is ``depthpe.prediction`` (not ``depthpe.predict``) so that the function
+The module is ``depthpe.prediction.api`` (not ``depthpe.predict``) so that the function
 ``depthpe.predict`` is never shadowed by a submodule of the same name.
 
 Pipeline, in depthpe's conventions (docs/conventions.md):
 
 1. Images of any size are read as uint8 RGB in their stored pixel grid (EXIF orientation ignored:
-   cameras refer to that grid; ``depthpe.data.image_bytes.decode_rgb``, the converters' reader too;
+   cameras refer to that grid; ``depthpe.data.format.image_bytes.decode_rgb``, the converters' reader too;
    one note says for how many images a tag was ignored).
 2. One input size (H, W) for all images: the model's trained width (``training_inputs.json``, else
    518) and the first image's aspect clamped to the trained aspect range, H a multiple of 14
@@ -35,10 +35,10 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from .config import ConfigError
-from .data.scene_cameras import read_camera_source
-from .io.cameras import FrameCamera, fit_camera, match_cameras
-from .io.prediction_result import ImagePrediction, PredictionResult
+from ..config import ConfigError
+from ..data.cameras import read_cameras
+from ..data.cameras import FrameCamera, fit_camera, match_cameras
+from .result import ImagePrediction, PredictionResult
 
 __all__ = ["ImagePrediction", "PredictionResult", "predict", "load_model", "list_images",
            "IMAGE_EXTENSIONS", "CAMERA_FREE_ENCODINGS"]
@@ -82,7 +82,7 @@ def list_images(images: str | os.PathLike | Sequence[str | os.PathLike]) -> list
 def load_image(path: Path) -> tuple[np.ndarray, int]:
     """((H, W, 3) uint8 RGB of an image file in its stored pixel grid, the EXIF orientation tag that
     was not applied: 1 = none; ``image_bytes.decode_rgb``); ConfigError if unreadable."""
-    from .data.image_bytes import decode_rgb
+    from ..data.format.image_bytes import decode_rgb
 
     try:
         return decode_rgb(Path(path).read_bytes())
@@ -94,8 +94,8 @@ def load_model(model, device: str | torch.device = "cpu", revision: str | None =
     """(DepthModel in eval mode on ``device``, its TrainingInputs or None). ``model``: a DepthModel
     (its ``training_inputs`` attribute, if set, is used), an exported folder or a Hub repo id (at
     ``revision``: branch, tag or commit; None = main)."""
-    from .model import DepthModel
-    from .model.training_inputs import read_training_inputs
+    from ..model import DepthModel
+    from ..model.training_inputs import read_training_inputs
 
     if isinstance(model, torch.nn.Module):
         return model.to(device).eval(), getattr(model, "training_inputs", None)
@@ -113,7 +113,7 @@ def _match_cameras(names: list[str], sizes: list[tuple[int, int]], cameras) -> t
     (``fit_camera``). ``sizes``: (H, W) per image. Returns (cameras, notes); ConfigError for a
     missing or ambiguous camera or a size of another aspect."""
     if not isinstance(cameras, Mapping):
-        cameras = read_camera_source(cameras)
+        cameras = read_cameras(cameras)
     matched = match_cameras(cameras, names)
     out, notes = [], []
     for name, (h, w) in zip(names, sizes):
@@ -129,7 +129,7 @@ def _match_cameras(names: list[str], sizes: list[tuple[int, int]], cameras) -> t
 def input_size(first_hw: tuple[int, int], inputs, image_width: int | None = None) -> tuple[int, int]:
     """Model input (H, W): width ``image_width`` or the trained width (518 without a sidecar); aspect
     H/W of the first image clamped to the trained aspect range; H a multiple of 14."""
-    from .data.sampling import target_size
+    from ..data.sampling import target_size
 
     width = image_width or (inputs.image_width if inputs else DEFAULT_IMAGE_WIDTH)
     if width <= 0 or width % 14:
@@ -143,7 +143,7 @@ def input_size(first_hw: tuple[int, int], inputs, image_width: int | None = None
 def prepare_view(image: np.ndarray, K: np.ndarray, out_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """Crop (H_in, W_in, 3) uint8 ``image`` around its principal point to the aspect of ``out_hw``
     (the largest such window) and resize it -> ((H, W, 3) uint8, K (3, 3) float64 of the output)."""
-    from .data.augment import crop_and_resize, crop_box
+    from ..data.augment import crop_and_resize, crop_box
 
     h, w = image.shape[:2]
     box = crop_box((h, w), (float(K[0, 2]), float(K[1, 2])), out_hw, 1.0)
@@ -168,7 +168,7 @@ def plan_views(n: int, max_views: int, w2c: np.ndarray | None) -> tuple[str, lis
     if n <= max_views:
         return "all", [list(range(n))]
     if w2c is not None:
-        from .data.sampling import nearest_camera_order
+        from ..data.sampling import nearest_camera_order
 
         return "nearest", [[i] + [int(j) for j in nearest_camera_order(w2c, i)[: max_views - 1]] for i in range(n)]
     order = [sorted(range(n), key=lambda j, i=i: (abs(j - i), j)) for i in range(n)]
@@ -181,7 +181,7 @@ def run_views(model, images: np.ndarray, K: np.ndarray, w2c: np.ndarray | None, 
     uint8; K: (S, 3, 3); w2c: (S, 3, 4) in the caller's frame and unit, or None (identity poses,
     scale 1). Returns (depth (S, H, W) float32 in the caller's unit, conf (S, H, W) float32);
     unusable inputs raise ``ConfigError``."""
-    from .model.inference import predict_depth
+    from ..model.inference import predict_depth
 
     S = len(images)
     scale = 1.0 if w2c is None or S == 1 else None
@@ -208,7 +208,7 @@ def _check_cameras_needed(model, have_cameras: bool) -> None:
 def _prepare_all(paths: list[Path], names: list[str], cameras, inputs, image_width):
     """Load, crop and resize every image -> (images (N, H, W, 3) uint8, K (N, 3, 3), w2c (N, 3, 4)
     or None, (H, W), notes)."""
-    from .data.image_bytes import orientation_notes
+    from ..data.format.image_bytes import orientation_notes
 
     loaded = [load_image(p) for p in paths]
     raw = [im for im, _ in loaded]
@@ -232,7 +232,7 @@ def predict(model, images, cameras=None, *, max_views: int | None = None, device
 
     model: a DepthModel, an exported model folder or a Hub repo id. images: a folder, a glob or a
     list of files (``list_images``). cameras: None, a camera source (COLMAP folder, cameras .json,
-    scene .h5; ``depthpe.data.scene_cameras.read_camera_source``) or a dict name -> FrameCamera; matched to images
+    scene .h5; ``depthpe.data.cameras.read_cameras``) or a dict name -> FrameCamera; matched to images
     by name. max_views: views per prediction (default: the most views the model was trained with,
     else 8). device: torch device; dtype: "fp32" or "bf16" (autocast). image_width: override the
     trained input width (a multiple of 14). revision: Hub revision of ``model`` (a repo id). Raises

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .evaluation import discover_sources, input_size, load_manifest, scene_prediction
-from .metrics import scene_rows, scene_scale, scene_summaries
+from .loop import discover_sources, input_size, load_manifest, scene_prediction
+from ..metrics import scene_rows, scene_scale, scene_summaries
 
 __all__ = ["EvalSceneSpec", "PredictedScene", "spec_from_eval_dir", "predict_eval_scene", "scene_metrics"]
 
@@ -95,8 +95,8 @@ def predict_eval_scene(spec: EvalSceneSpec, model=None, device: str = "cpu") -> 
     model: an already loaded ``DepthModel`` (None = load ``spec.model``)."""
     import torch
 
-    from .data.dataset import SceneEvalDataset, collate_eval
-    from .evaluation import model_scale_reference
+    from ..data.dataset import SceneEvalDataset, collate_eval
+    from .loop import model_scale_reference
 
     width, aspect, _ = input_size(spec.model, spec.revision, spec.image_width)
     sources = discover_sources(spec.data, spec.split)
@@ -107,7 +107,7 @@ def predict_eval_scene(spec: EvalSceneSpec, model=None, device: str = "cpu") -> 
     if batch["error"] is not None:
         raise ValueError(f"scene {batch['dataset']}/{batch['scene']} cannot be used: {batch['error']}")
     if model is None:
-        from .model import DepthModel
+        from ..model import DepthModel
 
         model = DepthModel.from_pretrained(spec.model, revision=spec.revision).to(device).eval()
     with torch.no_grad():

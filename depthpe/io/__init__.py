@@ -1,1 +1,0 @@
-"""Reading and writing user data outside scene files: cameras (``depthpe.io.cameras``)."""
