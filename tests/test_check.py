@@ -1,6 +1,7 @@
 import argparse
 import json
 
+import h5py
 import numpy as np
 import pytest
 
@@ -63,9 +64,9 @@ def test_views_without_overlap_fail_unless_allowed(tmp_path):
 
 def test_bad_values_fail(tmp_path):
     sc = plane_scene(4, 30, 40, seed=1)
-    w = sc["w2c"].copy()
-    w[2, :3, :3] *= 1.3
-    write(tmp_path, "scaled_rot", w2c=w)
+    write(tmp_path, "scaled_rot")  # write_scene refuses a scaled rotation: scale it in the file
+    with h5py.File(tmp_path / "scaled_rot.h5", "r+") as f:
+        f["w2c"][2, :3, :3] = f["w2c"][2, :3, :3] * 1.3
     assert any("non-orthonormal" in p for p in check_scene(tmp_path / "scaled_rot.h5").problems)
     K = sc["K"].copy()
     K[1, 0, 0] = -K[1, 0, 0]

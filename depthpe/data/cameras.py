@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ConfigError
+from .format.limits import homogeneous_row_problems, rotation_problems
 from .format.scene_file import SceneFileError, SceneReader
 
 __all__ = [
@@ -72,7 +73,7 @@ _COLMAP_MODELS = {
 @dataclass
 class FrameCamera:
     """One image's camera. K: (3, 3) float64 OpenCV pixel intrinsics of a ``width`` x ``height`` image;
-    w2c: (3, 4) float64 OpenCV world-to-camera (a 4x4 is cut to 3x4); width/height 0 = unknown."""
+    w2c: (3, 4) float64 OpenCV world-to-camera (a 4x4 must end in [0, 0, 0, 1] and is cut to 3x4); width/height 0 = unknown."""
 
     name: str
     K: np.ndarray
@@ -83,11 +84,14 @@ class FrameCamera:
     def __post_init__(self) -> None:
         self.K = np.asarray(self.K, dtype=np.float64)
         self.w2c = np.asarray(self.w2c, dtype=np.float64)
-        if self.w2c.shape == (4, 4):
-            self.w2c = self.w2c[:3].copy()
-        if self.K.shape != (3, 3) or self.w2c.shape != (3, 4):
+        if self.K.shape != (3, 3) or self.w2c.shape not in ((3, 4), (4, 4)):
             raise ValueError(f"camera {self.name!r}: K must be 3x3 and w2c 3x4 or 4x4, "
                              f"got {self.K.shape} and {self.w2c.shape}")
+        if self.w2c.shape == (4, 4) and np.isfinite(self.w2c).all():
+            problems = homogeneous_row_problems(self.w2c[None])
+            if problems:
+                raise ValueError(f"camera {self.name!r}: {problems[0].replace(' in 1 frame(s), first frame 0', '')}")
+        self.w2c = self.w2c[:3].copy()
         self.width, self.height = int(self.width), int(self.height)
 
 
@@ -105,8 +109,7 @@ def check_camera(cam: FrameCamera, source) -> FrameCamera:
         raise _problem(source, f"{where} has a non-positive focal length (fx={cam.K[0, 0]:g}, fy={cam.K[1, 1]:g})")
     if np.abs(cam.K[2] - [0, 0, 1]).max() > 1e-6:
         raise _problem(source, f"{where}: K's last row is {cam.K[2].tolist()}, expected [0, 0, 1]")
-    R = cam.w2c[:, :3]
-    if np.abs(R @ R.T - np.eye(3)).max() > 1e-3 or abs(np.linalg.det(R) - 1) > 1e-3:
+    if rotation_problems(cam.w2c[None]):
         raise _problem(source, f"{where}: the rotation of w2c is not orthonormal with det +1 "
                                "(is it a c2w, or scaled?)")
     return cam

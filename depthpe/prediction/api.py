@@ -37,7 +37,7 @@ import torch
 
 from ..config import ConfigError
 from ..data.cameras import read_cameras
-from ..data.cameras import FrameCamera, fit_camera, match_cameras
+from ..data.cameras import FrameCamera, check_camera, fit_camera, match_cameras
 from .result import ImagePrediction, PredictionResult
 
 __all__ = ["ImagePrediction", "PredictionResult", "predict", "load_model", "list_images",
@@ -114,6 +114,8 @@ def _match_cameras(names: list[str], sizes: list[tuple[int, int]], cameras) -> t
     missing or ambiguous camera or a size of another aspect."""
     if not isinstance(cameras, Mapping):
         cameras = read_cameras(cameras)
+    else:
+        cameras = {name: check_camera(cam, "cameras") for name, cam in cameras.items()}
     matched = match_cameras(cameras, names)
     out, notes = [], []
     for name, (h, w) in zip(names, sizes):

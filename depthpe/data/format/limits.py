@@ -34,6 +34,9 @@ from pathlib import PurePosixPath
 import numpy as np
 
 __all__ = [
+    "w2c_problems",
+    "rotation_problems",
+    "homogeneous_row_problems",
     "MAX_FRAME_SIDE",
     "MAX_FRAMES",
     "ROTATION_ATOL",
@@ -115,6 +118,44 @@ def _frames_text(bad: np.ndarray) -> str:
     return f"{len(bad)} frame(s), first frame {int(bad[0])}"
 
 
+def homogeneous_row_problems(w2c: np.ndarray) -> list[str]:
+    """Problems of the last row of 4x4 world-to-camera matrices (empty list: all ``[0, 0, 0, 1]``,
+    or the matrices are 3x4 and have no such row). w2c: (N, 3, 4) or (N, 4, 4), finite."""
+    w2c = np.asarray(w2c, np.float64)
+    if w2c.shape[-2] != 4:
+        return []
+    bad = np.nonzero(np.abs(w2c[:, 3] - [0.0, 0.0, 0.0, 1.0]).max(axis=1) > 1e-6)[0]
+    if not len(bad):
+        return []
+    return [f"w2c's last row is not [0, 0, 0, 1] in {_frames_text(bad)} ({w2c[bad[0], 3].tolist()}; "
+            "a 4x4 camera matrix must be a rigid transform)"]
+
+
+def rotation_problems(w2c: np.ndarray, rotation_atol: float = ROTATION_ATOL) -> list[str]:
+    """Problems of the rotation blocks of world-to-camera matrices (empty list: each is orthonormal
+    with det +1 within ``rotation_atol``). w2c: (N, 3, 4) or (N, 4, 4), finite."""
+    R = np.asarray(w2c, np.float64)[:, :3, :3]
+    ortho = np.abs(R @ R.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2))
+    det = np.linalg.det(R)
+    bad = np.nonzero((ortho > rotation_atol) | (np.abs(det - 1) > rotation_atol))[0]
+    if not len(bad):
+        return []
+    i = bad[0]
+    return [f"non-orthonormal rotation in {_frames_text(bad)} (|RR^T-I|={ortho[i]:.2g}, "
+            f"det={det[i]:.4g}; allowed deviation {rotation_atol:g})"]
+
+
+def w2c_problems(w2c: np.ndarray, rotation_atol: float = ROTATION_ATOL) -> list[str]:
+    """Problems of world-to-camera matrices that must be rigid transforms (empty list: all are):
+    non-finite entries (reported alone), a 4x4 last row other than ``[0, 0, 0, 1]``, a rotation block
+    that is not orthonormal with det +1. w2c: (N, 3, 4) or (N, 4, 4) OpenCV world-to-camera."""
+    w2c = np.asarray(w2c, np.float64)
+    finite = np.isfinite(w2c).all(axis=(1, 2))
+    if not finite.all():
+        return [f"non-finite w2c values in {_frames_text(np.nonzero(~finite)[0])}"]
+    return homogeneous_row_problems(w2c) + rotation_problems(w2c, rotation_atol)
+
+
 def camera_problems(K: np.ndarray, w2c: np.ndarray, height: int, width: int,
                     rotation_atol: float = ROTATION_ATOL) -> list[str]:
     """Problems of the cameras of a scene (empty list: all valid), one line per kind of defect.
@@ -135,14 +176,7 @@ def camera_problems(K: np.ndarray, w2c: np.ndarray, height: int, width: int,
     bad = np.nonzero(np.abs(K[:, 2] - [0.0, 0.0, 1.0]).max(axis=1) > 1e-6)[0]
     if len(bad):
         problems.append(f"K's last row is not [0, 0, 1] in {_frames_text(bad)} ({K[bad[0], 2].tolist()})")
-    R = w2c[:, :, :3]
-    ortho = np.abs(R @ R.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2))
-    det = np.linalg.det(R)
-    bad = np.nonzero((ortho > rotation_atol) | (np.abs(det - 1) > rotation_atol))[0]
-    if len(bad):
-        i = bad[0]
-        problems.append(f"non-orthonormal rotation in {_frames_text(bad)} (|RR^T-I|={ortho[i]:.2g}, "
-                        f"det={det[i]:.4g}; allowed deviation {rotation_atol:g})")
+    problems += rotation_problems(w2c, rotation_atol)
     cx, cy = K[:, 0, 2], K[:, 1, 2]
     off_x = np.abs(cx - (width - 1) / 2) > PRINCIPAL_POINT_MAX_OFFSET * width
     off_y = np.abs(cy - (height - 1) / 2) > PRINCIPAL_POINT_MAX_OFFSET * height

@@ -48,7 +48,7 @@ import numpy as np
 from ...files import atomic_target, atomic_write_bytes
 from .depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from .image_bytes import decode_image_bytes
-from .limits import camera_problems, depth_storage_problem, index_entry_problem, shape_problem
+from .limits import camera_problems, depth_storage_problem, index_entry_problem, shape_problem, w2c_problems
 
 __all__ = [
     "FORMAT",
@@ -142,6 +142,9 @@ def _validate_arrays(images, depth, K, w2c, valid, frame_names) -> tuple[int, in
         raise ValueError(f"w2c must be (N, 3, 4) or (N, 4, 4) with N={n}, got {w2c.shape}")
     if not (np.isfinite(K).all() and np.isfinite(w2c).all()):
         raise ValueError("K or w2c contain NaN or inf")
+    rigid = w2c_problems(w2c)
+    if rigid:
+        raise ValueError(f"w2c is not a rigid world-to-camera transform: {rigid[0]}")
     if valid is not None and np.asarray(valid).shape != (n, h, w):
         raise ValueError(f"valid must be (N, H, W) = {(n, h, w)}, got {np.asarray(valid).shape}")
     if frame_names is not None and len(frame_names) != n:
