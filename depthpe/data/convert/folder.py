@@ -24,6 +24,7 @@ distance along the ray; `depthpe check` names that mistake. Split: everything is
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import Counter
@@ -32,7 +33,9 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from numpy.lib import format as npy_format
 
+from ..format.limits import MAX_FRAME_SIDE
 from .common import (
     ConvertOptions,
     FrameDropped,
@@ -84,6 +87,26 @@ def list_scenes(src: Path, options: ConvertOptions) -> list[SceneRef]:
     return scene_refs(src, lambda d: (d / "images").is_dir())
 
 
+def check_npy_size(path: Path) -> None:
+    """Read only the header of a ``.npy`` depth map and refuse, before anything is allocated, one
+    that claims more than ``MAX_FRAME_SIDE`` pixels on a side or more bytes than the file holds
+    (a 100000x100000 header would otherwise make ``np.load`` allocate 37 GB). Raises ``FrameDropped``."""
+    try:
+        with open(path, "rb") as f:
+            version = npy_format.read_magic(f)
+            read_header = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+            shape, _, dtype = read_header(f)
+            offset = f.tell()
+    except (OSError, ValueError, EOFError) as err:
+        raise FrameDropped("unreadable depth") from err
+    if dtype.hasobject:
+        raise FrameDropped("unreadable depth")
+    if any(side > MAX_FRAME_SIDE for side in shape):
+        raise FrameDropped(f"depth larger than {MAX_FRAME_SIDE} pixels on a side")
+    if offset + math.prod(shape) * dtype.itemsize > path.stat().st_size:
+        raise FrameDropped("truncated or corrupt depth")
+
+
 def read_depth_file(path: Path, depth_scale: float | None) -> np.ndarray:
     """A depth map file -> (H, W) float32 in the cameras' unit (NaN/inf kept; the runner zeroes them).
     ``.npy`` and ``.exr`` as stored; ``.png`` 16-bit divided by ``depth_scale`` (None = 1000).
@@ -95,6 +118,7 @@ def read_depth_file(path: Path, depth_scale: float | None) -> np.ndarray:
         from .megasynth import read_exr_depth
 
         return read_exr_depth(path)
+    check_npy_size(path)
     try:
         depth = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:
