@@ -105,7 +105,8 @@ def _run_config(run_dir: Path | None):
 
 def _card(args: argparse.Namespace, folder: Path, run_dir: Path | None):
     """(CardInfo, step) for the pushed folder: run config, evaluation table, step and licence."""
-    from ..hub.card import DEFAULT_LICENSE, card_info_for_folder
+    from ..config import ConfigError
+    from ..hub.card import DEFAULT_LICENSE, card_info_for_folder, licence_problem
     from ..run.pushes import card_training
     from ..run.validation import read_val_summary, validation_card_fields
 
@@ -118,6 +119,8 @@ def _card(args: argparse.Namespace, folder: Path, run_dir: Path | None):
     state = next((p / "trainer_state.json" for p in (folder, folder.parent) if (p / "trainer_state.json").is_file()), None)
     step = json.loads(state.read_text()).get("step") if state else None
     license = args.license or (run_config.hub.license if run_config else DEFAULT_LICENSE)
+    if licence_problem(license):
+        raise ConfigError(f"--license: {licence_problem(license)}")
     info = card_info_for_folder(folder, repo_id=args.repo_id, revision=args.tag or args.revision,
                                 training=card_training(run_config) if run_config else None, step=step,
                                 total_steps=run_config.train.steps if run_config else None,

@@ -28,6 +28,7 @@ from ..config import build, to_container
 __all__ = ["SourceConfig", "ColorJitterConfig", "DataConfig", "VIEW_SELECTIONS"]
 
 VIEW_SELECTIONS = ("random", "window", "nearest")
+MIN_CROP_SCALE = 0.1  # smallest crop, as a fraction of the largest crop's side (below it a view is a few pixels upsampled)
 
 
 def _pair(value: Any, name: str, cast=float) -> tuple:
@@ -186,8 +187,9 @@ class DataConfig:
         if self.aspect[0] <= 0:
             raise ValueError(f"data.aspect (height/width) must be > 0, got {self.aspect}")
         self.crop_scale = _pair(self.crop_scale, "data.crop_scale")
-        if not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
-            raise ValueError(f"data.crop_scale must lie in (0, 1], got {self.crop_scale}")
+        if not MIN_CROP_SCALE <= self.crop_scale[0] <= self.crop_scale[1] <= 1:
+            raise ValueError(f"data.crop_scale must be (min, max) with {MIN_CROP_SCALE} <= min <= max <= 1 (a fraction "
+                             f"of the largest crop's side), got {list(self.crop_scale)}")
         if self.image_width <= 0 or self.image_width % self.patch_size:
             raise ValueError(
                 f"data.image_width must be a positive multiple of patch_size={self.patch_size}, "

@@ -28,7 +28,7 @@ from ..model.training_inputs import TrainingInputs, read_training_inputs
 if TYPE_CHECKING:
     from huggingface_hub import EvalResult, ModelCardData
 
-__all__ = ["CardInfo", "TrainingSection", "public_location", "INIT_WEIGHTS", "HUB_DATASETS", "CARD_MODES", "INDEX_METRICS", "render_model_card",
+__all__ = ["licence_problem", "CardInfo", "TrainingSection", "public_location", "INIT_WEIGHTS", "HUB_DATASETS", "CARD_MODES", "INDEX_METRICS", "render_model_card",
            "write_model_card", "card_info_for_folder", "card_metadata", "init_weights_release"]
 
 CARD_NAME = "README.md"
@@ -92,6 +92,20 @@ class TrainingSection:
     init_from: str | None = None
     rows: tuple[tuple[str, str], ...] = ()
     config: dict = field(default_factory=dict)
+
+
+LICENCE_ID = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}")
+
+
+def licence_problem(licence) -> str | None:
+    """Why ``licence`` cannot be the ``license`` of a model card, or None. The Hub's licence field takes
+    a lowercase id (``apache-2.0``, ``mit``, ``cc-by-nc-4.0``, ... or ``other``): letters, digits, ``.``,
+    ``+`` and ``-``, at most 64 characters; a free-text name ("Apache License 2.0") is refused."""
+    if not isinstance(licence, str) or not LICENCE_ID.fullmatch(licence):
+        hint = f" (did you mean {licence.lower()!r}?)" if isinstance(licence, str) and LICENCE_ID.fullmatch(licence.lower()) else ""
+        return (f"{licence!r} is not a Hub licence id{hint}; use a lowercase id such as apache-2.0, mit, "
+                "cc-by-4.0 or other")
+    return None
 
 
 @dataclass

@@ -14,6 +14,7 @@ config is read, before anything is built.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -22,6 +23,7 @@ from omegaconf import MISSING
 
 from ..config import ConfigError, instantiate, merge_layers
 from ..data.config import DataConfig, SourceConfig
+from ..hub.card import licence_problem
 from ..hub.pusher import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
 from ..config.inference import ViewProtocol
 from ..model.config import PRESETS, DepthModelConfig
@@ -40,6 +42,25 @@ def _require(ok: bool, message: str) -> None:
     """Raise ``ValueError(message)`` unless ``ok`` (messages say which key and how to fix it)."""
     if not ok:
         raise ValueError(message)
+
+
+def non_finite_fields(obj, prefix: str = "") -> list[tuple[str, float]]:
+    """(dotted key, value) of every float in a config dataclass tree that is inf or nan, in field order:
+    nested dataclasses, and lists/tuples of floats or dataclasses (``data.sources.0.weight``)."""
+    found = []
+    for f in dataclasses.fields(obj):
+        found += _non_finite(getattr(obj, f.name), f"{prefix}{f.name}")
+    return found
+
+
+def _non_finite(value, key: str) -> list[tuple[str, float]]:
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [(key, value)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return non_finite_fields(value, key + ".")
+    if isinstance(value, (list, tuple)):
+        return [bad for i, item in enumerate(value) for bad in _non_finite(item, f"{key}.{i}")]
+    return []
 
 
 @dataclass
@@ -194,6 +215,8 @@ class HubConfig:
     wait_timeout: float = DEFAULT_JOB_DEADLINE
 
     def __post_init__(self):
+        problem = licence_problem(self.license)
+        _require(problem is None, f"hub.license: {problem}")
         _require(self.push_every >= 1, f"hub.push_every must be >= 1 (every Nth checkpoint), got {self.push_every}")
         _require(self.retries >= 0 and self.retry_delay >= 0 and self.wait_timeout >= 0,
                  "hub.retries, hub.retry_delay and hub.wait_timeout must be >= 0")
@@ -268,6 +291,8 @@ class RunConfig:
         return build_run_config([mapping], overrides)
 
     def __post_init__(self):
+        bad = non_finite_fields(self)
+        _require(not bad, f"{bad[0][0]} must be a finite number, got {bad[0][1]} (inf and nan are not allowed)" if bad else "")
         _require(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
                  f"seed must be an integer in [0, 2**32 - 1] (numpy's seed range), got {self.seed!r}")
         _require(self.data.patch_size == self.model.patch_size or self.model.patch_size == MISSING,
