@@ -27,7 +27,7 @@ import typing
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["ConfigError", "build", "merge_layers", "instantiate", "read_yaml_chain", "to_yaml", "to_container",
+__all__ = ["ConfigError", "build", "merge_layers", "instantiate", "env_interpolated_keys", "read_yaml_chain", "to_yaml", "to_container",
            "did_you_mean"]
 
 
@@ -154,6 +154,27 @@ def _open_unset_mappings(node, key: str) -> None:
             return  # not a key of the schema: the merge below names it
         if OmegaConf.is_missing(parent, parts[i - 1]):
             parent[parts[i - 1]] = {}
+
+
+def env_interpolated_keys(node) -> list[str]:
+    """Dotted keys of a merged node whose value reads the environment (an ``${oc.env:VAR}``
+    interpolation anywhere in the string), in key order, before anything is resolved."""
+    from omegaconf import OmegaConf
+
+    found: list[str] = []
+
+    def walk(value, key: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{key}.{i}")
+        elif isinstance(value, str) and re.search(r"\$\{\s*oc\.env\s*:", value):
+            found.append(key)
+
+    walk(OmegaConf.to_container(node, resolve=False, throw_on_missing=False), "")
+    return found
 
 
 def instantiate(node, cls):

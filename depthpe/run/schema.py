@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from omegaconf import MISSING
 
-from ..config import ConfigError, instantiate, merge_layers
+from ..config import ConfigError, env_interpolated_keys, instantiate, merge_layers
 from ..data.config import DataConfig, SourceConfig
 from ..hub.card import licence_problem
 from ..hub.pusher import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
@@ -324,8 +325,23 @@ def _fill_model_from_preset(node) -> None:
             node.model[f.name] = getattr(base, f.name)
 
 
+# Keys whose value may come from the environment: local paths, which no Hub push or tracker publishes.
+ENV_ALLOWED_KEYS = re.compile(r"output_dir|data\.sources\.\d+\.root")
+
+
+def _refuse_published_env(node) -> None:
+    """ConfigError for an ``${oc.env:VAR}`` outside ``ENV_ALLOWED_KEYS``: the resolved value would be
+    written into config.yaml, the hparams, train.log and the model card pushed to the Hub."""
+    bad = [key for key in env_interpolated_keys(node) if not ENV_ALLOWED_KEYS.fullmatch(key)]
+    if bad:
+        raise ConfigError(f"{bad[0]}: ${{oc.env:...}} is only allowed in output_dir and data.sources.N.root "
+                          "(its value would be written into config.yaml, the logs and the model card); "
+                          f"pass the value as an override instead ({bad[0]}=VALUE)")
+
+
 def build_run_config(layers: Sequence, overrides: Sequence[str] = ()) -> RunConfig:
     """``RunConfig`` from mappings ``layers`` (later wins) and dotted ``overrides``; raises ``ConfigError``."""
     node = merge_layers(RunConfig, layers, overrides)
+    _refuse_published_env(node)
     _fill_model_from_preset(node)
     return instantiate(node, RunConfig)
