@@ -1,4 +1,11 @@
-"""Atomic file writes: a reader never sees a half-written file, and an interrupted write leaves
+"""Safe file names and atomic file writes.
+
+Every string that comes from data (scene ids, dataset and source names, frame and image names,
+camera names) becomes part of a file path only through ``safe_component``: one path component,
+never a separator, ``..``, a hidden name or an absolute path, so no name from a dataset can write
+outside the output folder.
+
+Atomic writes: a reader never sees a half-written file, and an interrupted write leaves
 the previous file (or none) in place.
 
 A file is written under a temporary name in its own folder (``.<name>.<random>.tmp``: same file
@@ -12,12 +19,34 @@ This module is the bottom layer of depthpe: standard library only, no torch, no 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_target", "atomic_write_bytes", "output_folder_problem"]
+__all__ = ["safe_component", "atomic_target", "atomic_write_bytes", "output_folder_problem"]
+
+MAX_COMPONENT_CHARS = 120  # characters of a safe component (file systems allow 255 bytes)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=@,-]+")
+
+
+def safe_component(name: str) -> str:
+    """``name`` as one safe file-name component: returned unchanged when it already is one (letters,
+    digits and ``._+=@,-``, not starting with ``.``, at most ``MAX_COMPONENT_CHARS``); otherwise every
+    run of other characters (``/``, ``\\``, spaces, control and non-ASCII characters) becomes ``_``,
+    leading dots are dropped, the result is cut to length and ``-`` + 8 hex digits of the SHA-256 of
+    the original are appended, so that two different names never share a component.
+
+    ``safe_component("scene_0001") == "scene_0001"``; ``safe_component("x/../../tmp/victim")`` is
+    ``"x_.._.._tmp_victim-<hash>"``, a plain file name inside whatever folder it is joined to."""
+    name = str(name)
+    if name and not name.startswith(".") and len(name) <= MAX_COMPONENT_CHARS and not _UNSAFE.search(name):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    cleaned = _UNSAFE.sub("_", name).lstrip(".")[: MAX_COMPONENT_CHARS - 9] or "_"
+    return f"{cleaned}-{digest}"
 
 
 @contextlib.contextmanager
