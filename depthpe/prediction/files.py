@@ -1,6 +1,8 @@
 """Files written by ``depthpe predict`` (docs/predict.md), and readers for the depth PNGs.
 
-Per image ``<stem>`` (the image name without extension, '/' replaced by '__'):
+Per image ``<stem>`` (the image name without extension, '/' replaced by '__', made a safe file name;
+images whose stems would coincide get ``-`` + 8 hex digits of their name's hash; prediction.json
+records each image's ``stem``):
 
 * ``<stem>_depth.png``: 16-bit depth, ``depth = png_value * scale`` with ``scale`` in
   ``<stem>_depth.json`` (``{"scale", "unit", "invalid": 0}``); scale = max depth / 65535, so the
@@ -19,22 +21,42 @@ prediction, and per image its K, w2c, the views it was predicted with and its fi
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from ..files import atomic_target, atomic_write_bytes
+from ..files import atomic_target, atomic_write_bytes, safe_component
 from .result import fuse_points
 
-__all__ = ["file_stem", "write_depth_png", "read_depth_png", "write_ply", "read_ply", "write_prediction"]
+__all__ = ["file_stem", "file_stems", "write_depth_png", "read_depth_png", "write_ply", "read_ply", "write_prediction"]
 
 PNG_MAX = 65535
 
 
 def file_stem(name: str) -> str:
-    """Output stem of an image name: extension dropped, '/' replaced by '__'."""
-    return Path(name).with_suffix("").as_posix().replace("/", "__")
+    """Output stem of an image name: extension dropped, '/' replaced by '__', then made one safe
+    file-name component (``depthpe.files.safe_component``: ordinary names are kept as they are)."""
+    try:
+        plain = Path(name).with_suffix("").as_posix()
+    except ValueError:  # "..", "" and other names without a stem
+        plain = str(name)
+    return safe_component(plain.replace("/", "__"))
+
+
+def file_stems(names: list[str]) -> list[str]:
+    """Unique output stems of the images of one prediction, in order: ``file_stem`` of each, and for
+    names that would share one (``a/img_0.jpg`` and ``a__img_0.jpg``) that stem + ``-`` + 8 hex digits
+    of the SHA-256 of the full name, so that no image's files overwrite another's."""
+    stems = [file_stem(n) for n in names]
+    counts = Counter(stems)
+    out = [f"{s}-{hashlib.sha256(n.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}" if counts[s] > 1 else s
+           for s, n in zip(stems, names)]
+    if len(set(out)) != len(out):  # the same name twice: never two predictions of one file
+        raise ValueError(f"two images share the name {next(n for n in names if names.count(n) > 1)!r}")
+    return out
 
 
 def write_depth_png(path: str | Path, depth: np.ndarray, unit: str) -> float:
@@ -89,11 +111,10 @@ def read_ply(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
             np.stack([v[c] for c in ("red", "green", "blue")], axis=1).astype(np.uint8))
 
 
-def _write_frame(out: Path, frame, unit: str) -> dict:
-    """The files of one ImagePrediction; returns its entry of prediction.json."""
+def _write_frame(out: Path, frame, unit: str, stem: str) -> dict:
+    """The files of one ImagePrediction, named ``<stem>_*``; returns its entry of prediction.json."""
     from ..report.viz import colorize_depth, depth_range, save_png, with_colorbar
 
-    stem = file_stem(frame.name)
     scale = write_depth_png(out / f"{stem}_depth.png", frame.depth, unit)
     np.save(out / f"{stem}_depth.npy", frame.depth)
     np.save(out / f"{stem}_conf.npy", frame.conf)
@@ -102,7 +123,7 @@ def _write_frame(out: Path, frame, unit: str) -> dict:
     label = "rel" if unit == "normalized" else ""
     save_png(out / f"{stem}_depth_color.png", with_colorbar(colored, vmin, vmax, label=label))
     save_png(out / f"{stem}_image.png", frame.image)
-    return {"name": frame.name, "files": [f"{stem}_{k}" for k in ("depth.png", "depth.json", "depth.npy", "conf.npy",
+    return {"name": frame.name, "stem": stem, "files": [f"{stem}_{k}" for k in ("depth.png", "depth.json", "depth.npy", "conf.npy",
                                                                    "depth_color.png", "image.png")],
             "png_scale": scale, "K": frame.K.tolist(), "w2c": frame.w2c.tolist(), "views": frame.views}
 
@@ -112,7 +133,8 @@ def write_prediction(result, out_dir: str | Path, conf_threshold: float | None =
     summary written to prediction.json (plus "points": the number of points in points.ply)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    frames = [_write_frame(out, fr, result.unit) for fr in result.frames]
+    stems = file_stems([fr.name for fr in result.frames])
+    frames = [_write_frame(out, fr, result.unit, stem) for fr, stem in zip(result.frames, stems)]
     points = np.zeros((0, 3))
     if result.unit == "cameras" or len(result.frames) == 1:
         points, colors, _ = fuse_points(result, conf_threshold)

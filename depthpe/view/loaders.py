@@ -28,6 +28,7 @@ def load_prediction_dir(folder: str | Path) -> ViewScene:
     """The ``ViewScene`` of a ``depthpe predict`` output folder: per image its depth, confidence,
     input image (``<stem>_image.png``), K and w2c from prediction.json. Raises ValueError when the
     folder is not a predict output or a file is missing."""
+    from ..files import safe_component
     from ..prediction.files import file_stem
 
     folder = Path(folder)
@@ -38,7 +39,7 @@ def load_prediction_dir(folder: str | Path) -> ViewScene:
     meta = json.loads(meta_path.read_text())
     frames = []
     for entry in meta["frames"]:
-        stem = file_stem(entry["name"])
+        stem = safe_component(entry["stem"]) if "stem" in entry else file_stem(entry["name"])
         try:
             depth = np.load(folder / f"{stem}_depth.npy")
             conf = np.load(folder / f"{stem}_conf.npy")
