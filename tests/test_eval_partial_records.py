@@ -26,7 +26,8 @@ def test_an_appended_record_is_in_the_file_before_close(tmp_path):
         partial.close()
 
 
-def test_a_cut_short_line_is_cut_off_when_the_evaluation_resumes(data, saved_model, tmp_path, monkeypatch):  # noqa: F811
+def test_a_cut_short_line_is_cut_off_when_the_evaluation_resumes(data, saved_model, tmp_path,  # noqa: F811
+                                                                  monkeypatch):
     """Interrupted after 2 scenes, a cut-short third line, resumed and interrupted after 1 more:
     3 whole lines; the third run reads them and evaluates only the rest."""
     out = tmp_path / "eval"

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.test_eval_resume import ARGS, Predictions, _eval, data  # noqa: F401 (fixture)
+from tests.test_eval_resume import Predictions, _eval, data  # noqa: F401 (fixture)
 from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
 
 # ARGS holds --panels 2 --worst 3 and the default --min-valid-fraction (0.01)

@@ -22,7 +22,8 @@ def eval_out(tmp_path):
 
 def test_the_ratios_are_native_over_each_baseline(eval_out):
     ratios = eval_report_context(eval_out)["ratios"]
-    assert [(r["dataset"], r["baseline"]) for r in ratios] == [("synth", "global_constant"), ("synth", "scene_constant")]
+    pairs = [(r["dataset"], r["baseline"]) for r in ratios]
+    assert pairs == [("synth", "global_constant"), ("synth", "scene_constant")]
     assert [r["ratio"] for r in ratios] == pytest.approx([0.25, 0.5])
 
 

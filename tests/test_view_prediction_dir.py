@@ -11,6 +11,7 @@ from depthpe.prediction.result import ImagePrediction, PredictionResult
 from depthpe.view.loaders import load_prediction_dir
 
 H, W = 6, 8
+NAMES = ["sub/img0.jpg", "sub/img1.jpg"]
 
 
 def _rgb(seed: int) -> np.ndarray:
@@ -28,10 +29,10 @@ def test_frames_hold_the_saved_rgb_images_and_cameras(tmp_path):
         w2c = np.concatenate([np.eye(3), [[-0.5 * i], [0.0], [0.0]]], axis=1)
         K = np.array([[7.0, 0, 3.5 + i], [0, 6.5, 2.5], [0, 0, 1]])
         frames.append(ImagePrediction(f"sub/img{i}.jpg", np.full((H, W), 2.0 + i, np.float32),
-                                      np.full((H, W), 1.5, np.float32), _rgb(i), K, w2c, ["sub/img0.jpg", "sub/img1.jpg"]))
+                                      np.full((H, W), 1.5, np.float32), _rgb(i), K, w2c, NAMES))
     write_prediction(PredictionResult(frames, (H, W), "cameras", "joint", 2), tmp_path)
     scene = load_prediction_dir(tmp_path)
-    assert [f.name for f in scene.frames] == ["sub/img0.jpg", "sub/img1.jpg"]
+    assert [f.name for f in scene.frames] == NAMES
     for got, given in zip(scene.frames, frames):
         assert got.image.dtype == np.uint8 and np.array_equal(got.image, given.image)  # RGB, not BGR
         np.testing.assert_array_equal(got.K, given.K)
