@@ -1,0 +1,47 @@
+"""The scene records of a partial evaluation (OUT/partial/scenes.<rank>.jsonl): each is on disk as
+soon as it is appended (a kill right after loses nothing), and a line cut short by a kill is cut
+off before the next append, so that a file resumed twice still parses line by line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from depthpe.evaluation.partial import PartialEvaluation
+from tests.test_eval_resume import SCENES, Predictions, _eval, _interrupt, data  # noqa: F401 (fixture)
+from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
+
+
+def test_an_appended_record_is_in_the_file_before_close(tmp_path):
+    partial = PartialEvaluation(tmp_path, rank=3)
+    partial.start({"seed": 0})
+    try:
+        partial.append({"key": "synth/a", "rows": [{"abs_rel": np.float32(0.5), "views": np.int64(3)}]})
+        written = (tmp_path / "partial" / "scenes.3.jsonl").read_text()  # another reader, this process still open
+        assert written == '{"key": "synth/a", "rows": [{"abs_rel": 0.5, "views": 3}]}\n'
+        assert PartialEvaluation(tmp_path).records() == [{"key": "synth/a", "rows": [{"abs_rel": 0.5, "views": 3}]}]
+    finally:
+        partial.close()
+
+
+def test_a_cut_short_line_is_cut_off_when_the_evaluation_resumes(data, saved_model, tmp_path,  # noqa: F811
+                                                                  monkeypatch):
+    """Interrupted after 2 scenes, a cut-short third line, resumed and interrupted after 1 more:
+    3 whole lines; the third run reads them and evaluates only the rest."""
+    out = tmp_path / "eval"
+    kept = out / "partial" / "scenes.0.jsonl"
+    _interrupt(data, saved_model, out, monkeypatch, after=2)
+    with open(kept, "a") as f:
+        f.write('{"key": "synth/val_0000')  # a line cut short by a kill
+    with monkeypatch.context() as patch:
+        Predictions(patch, fail_at=2)
+        with pytest.raises(KeyboardInterrupt):
+            _eval(data, saved_model, out)
+    assert kept.read_text().endswith("\n")
+    keys = [json.loads(line)["key"] for line in kept.read_text().splitlines()]
+    assert len(keys) == 3 and len(set(keys)) == 3
+    predictions = Predictions(monkeypatch)
+    assert _eval(data, saved_model, out) == 0
+    assert predictions.calls == SCENES - 3
