@@ -3,7 +3,7 @@
     python eval/evaluate.py --model runs/quickstart/final --data data --out runs/quickstart/eval
     accelerate launch eval/evaluate.py ...          # several processes split the scenes
 
-All logic lives in ``depthpe.evaluation.loop``; the protocol is in docs/evaluation.md.
+All logic lives in ``depthpe.evaluation`` (``command.run_evaluation``); the protocol is in docs/evaluation.md.
 """
 
 import sys

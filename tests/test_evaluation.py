@@ -4,7 +4,9 @@ import json
 import pytest
 import torch
 
-from depthpe.evaluation.loop import discover_sources, evaluate
+from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+from depthpe.evaluation.loop import EvalOptions, evaluate
+from depthpe.evaluation.protocol import discover_sources
 from depthpe.eval import main
 from depthpe.metrics import BASELINE_MODES, MODES
 from tests.test_training import MICRO_MODEL, synth_root  # noqa: F401 (fixture)
@@ -74,7 +76,7 @@ def test_perfect_prediction_scores_zero(synth_root):
         return {"depth": next(calls)}
 
     oracle.forward = forward
-    result = evaluate(oracle, sources, views=3, image_width=42, progress=False)
+    result = evaluate(oracle, resolve_held_out(sources, HeldOutProtocol(views=3), InputSize(42)), EvalOptions(progress=False))
     native = result.summary["synth"]["native"]
     assert native["abs_rel"] == pytest.approx(0, abs=1e-7) and native["delta1"] == 1.0
     assert result.summary["synth"]["global_constant"]["abs_rel"] > 0.05
@@ -130,7 +132,8 @@ def test_unusable_scene_is_reported_not_fatal(synth_root, saved_model, tmp_path)
     (root / "synth" / "val" / "val_000001.h5").write_bytes(b"not an hdf5 file")
     from depthpe.model import DepthModel
 
-    result = evaluate(DepthModel.from_pretrained(saved_model), discover_sources(root, "val"), views=3, image_width=42)
+    result = evaluate(DepthModel.from_pretrained(saved_model),
+                      resolve_held_out(discover_sources(root, "val"), HeldOutProtocol(views=3), InputSize(42)))
     assert [f["scene"] for f in result.failures] == ["synth/val_000001"]
     assert result.summary["synth"]["native"]["n_scenes"] == 1
 

@@ -171,7 +171,9 @@ def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):  # noqa: F8
     import torch
 
     from depthpe.data.config import SourceConfig
-    from depthpe.evaluation.loop import evaluate, format_summary
+    from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from depthpe.evaluation.loop import EvalOptions, evaluate
+    from depthpe.evaluation.outputs import format_summary
     from depthpe.model import DepthModel
     from depthpe.run import RunConfig
     from tests.test_training import MICRO_MODEL
@@ -181,8 +183,9 @@ def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):  # noqa: F8
     _set_depth(root / "synth" / "val" / "val_000001.h5", [1, 2, 3], 1)
     torch.manual_seed(0)
     model = DepthModel(RunConfig.from_dict({"model": dict(MICRO_MODEL)}).model_config())
-    result = evaluate(model, [SourceConfig(name="synth", root=str(root), split="val")], views=4, image_width=42,
-                      progress=False, loss_fn=lambda *a: {"l1": float("nan"), "grad": 0.5})
+    held_out = resolve_held_out([SourceConfig(name="synth", root=str(root), split="val")], HeldOutProtocol(views=4),
+                                InputSize(42))
+    result = evaluate(model, held_out, EvalOptions(progress=False, loss_fn=lambda *a: {"l1": float("nan"), "grad": 0.5}))
 
     def leaves(tree):
         return [x for v in tree.values() for x in leaves(v)] if isinstance(tree, dict) else [tree]

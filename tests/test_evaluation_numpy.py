@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from depthpe.data.dataset import SceneEvalDataset
-from depthpe.evaluation.loop import discover_sources, evaluate
+from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+from depthpe.evaluation.loop import EvalOptions, evaluate
+from depthpe.evaluation.protocol import discover_sources
 from tests.test_training import synth_root  # noqa: F401 (fixture)
 
 VIEWS, WIDTH = 3, 42
@@ -33,6 +35,11 @@ def scenes(synth_root):  # noqa: F811
     return sources, [ds[i] for i in range(len(ds))]
 
 
+def _evaluate(model, sources):
+    return evaluate(model, resolve_held_out(sources, HeldOutProtocol(views=VIEWS), InputSize(WIDTH)),
+                    EvalOptions(progress=False))
+
+
 def _numpy_abs_rel(items, predict) -> float:
     """Mean over scenes of the mean over images of mean |pred - gt| / gt over valid pixels."""
     per_scene = []
@@ -47,7 +54,7 @@ def _numpy_abs_rel(items, predict) -> float:
 def test_a_model_returning_scaled_ground_truth(scenes, factor, expected):
     sources, items = scenes
     model = GroundTruthModel([it["depth"][None] for it in items], factor)
-    native = evaluate(model, sources, views=VIEWS, image_width=WIDTH, progress=False).summary["synth"]["native"]
+    native = _evaluate(model, sources).summary["synth"]["native"]
     assert native["abs_rel"] == pytest.approx(expected, abs=1e-6)
     assert native["delta1"] == (1.0 if factor == 1.0 else 0.0)
 
@@ -55,7 +62,7 @@ def test_a_model_returning_scaled_ground_truth(scenes, factor, expected):
 def test_global_constant_baseline_is_the_median_of_normalized_valid_ground_truth(scenes):
     sources, items = scenes
     model = GroundTruthModel([it["depth"][None] for it in items], 1.0)
-    summary = evaluate(model, sources, views=VIEWS, image_width=WIDTH, progress=False).summary["synth"]
+    summary = _evaluate(model, sources).summary["synth"]
     values = np.concatenate([it["depth"].numpy()[it["valid"].numpy()] for it in items]).astype(np.float64)
     median = float(np.median(values))
     assert summary["global_constant"]["value"] == pytest.approx(median, rel=3e-4)  # streaming histogram

@@ -257,7 +257,7 @@ def _draw_and_write(root: Path, per_source: int, seed: int, path: Path) -> dict:
     written to ``path``; returns the seconds of each step, the scenes drawn and the file's digest."""
     from ..data.config import SourceConfig
     from ..data.dataset import SceneEvalDataset
-    from ..evaluation.loop import scene_indices, write_manifest
+    from ..evaluation.protocol import scene_indices, write_manifest
 
     sources = [SourceConfig(name=f"val{j}", root=str(root), split=SPLIT, dataset=DATASET, max_scenes=per_source)
                for j in range(VAL_SOURCES)]

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(EvalConfig, args)
         require_output_folder(cfg.out, "--out")
-        from ..evaluation.loop import run_evaluation
+        from ..evaluation.command import run_evaluation
 
         run_evaluation(cfg)
         return 0

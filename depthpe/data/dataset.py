@@ -127,13 +127,14 @@ class SceneEntry:
     width: int
 
 
-def load_entries(src: SourceConfig) -> list[SceneEntry]:
-    """Every scene listed in the index.json of ``src`` (no HDF5 file is opened)."""
+def load_entries(src: SourceConfig, index: Sequence[dict] | None = None) -> list[SceneEntry]:
+    """Every scene listed in the index.json of ``src`` (no HDF5 file is opened). index: its entries
+    as already read (``read_index``; None = read them now)."""
     split_dir = src.split_dir
     return [
         SceneEntry(str(split_dir / e["path"]), str(e["scene_id"]), int(e["num_frames"]),
                    int(e["height"]), int(e["width"]))
-        for e in read_index(split_dir)
+        for e in (read_index(split_dir) if index is None else index)
     ]
 
 
@@ -469,7 +470,8 @@ class SceneEvalDataset(_SceneSource, Dataset):
     "<source name>/<scene_id>", mode=source.view_selection, window=source.window)``; if that subset is
     degenerate or has too little valid depth, attempts 1, 2, ... give alternatives (up to
     ``max_attempts``). ``manifest`` maps "<source name>/<scene_id>" to an explicit frame list that
-    is used as is (reproduce an earlier run). Images are resized to width ``image_width``; height
+    is used as is (reproduce an earlier run). ``indexes``: each source's index.json entries as
+    already read (``read_index``; None = read them here). Images are resized to width ``image_width``; height
     from the scene's own aspect (``aspect=None``) or from ``aspect``, with the largest crop centred
     on the principal point.
 
@@ -498,6 +500,7 @@ class SceneEvalDataset(_SceneSource, Dataset):
         manifest: dict[str, Sequence[int]] | None = None,
         reader_cache_size: int = 4,
         scale_reference: str = "others",
+        indexes: Sequence[Sequence[dict]] | None = None,
     ) -> None:
         if views < 2:
             raise ValueError(f"evaluation needs at least 2 views per scene, got {views}")
@@ -508,7 +511,8 @@ class SceneEvalDataset(_SceneSource, Dataset):
         self.max_attempts, self.scale_reference = max_attempts, scale_reference
         self.manifest = {k: [int(i) for i in v] for k, v in (manifest or {}).items()}
         self.items: list[tuple[int, SceneEntry]] = [
-            (i, e) for i, src in enumerate(self.sources) for e in load_entries(src) if e.num_frames >= 2
+            (i, e) for i, src in enumerate(self.sources)
+            for e in load_entries(src, None if indexes is None else indexes[i]) if e.num_frames >= 2
         ]
         self._init_readers(reader_cache_size)
 

@@ -1,4 +1,5 @@
-"""The evaluation loop: depth metrics of a model on held-out scenes (``depthpe eval`` calls it).
+"""The evaluation loop: depth metrics of a model on a resolved held-out set (``heldout.HeldOutSet``);
+``depthpe eval`` (``command``) and training's validation call it, ``outputs`` writes its result.
 
 Protocol (docs/evaluation.md):
 
@@ -22,34 +23,46 @@ Protocol (docs/evaluation.md):
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
-import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Collection, Sequence
+from typing import Callable, Collection
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ..data.config import SourceConfig
-from ..data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _loader_kwargs
-from .partial import PartialEvaluation, eval_fingerprint
-from ..files import atomic_write_bytes
 from ..config.choices import DTYPES
-from ..config.inference import EvalConfig
+from ..data.dataset import collate_eval, loader_kwargs as _loader_kwargs
+from ..metrics import StreamingMedian, aggregate, baseline_rows, scene_rows
 from ..model.inference import predict_depth
+from .heldout import HeldOutSet
+from .partial import PartialEvaluation
+from .record import SceneRecord
 from .worst import WorstImages
-from ..metrics import BASELINE_MODES, MIN_VALID_FRACTION, MODES, StreamingMedian, aggregate, baseline_rows, scene_rows
 
-__all__ = ["EvalResult", "evaluate", "format_summary", "write_outputs", "load_manifest", "discover_sources",
-           "usable_sources", "input_size", "run_evaluation", "scene_indices", "scene_loader",
-           "model_scale_reference"]
+__all__ = ["EvalOptions", "EvalResult", "evaluate", "finite_values", "non_finite", "scene_loader", "scene_prediction"]
 
-ROW_ORDER = (*MODES, *BASELINE_MODES)
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """How ``evaluate`` runs, beyond the held-out set: num_workers: data loader workers; panels: the
+    first ``panels`` scenes of the evaluation (in order, whatever the number of processes; a skipped
+    one has none) rendered as RGB | GT | prediction | error panels; worst: keep the panels of this
+    many images with the largest native AbsRel; dtype: "fp32" or "bf16" (the model runs under
+    ``torch.autocast`` with bfloat16 on its device; metrics in float32); loss_fn(pred, gt, valid,
+    conf) -> {term: float}: the training loss terms of one scene (normalized units, (1, S, H, W)
+    tensors), averaged over scenes into ``summary[dataset]["loss"]``; progress: progress bars."""
+
+    num_workers: int = 0
+    panels: int = 0
+    worst: int = 0
+    dtype: str = "fp32"
+    loss_fn: Callable | None = None
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
 
 
 @dataclass
@@ -73,52 +86,6 @@ class EvalResult:
         return {key: n for key, n in self.views_used().items() if n < views}
 
 
-def write_manifest(path: str | Path, scenes: dict, *, seed=None, views=None) -> Path:
-    """Write an evaluation manifest {"seed", "views", "scenes": {"<source>/<scene_id>": [frames]}} atomically."""
-    doc = {"seed": seed, "views": views, "scenes": scenes}
-    return atomic_write_bytes(Path(path), json.dumps(doc, indent=1).encode())
-
-
-def load_manifest(path: str | Path | None) -> dict | None:
-    """Read a ``manifest.json`` written by an earlier evaluation ({"scenes": {key: frames}})."""
-    if path is None:
-        return None
-    doc = json.loads(Path(path).read_text())
-    scenes = doc.get("scenes") if isinstance(doc, dict) else None
-    if not isinstance(scenes, dict):
-        raise ValueError(f"{path}: not a depthpe evaluation manifest (no 'scenes' mapping)")
-    return scenes
-
-
-SELECTIONS = ("first", "random")
-
-
-def scene_indices(dataset: SceneEvalDataset, max_scenes: int | None, selection: str = "first", seed: int = 0,
-                   scenes: Collection[str] | None = None) -> list[int]:
-    """Item indices to evaluate, in index order. Per source: at most ``source.max_scenes`` (if set,
-    else ``max_scenes``; None = all) scenes, the first ones (``selection="first"``) or a random draw
-    seeded by (``seed``, source name) (``"random"``: the same draw on every machine and run).
-    ``scenes``: only these "<source>/<scene_id>" keys (a fixed manifest), before the limit."""
-    if selection not in SELECTIONS:
-        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
-    per_source: dict[int, list[int]] = {}
-    for i, (src, _) in enumerate(dataset.items):
-        if scenes is None or dataset.scene_key(i) in scenes:
-            per_source.setdefault(src, []).append(i)
-    out = []
-    for src, items in per_source.items():
-        limit = dataset.sources[src].max_scenes
-        limit = max_scenes if limit is None else limit
-        if limit is not None and limit < len(items):
-            if selection == "random":
-                rng = np.random.default_rng([seed, zlib.crc32(dataset.sources[src].name.encode())])
-                items = [items[j] for j in sorted(rng.choice(len(items), size=limit, replace=False))]
-            else:
-                items = items[:limit]
-        out += items
-    return sorted(out)
-
-
 def _gather(obj, accelerator):
     """All processes' python objects concatenated (a list), or the object itself on one process."""
     if accelerator is None or accelerator.num_processes == 1:
@@ -129,93 +96,52 @@ def _gather(obj, accelerator):
 
 
 @torch.no_grad()
-def evaluate(
-    model,
-    sources: Sequence[SourceConfig | dict],
-    *,
-    views: int = 8,
-    seed: int = 0,
-    image_width: int = 518,
-    aspect: float | None = None,
-    max_scenes: int | None = None,
-    manifest: dict | None = None,
-    accelerator=None,
-    num_workers: int = 0,
-    panels: int = 0,
-    progress: bool = True,
-    dtype: str = "fp32",
-    selection: str = "first",
-    scenes: Collection[str] | None = None,
-    loss_fn: Callable | None = None,
-    scale_reference: str = "others",
-    worst: int = 0,
-    min_valid_fraction: float = MIN_VALID_FRACTION,
-    partial: PartialEvaluation | None = None,
-) -> EvalResult:
-    """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes of ``sources``.
+def evaluate(model, held_out: HeldOutSet, options: EvalOptions = EvalOptions(), *, accelerator=None,
+             partial: PartialEvaluation | None = None) -> EvalResult:
+    """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes and views of ``held_out``.
 
-    sources: ``SourceConfig``s (or dicts) naming ``root/<name>/<split>``; views: frames per scene;
-    max_scenes: scenes per source (None = all; a source's own ``max_scenes`` wins), the first ones
-    or, with ``selection="random"``, a draw seeded by ``seed`` and the source name; scenes: evaluate
-    only these "<source>/<scene_id>" keys; manifest: fixed frames per scene;
-    accelerator: an ``accelerate.Accelerator`` to split scenes across processes (None = one process);
-    panels: the first ``panels`` scenes of the evaluation (in order, whatever the number of
-    processes; a skipped one has none) rendered as RGB | GT | prediction | error panels; dtype:
-    "fp32" or "bf16" (the model runs under
-    ``torch.autocast`` with bfloat16 on the model's device, CPU or GPU; metrics in float32). A
-    scene with fewer frames than ``views`` is evaluated with all its frames (``views_used``).
-    loss_fn(pred, gt, valid, conf) -> {term: float}: the training loss terms of one scene (normalized
-    units; (1, S, H, W) tensors), averaged over scenes into ``summary[dataset]["loss"]``.
-    scale_reference: the unit GT is normalized to; use the model's own (training_inputs.json).
-    worst: keep the panels of this many images with the largest native AbsRel (``EvalResult.worst``).
-    min_valid_fraction: the valid depth a scene's views need together, and each image to be scored
-    (at least ``metrics.MIN_VALID_PIXELS`` pixels too; a source's own ``min_valid_fraction`` wins);
-    sparser images are left out (``n_empty_images``), a scene without a scored image is skipped
-    and listed in ``failures`` like an unusable file (``SceneEvalDataset``).
+    options: ``EvalOptions``; accelerator: an ``accelerate.Accelerator`` to split the scenes across
+    processes (None = one process). A scene with fewer frames than ``held_out.views`` is evaluated
+    with all its frames (``views_used``). Sparser images than ``held_out.min_valid_fraction`` are
+    left out (``n_empty_images``), a scene without a scored image is skipped and listed in
+    ``failures`` like an unusable file (``SceneEvalDataset``).
     partial: the ``PartialEvaluation`` of an output folder (``depthpe eval``): the scenes and pass-1
     medians it holds are not computed again, every finished scene is added to it; the result is
     the same as without an interruption (None = keep nothing).
-    Returns an ``EvalResult`` (see ``write_outputs``); its summary holds only defined (finite)
-    values: a metric without any scored image is left out, never NaN.
+    Returns an ``EvalResult`` (see ``outputs.write_outputs``); its summary holds only defined
+    (finite) values: a metric without any scored image is left out, never NaN.
     """
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     rank = accelerator.process_index if accelerator is not None else 0
     world = accelerator.num_processes if accelerator is not None else 1
-    dataset = SceneEvalDataset(
-        sources, views=views, seed=seed, image_width=image_width, aspect=aspect, manifest=manifest,
-        scale_reference=scale_reference, min_valid_fraction=min_valid_fraction,
-    )
-    order = scene_indices(dataset, max_scenes, selection, seed, scenes)
-    position = {dataset.scene_key(i): p for p, i in enumerate(order)}
+    dataset, order = held_out.dataset(), list(held_out.order)
+    position = {key: p for p, key in enumerate(held_out.scenes)}
     done, todo = _resume_split(dataset, order, partial, accelerator, announce=rank == 0)
-    show = progress and rank == 0
-    global_value = _pass_one(dataset, order[rank::world], num_workers, accelerator, show, partial)
+    show = options.progress and rank == 0
+    global_value = _pass_one(dataset, order[rank::world], options.num_workers, accelerator, show, partial)
     was_training = model.training
     model.eval()
     try:
-        worst_images = WorstImages(worst)
-        records = _predict_scenes(model, scene_loader(dataset, todo[rank::world], num_workers), dtype,
-                                  global_value, {dataset.scene_key(i) for i in order[:panels]}, show, loss_fn,
-                                  worst_images, partial)
+        worst_images = WorstImages(options.worst)
+        records = _predict_scenes(model, scene_loader(dataset, todo[rank::world], options.num_workers), options,
+                                  global_value, set(held_out.scenes[:options.panels]), show, worst_images, partial)
     finally:
         model.train(was_training)
         if partial is not None:
             partial.close()
-    records = sorted([*done, *_gather(records, accelerator)], key=lambda r: position[r["key"]])
+    records = sorted([*done, *_gather(records, accelerator)], key=lambda r: position[r.key])
     result = _result_from_records(records, global_value, partial)
-    result.worst = _worst_of_all(worst, _gather([worst_images], accelerator), done, partial)
+    result.worst = _worst_of_all(options.worst, _gather([worst_images], accelerator), done, partial)
     return result
 
 
 def _resume_split(dataset, order: list[int], partial: PartialEvaluation | None, accelerator,
-                  announce: bool) -> tuple[list[dict], list[int]]:
+                  announce: bool) -> tuple[list[SceneRecord], list[int]]:
     """(records of the scenes of ``order`` that ``partial`` already holds, item indices still to
     evaluate, in order). Every process has read the finished scenes before this returns (none adds
     to them earlier); ``announce`` prints the "resuming" line when some were finished."""
     wanted = {dataset.scene_key(i) for i in order}
-    done = [r for r in partial.records() if r["key"] in wanted] if partial is not None else []
-    finished = {r["key"] for r in done}
+    done = [r for r in partial.records() if r.key in wanted] if partial is not None else []
+    finished = {r.key for r in done}
     todo = [i for i in order if dataset.scene_key(i) not in finished]
     _wait(accelerator)
     if done and announce:
@@ -235,23 +161,23 @@ def scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
     return DataLoader(dataset, batch_size=1, sampler=indices, collate_fn=collate_eval, **loader_kw)
 
 
-def _result_from_records(records: list[dict], global_value: dict, partial) -> EvalResult:
-    """One ``EvalResult`` from the scene records (``_keep``) of every process, in evaluation
-    order; panels of records read back from ``partial`` come from its PNG files."""
+def _result_from_records(records: list[SceneRecord], global_value: dict, partial) -> EvalResult:
+    """One ``EvalResult`` from the scene records of every process, in evaluation order; panels of
+    records read back from ``partial`` come from its PNG files."""
     rows, failures, frames, losses, panels = [], [], {}, [], []
     for record in records:
-        if record.get("failure") is not None:
-            failures.append({"scene": record["key"], "error": record["failure"]})
+        if record.failure is not None:
+            failures.append({"scene": record.key, "error": record.failure})
             continue
-        rows += record["rows"]
-        frames[record["key"]] = record["frames"]
-        if record.get("loss") is not None:
-            losses.append((record["dataset"], record["loss"]))
-        panel = record.get("panel_image")
-        if panel is None and record.get("panel_file"):
-            panel = partial.load_png(record["panel_file"])
+        rows += record.rows
+        frames[record.key] = record.frames
+        if record.loss is not None:
+            losses.append((record.dataset, record.loss))
+        panel = record.panel_image
+        if panel is None and record.panel_file:
+            panel = partial.load_png(record.panel_file)
         if panel is not None:
-            panels.append((f"{record['dataset']}_{record['scene']}", panel))
+            panels.append((record.stem, panel))
     summary = aggregate(rows) if rows else {}
     for name, value in global_value.items():
         summary.setdefault(name, {}).setdefault("global_constant", {})["value"] = value
@@ -260,12 +186,12 @@ def _result_from_records(records: list[dict], global_value: dict, partial) -> Ev
                       failures=failures, panels=panels)
 
 
-def _worst_of_all(k: int, collectors: list, done: list[dict], partial) -> list[dict]:
+def _worst_of_all(k: int, collectors: list, done: list[SceneRecord], partial) -> list[dict]:
     """The ``k`` worst images of every process's collector and of the finished scenes of an
     interrupted run (their candidates' panels read back from ``partial``)."""
     merged = WorstImages(k).merge(collectors)
     for record in done:
-        for item in record.get("worst", []):
+        for item in record.worst:
             merged.add({**item, "panel": None})
     for item in merged.items:
         if item["panel"] is None:
@@ -278,13 +204,14 @@ def finite_values(tree):
     is undefined, e.g. over no scored image): dict entries are left out, list items become None.
     What summary.json, validation logs and trackers get, so none of them ever holds NaN."""
     if isinstance(tree, dict):
-        return {k: finite_values(v) for k, v in tree.items() if not _non_finite(v)}
+        return {k: finite_values(v) for k, v in tree.items() if not non_finite(v)}
     if isinstance(tree, (list, tuple)):
-        return [None if _non_finite(v) else finite_values(v) for v in tree]
+        return [None if non_finite(v) else finite_values(v) for v in tree]
     return tree
 
 
-def _non_finite(value) -> bool:
+def non_finite(value) -> bool:
+    """Whether ``value`` is a float (Python or numpy) that is NaN or infinite."""
     return isinstance(value, (float, np.floating)) and not math.isfinite(value)
 
 
@@ -334,284 +261,51 @@ def scene_prediction(model, batch: dict, dtype: str = "fp32") -> dict[str, torch
     return predict_depth(model, batch["images"], batch["K"], batch["w2c"], scale=1.0, dtype=dtype)
 
 
-def _predict_scenes(model, loader, dtype: str, global_value: dict, panel_keys: Collection[str], progress: bool,
-                    loss_fn=None, worst: WorstImages | None = None, partial: PartialEvaluation | None = None):
-    """Pass 2: run the model on this process's scenes; returns one record per scene
-    (``_keep``), each also added to ``partial``; offers every scene to ``worst``; renders
-    the panels of the scenes in ``panel_keys``."""
+def _predict_scenes(model, loader, options: EvalOptions, global_value: dict, panel_keys: Collection[str],
+                    progress: bool, worst: WorstImages, partial: PartialEvaluation | None) -> list[SceneRecord]:
+    """Pass 2: run the model on this process's scenes; returns one record per scene, each also kept
+    in ``partial``; offers every scene to ``worst``; renders the panels of the scenes in ``panel_keys``."""
     from tqdm.auto import tqdm
 
     records = []
     for batch in tqdm(loader, desc="eval pass 2/2 (model)", disable=not progress, unit="scene"):
         name, scene = (x if isinstance(x, str) else x[0] for x in (batch["dataset"], batch["scene"]))
-        record = {"key": f"{name}/{scene}", "dataset": name, "scene": scene}
+        record, entered = SceneRecord(key=f"{name}/{scene}", dataset=name, scene=scene), []
         if batch["error"] is not None:  # an unusable scene comes as the item itself (plain strings)
-            records.append(_keep({**record, "failure": batch["error"]}, [], partial))
-            continue
-        frames = [int(i) for i in batch["frames"][0]]
-        out = scene_prediction(model, batch, dtype)
-        pred = out["depth"][0].cpu()
-        gt, valid = batch["depth"][0], batch["valid"][0]
-        if loss_fn is not None:
-            conf = out.get("conf")
-            record["loss"] = loss_fn(out["depth"].cpu(), gt[None], valid[None], None if conf is None else conf.cpu())
-        new = scene_rows(pred, gt, valid, dataset=name, scene=scene)
-        entered = worst.offer(new, batch["images"][0], gt, pred, valid, frames) if worst is not None else []
-        new += baseline_rows(gt, valid, global_constant_value=global_value.get(name), dataset=name, scene=scene)
-        record.update(frames=frames, rows=[{**r, "views": len(frames)} for r in new])
-        if record["key"] in panel_keys:
-            from ..report.viz import views_grid
-
-            record["panel_image"] = views_grid(batch["images"][0], gt, pred, valid, max_views=4, channels_first=False)
-        records.append(_keep(record, entered, partial))
+            record.failure = batch["error"]
+        else:
+            pred, entered = _score_scene(model, batch, record, options, global_value.get(name), worst)
+            if record.key in panel_keys:
+                record.panel_image = _panel(batch, pred)
+        if partial is not None:
+            partial.keep(record, entered)
+        records.append(record)
     return records
 
 
-def _keep(record: dict, entered: list[dict], partial: PartialEvaluation | None) -> dict:
-    """A scene's record: {key, dataset, scene, failure (error text) or frames, rows, loss; panel_image
-    (in memory) and panel_file, worst (the images that entered the worst list, with panel_file)
-    when kept}. Added to ``partial`` (its panels as PNG files first); returns the record."""
-    if partial is None:
-        return record
-    stem = f"{record['dataset']}_{record['scene']}"
-    if record.get("panel_image") is not None:
-        record["panel_file"] = partial.save_png(f"panel_{stem}", record["panel_image"])
-    record["worst"] = [{**{k: v for k, v in item.items() if k != "panel"},
-                        "panel_file": partial.save_png(f"worst_{stem}_v{item['image']}", item["panel"])}
-                       for item in entered]
-    partial.append({k: v for k, v in record.items() if k != "panel_image"})
-    return record
+def _score_scene(model, batch: dict, record: SceneRecord, options: EvalOptions, global_value: float | None,
+                 worst: WorstImages) -> tuple[torch.Tensor, list[dict]]:
+    """Predict one usable scene (a ``collate_eval`` batch) and fill ``record``'s frames, metric rows
+    (with the baselines; ``global_value``: the dataset's global-constant depth) and loss terms.
+    Returns (the predicted depth (S, H, W) on the CPU, the images of it that entered ``worst``)."""
+    record.frames = [int(i) for i in batch["frames"][0]]
+    out = scene_prediction(model, batch, options.dtype)
+    pred = out["depth"][0].cpu()
+    gt, valid = batch["depth"][0], batch["valid"][0]
+    if options.loss_fn is not None:
+        conf = out.get("conf")
+        record.loss = options.loss_fn(out["depth"].cpu(), gt[None], valid[None], None if conf is None else conf.cpu())
+    rows = scene_rows(pred, gt, valid, dataset=record.dataset, scene=record.scene)
+    entered = worst.offer(rows, batch["images"][0], gt, pred, valid, record.frames)
+    rows += baseline_rows(gt, valid, global_constant_value=global_value, dataset=record.dataset, scene=record.scene)
+    record.rows = [{**r, "views": len(record.frames)} for r in rows]
+    return pred, entered
 
 
-def format_summary(summary: dict, keys: Sequence[str] = ("abs_rel", "delta1", "delta2", "delta3", "rmse", "log_rmse")) -> str:
-    """Markdown table: one row per (dataset, mode), modes in protocol order."""
-    header = "| dataset | rows | scenes | images | " + " | ".join(keys) + " |"
-    lines = [header, "|" + "---|" * (4 + len(keys))]
-    for dataset in sorted(summary):
-        for mode in ROW_ORDER:
-            entry = summary[dataset].get(mode)
-            if not entry or "n_scenes" not in entry:
-                continue
-            vals = " | ".join(_cell(entry.get(k)) for k in keys)
-            lines.append(f"| {dataset} | {mode} | {entry['n_scenes']} | {entry['n_images']} | {vals} |")
-    return "\n".join(lines)
+def _panel(batch: dict, pred: torch.Tensor):
+    """The RGB | GT | prediction | error panel (uint8 (H, W, 3)) of a scored batch's first 4 views
+    (``pred``: its predicted depth, (S, H, W))."""
+    from ..report.viz import views_grid
 
-
-def _cell(value) -> str:
-    """A table cell: the value to 4 decimals, ``-`` where it is undefined (missing, None or NaN)."""
-    return "-" if value is None or _non_finite(value) else f"{value:.4f}"
-
-
-def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None = None,
-                  fingerprint: dict | None = None) -> dict[str, Path]:
-    """Write ``summary.json``, ``metrics_per_image.csv``, ``manifest.json``, ``summary.md`` and
-    ``panels/*.png`` into ``out_dir`` (atomically, file by file). Returns the paths written.
-    fingerprint: ``eval_partial.eval_fingerprint`` of the settings, kept in summary.json so that a
-    rerun with the same settings knows the evaluation is complete."""
-    from ..report.viz import save_png
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    requested = (meta or {}).get("views")
-    doc = {"meta": meta or {}, "summary": result.summary, "failures": result.failures,
-           "views": {"requested": requested, "per_scene": result.views_used(),
-                     "fewer_than_requested": result.short_scenes(requested) if requested else {}}}
-    if fingerprint is not None:
-        doc["fingerprint"] = fingerprint
-    text = json.dumps(finite_values(doc), indent=1, default=float, allow_nan=False)  # strict JSON: no NaN
-    paths["summary"] = atomic_write_bytes(out / "summary.json", text.encode())
-    buf = io.StringIO()
-    if result.rows:
-        fieldnames = list(result.rows[0].keys())
-        writer = csv.DictWriter(buf, fieldnames=fieldnames)
-        writer.writeheader()
-        for row in sorted(result.rows, key=lambda r: (r["dataset"], r["scene"], ROW_ORDER.index(r["mode"]), r["image"])):
-            writer.writerow(row)
-    paths["rows"] = atomic_write_bytes(out / "metrics_per_image.csv", buf.getvalue().encode())
-    paths["manifest"] = write_manifest(out / "manifest.json", result.manifest, seed=(meta or {}).get("seed"),
-                                       views=(meta or {}).get("views"))
-    paths["table"] = atomic_write_bytes(out / "summary.md", (format_summary(result.summary) + "\n").encode())
-    for name, panel in result.panels:
-        paths[f"panel_{name}"] = save_png(out / "panels" / f"{name}.png", panel)
-    paths.update(_write_worst(result.worst, out))
-    from ..report.eval_report import write_eval_report
-
-    paths["report"] = write_eval_report(out)
-    return paths
-
-
-def _write_worst(items: list[dict], out: Path) -> dict[str, Path]:
-    """``worst/NN_<dataset>_<scene>_v<image>.png`` panels and ``worst.json`` (their metrics and files)."""
-    from ..report.viz import save_png
-
-    listed, paths = [], {}
-    for rank, item in enumerate(items):
-        name = f"worst/{rank:02d}_{item['dataset']}_{item['scene']}_v{item['image']}.png"
-        paths[f"worst_{rank}"] = save_png(out / name, item["panel"])
-        listed.append({**{k: v for k, v in item.items() if k != "panel"}, "file": name})
-    paths["worst"] = atomic_write_bytes(out / "worst.json", json.dumps(listed, indent=1).encode())
-    return paths
-
-
-def discover_sources(root: str | Path, split: str, datasets: Sequence[str] | None = None) -> list[SourceConfig]:
-    """Sources for every ``root/<dataset>/<split>/index.json`` (or only ``datasets``), sorted by name."""
-    root = Path(root)
-    names = list(datasets) if datasets else sorted(p.parent.parent.name for p in root.glob(f"*/{split}/index.json"))
-    if not names:
-        raise FileNotFoundError(
-            f"no dataset with a '{split}' split under {root} (expected {root}/<dataset>/{split}/index.json); "
-            "generate data with `depthpe synth --out ROOT` or convert one with `depthpe convert`"
-        )
-    for name in names:
-        if not (root / name / split / "index.json").is_file():
-            raise FileNotFoundError(f"{root / name / split / 'index.json'} not found")
-    return [SourceConfig(name=n, root=str(root), split=split) for n in names]
-
-
-def input_size(model: str, revision: str | None, image_width: int | None) -> tuple[int, float | None, str]:
-    """(image width, fixed aspect or None, a note saying where they come from) for evaluating
-    ``model``: ``image_width`` if given, else the width the model was trained at
-    (``training_inputs.json``), else 518. The aspect is the model's one training aspect ratio, if it
-    had one (None = each scene's own aspect)."""
-    from ..config import ConfigError
-    from ..model.training_inputs import read_training_inputs
-
-    if image_width is not None and (image_width <= 0 or image_width % 14):
-        raise ConfigError(f"--image-width must be a positive multiple of 14, got {image_width} (e.g. 518 = 37 * 14)")
-    inputs = read_training_inputs(model, revision)
-    aspect = inputs.fixed_aspect if inputs else None
-    if image_width is not None:
-        return image_width, aspect, f"image width {image_width} (--image-width)"
-    if inputs is None:
-        return 518, None, "image width 518 (the model records no training inputs; pass --image-width)"
-    return inputs.image_width, aspect, (f"image width {inputs.image_width} and aspect {aspect or 'of each scene'} "
-                                        "from the model's training inputs (training_inputs.json)")
-
-
-def model_scale_reference(model: str, revision: str | None) -> str:
-    """The scene unit the model was trained in (training_inputs.json; ``others`` without one)."""
-    from ..model.training_inputs import read_training_inputs
-
-    inputs = read_training_inputs(model, revision)
-    return inputs.scale_reference if inputs else "others"
-
-
-def usable_sources(sources: Sequence[SourceConfig], *, named: bool) -> tuple[list[SourceConfig], list[str]]:
-    """The sources whose index lists at least one scene of two or more frames, and one warning per
-    empty source left out. ``named``: the user named the datasets (``--datasets``), so an empty one
-    is an error rather than a warning. Raises ``ConfigError`` for an unreadable index, an empty
-    named source, or when no source is left."""
-    from ..config import ConfigError
-    from ..data.format.scene_file import SceneFileError, read_index
-
-    kept, warnings = [], []
-    for src in sources:
-        try:
-            n = sum(int(e["num_frames"]) >= 2 for e in read_index(src.split_dir))
-        except SceneFileError as err:
-            raise ConfigError(f"{err} (rebuild it with `depthpe index {src.split_dir}`)") from None
-        if n:
-            kept.append(src)
-            continue
-        problem = f"dataset {src.name!r} has no scene with 2 or more frames in its '{src.split}' split ({src.split_dir})"
-        if named:
-            raise ConfigError(f"{problem}; nothing to evaluate there")
-        warnings.append(f"warning: skipping {problem}")
-    if not kept:
-        raise ConfigError(f"nothing to evaluate: {'; '.join(w.removeprefix('warning: skipping ') for w in warnings)}")
-    return kept, warnings
-
-
-def _report(result: EvalResult, cfg: EvalConfig) -> None:
-    """Print the table, skipped scenes and scenes evaluated with fewer views than --views (main
-    process)."""
-    print(format_summary(result.summary))
-    for failure in result.failures:
-        print(f"skipped {failure['scene']}: {failure['error']}")
-    short = result.short_scenes(cfg.views)
-    if short:
-        listed = ", ".join(f"{k} ({n})" for k, n in list(short.items())[:5]) + (", ..." if len(short) > 5 else "")
-        print(f"warning: {len(short)} scene(s) have fewer frames than --views {cfg.views} and were evaluated "
-              f"with all their frames: {listed}; the counts are in summary.json (views.per_scene) and the "
-              "views column of metrics_per_image.csv")
-    print(f"wrote {cfg.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/, worst/, "
-          "report.html (open it in a browser)")
-
-
-def run_evaluation(cfg: EvalConfig) -> EvalResult | None:
-    """``depthpe eval``: evaluate ``cfg.model`` on ``cfg.data`` and write the outputs to ``cfg.out``
-    (main process writes). Resumes the partial evaluation of an interrupted run in ``cfg.out`` with
-    the same settings (``eval_partial``); returns None without evaluating when ``cfg.out`` already
-    holds a complete evaluation with these settings (unless ``cfg.restart``). Errors (no or empty
-    dataset, nothing evaluable, a partial evaluation with other settings) raise ``ConfigError``."""
-    from accelerate import Accelerator
-
-    from ..config import ConfigError
-    from ..model import DepthModel
-
-    try:
-        sources = discover_sources(cfg.data, cfg.split, cfg.datasets)
-    except FileNotFoundError as err:
-        raise ConfigError(str(err)) from None
-    sources, warnings = usable_sources(sources, named=bool(cfg.datasets))
-    width, aspect, note = input_size(cfg.model, cfg.revision, cfg.image_width)
-    scale_reference = model_scale_reference(cfg.model, cfg.revision)
-    accelerator = Accelerator(cpu=cfg.cpu)
-    fingerprint = eval_fingerprint(cfg, sources, image_width=width, aspect=aspect, scale_reference=scale_reference,
-                                   device=accelerator.device.type)
-    partial = _open_partial(cfg, fingerprint, accelerator)
-    if partial is None:
-        return None
-    model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(accelerator.device)
-    if accelerator.is_main_process:
-        for line in warnings:
-            print(line, flush=True)
-        print(f"evaluating at {note}" + (", bf16 autocast" if cfg.dtype == "bf16" else ""), flush=True)
-    result = evaluate(model, sources, views=cfg.views, seed=cfg.seed, image_width=width, aspect=aspect,
-                      max_scenes=cfg.max_scenes, manifest=load_manifest(cfg.manifest), accelerator=accelerator,
-                      num_workers=cfg.num_workers, panels=cfg.panels, dtype=cfg.dtype, scale_reference=scale_reference,
-                      worst=cfg.worst, min_valid_fraction=cfg.min_valid_fraction, partial=partial)
-    if accelerator.is_main_process:
-        meta = {"model": cfg.model, "revision": cfg.revision, "data": cfg.data, "split": cfg.split,
-                "views": cfg.views, "seed": cfg.seed, "image_width": width, "aspect": aspect,
-                "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": cfg.dtype,
-                "scale_reference": scale_reference, "min_valid_fraction": cfg.min_valid_fraction}
-        write_outputs(result, cfg.out, meta=meta, fingerprint=fingerprint)
-        partial.discard()
-        _report(result, cfg)
-    accelerator.wait_for_everyone()
-    if not result.rows:
-        raise ConfigError(f"no scene could be evaluated: all {len(result.failures)} were skipped (listed above)")
-    return result
-
-
-def _open_partial(cfg: EvalConfig, fingerprint: dict, accelerator) -> PartialEvaluation | None:
-    """The partial evaluation of ``cfg.out`` to continue (or a new one), after every process checked
-    it; None when ``cfg.out`` holds a complete evaluation with these settings (said on the console).
-    ``cfg.restart`` discards partial results; other settings than theirs raise ``ConfigError``."""
-    partial = PartialEvaluation(cfg.out, accelerator.process_index)
-    complete = not partial.exists() and _completed_fingerprint(cfg.out) == fingerprint
-    if complete and not cfg.restart:
-        if accelerator.is_main_process:
-            print(f"{cfg.out} already holds a complete evaluation with these settings (summary.json); nothing to "
-                  "do. Pass --restart to evaluate again.", flush=True)
-        return None
-    if partial.exists() and not cfg.restart:
-        partial.check(fingerprint)
-    accelerator.wait_for_everyone()  # every process has looked before the main one changes anything
-    if accelerator.is_main_process:
-        if cfg.restart:
-            partial.discard()
-        if not partial.exists():
-            partial.start(fingerprint)
-    accelerator.wait_for_everyone()
-    return partial
-
-
-def _completed_fingerprint(out: str | Path) -> dict | None:
-    """The settings fingerprint of the complete evaluation in ``out`` (summary.json), if any."""
-    try:
-        return json.loads((Path(out) / "summary.json").read_text()).get("fingerprint")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return views_grid(batch["images"][0], batch["depth"][0], pred, batch["valid"][0], max_views=4,
+                      channels_first=False)

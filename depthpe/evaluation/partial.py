@@ -32,6 +32,7 @@ from ..config import ConfigError
 from ..files import atomic_write_bytes
 from ..config.inference import EvalConfig
 from ..config.options import flag_of
+from .record import SceneRecord
 
 __all__ = ["PARTIAL_DIR", "FSYNC_SECONDS", "PartialEvaluation", "eval_fingerprint", "settings_difference"]
 
@@ -62,23 +63,24 @@ def _stamp(path: Path) -> list[int]:
     return [st.st_size, st.st_mtime_ns]
 
 
-def _source_fingerprint(source) -> dict:
-    """A source's name, folder, index.json hash and one hash of (path, size, mtime) of its scene files."""
-    from ..data.format.scene_file import INDEX_NAME, read_index
+def _source_fingerprint(scenes) -> dict:
+    """A source's name, folder, index.json hash and one hash of (path, size, mtime) of its scene files
+    (``scenes``: a ``protocol.SourceScenes``, whose index entries were read already)."""
+    from ..data.format.scene_file import INDEX_NAME
 
+    source = scenes.source
     split_dir = Path(source.split_dir)
     files = hashlib.sha256()
-    for entry in read_index(split_dir):
+    for entry in scenes.index:
         scene = split_dir / entry["path"]
         files.update(json.dumps([entry["path"], *(_stamp(scene) if scene.exists() else [])]).encode())
     return {"name": source.name, "split_dir": str(split_dir.resolve()), "index": _sha256(split_dir / INDEX_NAME),
             "scene_files": files.hexdigest(), "max_scenes": source.max_scenes}
 
 
-def eval_fingerprint(cfg: EvalConfig, sources, *, image_width: int, aspect, scale_reference: str,
-                     device: str) -> dict:
-    """Everything that determines the results of ``depthpe eval`` with ``cfg`` on ``sources``
-    (``SourceConfig``s): the model (path or Hub id, revision, the weights file's size and
+def eval_fingerprint(cfg: EvalConfig, held_out, device: str) -> dict:
+    """Everything that determines the results of ``depthpe eval`` with ``cfg`` on ``held_out`` (a
+    ``heldout.HeldOutSet``: its sources and input size): the model (path or Hub id, revision, the weights file's size and
     modification time, config.json's hash), the scenes (index.json hashes, scene files' sizes and
     modification times), the options that change numbers or outputs (views, seed, --scenes,
     manifest hash, width, aspect, dtype, min-valid-fraction, panels, worst), the device type and the
@@ -87,12 +89,14 @@ def eval_fingerprint(cfg: EvalConfig, sources, *, image_width: int, aspect, scal
     from ..model.depth_model import checkpoint_files
 
     files = checkpoint_files(cfg.model, cfg.revision)
+    size = held_out.size
     model = str(Path(cfg.model).resolve()) if Path(cfg.model).is_dir() else cfg.model
     return {"model": model, "revision": cfg.revision, "weights": _stamp(Path(files["weights"])),
-            "model_config": _sha256(Path(files["config"])), "sources": [_source_fingerprint(s) for s in sources],
+            "model_config": _sha256(Path(files["config"])),
+            "sources": [_source_fingerprint(s) for s in held_out.sources],
             "max_scenes": cfg.max_scenes, "views": cfg.views, "seed": cfg.seed,
-            "manifest": _sha256(Path(cfg.manifest)) if cfg.manifest else None, "image_width": image_width,
-            "aspect": aspect, "scale_reference": scale_reference, "dtype": cfg.dtype,
+            "manifest": _sha256(Path(cfg.manifest)) if cfg.manifest else None, "image_width": size.image_width,
+            "aspect": size.aspect, "scale_reference": size.scale_reference, "dtype": cfg.dtype,
             "min_valid_fraction": cfg.min_valid_fraction, "panels": cfg.panels, "worst": cfg.worst,
             "device": device, "depthpe": __version__}
 
@@ -146,12 +150,13 @@ class PartialEvaluation:
         self.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def records(self) -> list[dict]:
+    def records(self) -> list[SceneRecord]:
         """Every finished scene's record, from every process's file (complete lines only)."""
         found = []
         for path in sorted(self.folder.glob("scenes.*.jsonl")):
             text = path.read_bytes().decode()
-            found += [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line]
+            found += [SceneRecord.from_json(json.loads(line)) for line in text[: text.rfind("\n") + 1].splitlines()
+                      if line]
         return found
 
     def gt_medians(self) -> dict[str, float] | None:
@@ -177,11 +182,22 @@ class PartialEvaluation:
 
         return np.ascontiguousarray(cv2.imread(str(self.folder / "png" / name), cv2.IMREAD_COLOR)[..., ::-1])
 
-    def append(self, record: dict) -> None:
+    def keep(self, record: SceneRecord, entered: list[dict]) -> None:
+        """Keep a finished scene: its panel (``record.panel_image``, if any) and the panels of the
+        images of it that ``entered`` the worst list as PNG files, named in ``record.panel_file`` and
+        ``record.worst`` (the items without their panel), then its line (``append``)."""
+        if record.panel_image is not None:
+            record.panel_file = self.save_png(f"panel_{record.stem}", record.panel_image)
+        record.worst = [{**{k: v for k, v in item.items() if k != "panel"},
+                         "panel_file": self.save_png(f"worst_{record.stem}_v{item['image']}", item["panel"])}
+                        for item in entered]
+        self.append(record)
+
+    def append(self, record: SceneRecord) -> None:
         """Add one finished scene's record to this process's file (flushed now, fsynced every few seconds)."""
         if self._file is None:
             self._file = self._open()
-        self._file.write(json.dumps(record, default=_plain) + "\n")
+        self._file.write(json.dumps(record.to_json(), default=_plain) + "\n")
         self._file.flush()
         if time.monotonic() - self._last_sync >= FSYNC_SECONDS:
             os.fsync(self._file.fileno())

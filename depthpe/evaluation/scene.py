@@ -15,10 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .loop import discover_sources, input_size, load_manifest, scene_prediction
 from ..metrics import scene_rows, scene_scale, scene_summaries
+from .heldout import HeldOutProtocol, HeldOutSet, model_input_size, resolve_held_out
+from .loop import scene_prediction
+from .protocol import discover_sources, load_manifest
 
-__all__ = ["EvalSceneSpec", "PredictedScene", "spec_from_eval_dir", "predict_eval_scene", "scene_metrics"]
+__all__ = ["EvalSceneSpec", "PredictedScene", "spec_from_eval_dir", "held_out_of_spec", "predict_held_out_scene",
+           "predict_eval_scene", "scene_metrics"]
 
 
 @dataclass
@@ -74,15 +77,15 @@ def spec_from_eval_dir(eval_dir: str | Path, scene: str | None = None, **overrid
     return spec
 
 
-def _find_item(dataset, wanted: str | None) -> int:
-    """Index of the item whose key is ``wanted`` ("<dataset>/<id>", or an id matching one key);
-    the first scene when None. Raises ValueError listing some keys otherwise."""
-    keys = [dataset.scene_key(i) for i in range(len(dataset))]
+def _find_item(held_out: HeldOutSet, wanted: str | None) -> int:
+    """Item index of the held-out scene whose key is ``wanted`` ("<dataset>/<id>", or an id matching
+    one key); the first scene when None. Raises ValueError listing some keys otherwise."""
+    keys = list(held_out.scenes)
     if not keys:
         raise ValueError("no scene with 2 or more frames in this split")
     if wanted is None:
-        return 0
-    hits = [i for i, k in enumerate(keys) if k == wanted or k.split("/", 1)[1] == wanted]
+        return held_out.order[0]
+    hits = [i for i, k in zip(held_out.order, keys) if k == wanted or k.split("/", 1)[1] == wanted]
     if len(hits) != 1:
         shown = ", ".join(keys[:8]) + (", ..." if len(keys) > 8 else "")
         problem = "no scene" if not hits else f"{len(hits)} scenes"
@@ -90,28 +93,29 @@ def _find_item(dataset, wanted: str | None) -> int:
     return hits[0]
 
 
-def predict_eval_scene(spec: EvalSceneSpec, model=None, device: str = "cpu") -> PredictedScene:
-    """Load ``spec``'s scene as the evaluation does and predict it (``scene_prediction``).
-    model: an already loaded ``DepthModel`` (None = load ``spec.model``)."""
+def held_out_of_spec(spec: EvalSceneSpec) -> HeldOutSet:
+    """The held-out set ``spec`` picks its scene from: every scene of ``spec.data`` / ``spec.split``
+    with ``spec``'s views, seed and manifest, at the model's input size (``model_input_size``).
+    Raises FileNotFoundError without data, ValueError for a bad manifest."""
+    size = model_input_size(spec.model, spec.revision, spec.image_width)
+    protocol = HeldOutProtocol(views=spec.views, seed=spec.seed, manifest=load_manifest(spec.manifest))
+    return resolve_held_out(discover_sources(spec.data, spec.split), protocol, size)
+
+
+def predict_held_out_scene(held_out: HeldOutSet, scene: str | None, model, dtype: str = "fp32") -> PredictedScene:
+    """Load the scene named ``scene`` (``_find_item``; None = the first) of ``held_out`` as the
+    evaluation does and predict it with ``model`` (a ``DepthModel``; ``scene_prediction``). Raises
+    ValueError for an unknown or unusable scene."""
     import torch
 
-    from ..data.dataset import SceneEvalDataset, collate_eval
-    from .loop import model_scale_reference
+    from ..data.dataset import collate_eval
 
-    width, aspect, _ = input_size(spec.model, spec.revision, spec.image_width)
-    sources = discover_sources(spec.data, spec.split)
-    dataset = SceneEvalDataset(sources, views=spec.views, seed=spec.seed, image_width=width, aspect=aspect,
-                               manifest=load_manifest(spec.manifest),
-                               scale_reference=model_scale_reference(spec.model, spec.revision))
-    batch = collate_eval([dataset[_find_item(dataset, spec.scene)]])
+    dataset = held_out.dataset()
+    batch = collate_eval([dataset[_find_item(held_out, scene)]])
     if batch["error"] is not None:
         raise ValueError(f"scene {batch['dataset']}/{batch['scene']} cannot be used: {batch['error']}")
-    if model is None:
-        from ..model import DepthModel
-
-        model = DepthModel.from_pretrained(spec.model, revision=spec.revision).to(device).eval()
     with torch.no_grad():
-        out = scene_prediction(model, batch, spec.dtype)
+        out = scene_prediction(model, batch, dtype)
     conf = out.get("conf")
     return PredictedScene(
         dataset=batch["dataset"][0], scene=batch["scene"][0], frames=[int(i) for i in batch["frames"][0]],
@@ -119,6 +123,18 @@ def predict_eval_scene(spec: EvalSceneSpec, model=None, device: str = "cpu") -> 
         K=batch["K"][0].double().numpy(), w2c=batch["w2c"][0, :, :3].double().numpy(),
         gt=(batch["depth"][0] * batch["valid"][0]).numpy(), depth=out["depth"][0].float().cpu().numpy(),
         conf=None if conf is None else conf[0].float().cpu().numpy())
+
+
+def predict_eval_scene(spec: EvalSceneSpec, model=None, device: str = "cpu") -> PredictedScene:
+    """Load ``spec``'s scene as the evaluation does (``held_out_of_spec``) and predict it
+    (``predict_held_out_scene``). model: an already loaded ``DepthModel`` (None = load ``spec.model``)."""
+    held_out = held_out_of_spec(spec)
+    _find_item(held_out, spec.scene)  # an unknown scene is an error before the model is loaded
+    if model is None:
+        from ..model import DepthModel
+
+        model = DepthModel.from_pretrained(spec.model, revision=spec.revision).to(device).eval()
+    return predict_held_out_scene(held_out, spec.scene, model, spec.dtype)
 
 
 def scene_metrics(scene: PredictedScene) -> tuple[dict[str, dict], dict[str, float]]:

@@ -6,7 +6,7 @@ training datasets), ``model-index`` (the evaluation numbers, rendered by hugging
 ``ModelCardData`` / ``EvalResult``), ``license``, ``base_model`` when initialised from released
 weights) and a body: what the model is, the input size it was trained at, how to load it, the
 latest evaluation table (``native``, ``scene_aligned`` and ``image_aligned`` rows per dataset, as
-printed by ``depthpe.evaluation.loop.format_summary``), the training configuration and the licence.
+printed by ``depthpe.evaluation.outputs.format_summary``), the training configuration and the licence.
 
 Everything here is a pure function of a ``CardInfo``; nothing touches the network (the Hub's
 metadata validation happens when the card is uploaded). The card knows nothing of the run layer: what
@@ -233,7 +233,7 @@ def card_metadata(info: CardInfo) -> dict:
 # ------------------------------------------------------------------------------------ body
 def eval_table(summary: dict, metrics=CARD_METRICS) -> str:
     """Markdown table of the ``CARD_MODES`` rows of an evaluation summary (empty string if none)."""
-    from ..evaluation.loop import format_summary
+    from ..evaluation.outputs import format_summary
 
     rows = {ds: {m: v for m, v in modes.items() if m in CARD_MODES} for ds, modes in (summary or {}).items()}
     rows = {ds: modes for ds, modes in rows.items() if any("n_scenes" in v for v in modes.values())}

@@ -1,28 +1,19 @@
 """Run the correspondence probe over held-out scenes: ``probe_attention`` (also validation's).
 
-Scenes and views are chosen as in evaluation (``depthpe.evaluation.loop``: ``SceneEvalDataset``, the same
-selection, manifests and normalized scene unit), and the model runs through the one inference path
+Scenes and views are those of a resolved held-out set (``depthpe.evaluation.heldout.HeldOutSet``: the same
+scenes, views, input size and normalized scene unit as the evaluation of that set), and the model runs through the one inference path
 (``evaluation.scene_prediction`` -> ``predict_depth``) with ``capture.capture_global_attention``
 active; the matches come from the scene's GT depth and cameras (``correspondence.patch_matches``).
 """
 
 from __future__ import annotations
 
-from typing import Collection, Sequence
+from typing import Sequence
 
 import torch
 
-from ..data.config import SourceConfig
-from ..data.dataset import SceneEvalDataset
-from ..evaluation.loop import (
-    model_scale_reference,
-    scene_indices,
-    scene_loader,
-    discover_sources,
-    input_size,
-    scene_prediction,
-    usable_sources,
-)
+from ..evaluation.heldout import HeldOutSet
+from ..evaluation.loop import scene_loader, scene_prediction
 from .capture import attention_bytes, capture_global_attention
 from .correspondence import patch_matches
 from .lift import LiftAccumulator
@@ -45,24 +36,17 @@ def urope_anchors(config) -> list[float] | None:
 
 
 @torch.no_grad()
-def probe_attention(model, sources: Sequence[SourceConfig | dict], *, views: int = 8, seed: int = 0,
-                    image_width: int = 518, aspect: float | None = None, max_scenes: int | None = None,
-                    manifest: dict | None = None, scenes: Collection[str] | None = None, selection: str = "first",
-                    dtype: str = "fp32", radii: Sequence[int] = (0, 1), depth_tolerance: float = 0.05,
-                    scale_reference: str = "others", progress: bool = False) -> dict[str, LiftAccumulator]:
-    """Correspondence lift of ``model`` (a ``DepthModel``, possibly DDP-wrapped) per dataset.
-
-    Scene and view arguments as ``depthpe.evaluation.loop.evaluate`` (one scene per forward pass; an
-    unusable scene is skipped); radii: window radii in patches; depth_tolerance: relative depth
+def probe_attention(model, held_out: HeldOutSet, *, dtype: str = "fp32", radii: Sequence[int] = (0, 1),
+                    depth_tolerance: float = 0.05, progress: bool = False) -> dict[str, LiftAccumulator]:
+    """Correspondence lift of ``model`` (a ``DepthModel``, possibly DDP-wrapped) per dataset, on the
+    scenes and views of ``held_out`` (one scene per forward pass; an unusable scene is skipped); radii: window radii in patches; depth_tolerance: relative depth
     agreement of the occlusion test (``correspondence.patch_matches``). Returns {dataset:
     ``LiftAccumulator``} (datasets without a usable scene are absent). Raises ``ValueError`` when a
     scene's attention matrix would exceed ``MAX_ATTENTION_BYTES`` (fewer views or a smaller width).
     """
     from tqdm.auto import tqdm
 
-    dataset = SceneEvalDataset(sources, views=views, seed=seed, image_width=image_width, aspect=aspect,
-                               manifest=manifest, scale_reference=scale_reference)
-    loader = scene_loader(dataset, scene_indices(dataset, max_scenes, selection, seed, scenes), 0)
+    loader = scene_loader(held_out.dataset(), list(held_out.order), 0)
     anchors = urope_anchors(getattr(model, "module", model).config)
     found: dict[str, LiftAccumulator] = {}
     for batch in tqdm(loader, desc="probe attention", disable=not progress, unit="scene"):
@@ -104,33 +88,27 @@ def run_probe(cfg) -> dict[str, LiftAccumulator]:
     import time
 
     from ..config import ConfigError
-    from ..evaluation.loop import load_manifest
+    from ..evaluation.heldout import held_out_of_config
     from ..model import DepthModel
     from .report import format_layer_table, write_probe_outputs
 
-    try:
-        sources = discover_sources(cfg.data, cfg.split, cfg.datasets)
-    except FileNotFoundError as err:
-        raise ConfigError(str(err)) from None
-    sources, warnings = usable_sources(sources, named=bool(cfg.datasets))
+    held_out, warnings = held_out_of_config(cfg)
     for line in warnings:
         print(line, flush=True)
-    width, aspect, note = input_size(cfg.model, cfg.revision, cfg.image_width)
+    size = held_out.size
     device = "cuda" if torch.cuda.is_available() and not cfg.cpu else "cpu"
     model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(device)
-    print(f"probing {model.config.global_pe} at {note}", flush=True)
+    print(f"probing {model.config.global_pe} at {size.note}", flush=True)
     start = time.perf_counter()
-    found = probe_attention(model, sources, views=cfg.views, seed=cfg.seed, image_width=width, aspect=aspect,
-                            max_scenes=cfg.max_scenes, manifest=load_manifest(cfg.manifest), dtype=cfg.dtype,
-                            radii=cfg.radii, depth_tolerance=cfg.depth_tolerance,
-                            scale_reference=model_scale_reference(cfg.model, cfg.revision), progress=True)
+    found = probe_attention(model, held_out, dtype=cfg.dtype, radii=cfg.radii, depth_tolerance=cfg.depth_tolerance,
+                            progress=True)
     seconds = time.perf_counter() - start
     if not found:
-        raise ConfigError(f"no scene of {', '.join(s.name for s in sources)} could be probed (all unusable; "
+        raise ConfigError(f"no scene of {', '.join(s.source.name for s in held_out.sources)} could be probed (all unusable; "
                           "run `depthpe check` on the data)")
     meta = {"model": cfg.model, "revision": cfg.revision, "global_pe": model.config.global_pe,
             "pe_options": model.config.pe_options, "data": cfg.data, "split": cfg.split, "views": cfg.views,
-            "seed": cfg.seed, "image_width": width, "aspect": aspect, "dtype": cfg.dtype, "radii": cfg.radii,
+            "seed": cfg.seed, "image_width": size.image_width, "aspect": size.aspect, "dtype": cfg.dtype, "radii": cfg.radii,
             "depth_tolerance": cfg.depth_tolerance, "anchors": urope_anchors(model.config), "seconds": seconds}
     write_probe_outputs(found, cfg.out, meta)
     for name, acc in sorted(found.items()):

@@ -222,32 +222,34 @@ def validate(run: Run) -> dict | None:
     loss terms of training, on the scenes and views of the run's validation manifest once it exists;
     the main process logs the table, sends scalars and panels to the trackers, writes the manifest
     (first time), val_summary.json and a val_history.jsonl line per dataset. Returns the summary."""
-    from ..evaluation.loop import evaluate, format_summary
+    from ..evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from ..evaluation.loop import EvalOptions, evaluate
+    from ..evaluation.outputs import format_summary
 
     cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
     manifest = read_val_manifest(cfg)
-    result = evaluate(accelerator.unwrap_model(run.model), cfg.val.sources, views=cfg.val.views, seed=cfg.val.seed,
-                      image_width=cfg.val.image_width or cfg.data.image_width, max_scenes=cfg.val.max_scenes,
-                      accelerator=accelerator, panels=cfg.val.panels, progress=False, selection=cfg.val.selection,
-                      manifest=manifest, scenes=set(manifest) if manifest else None,
-                      loss_fn=loss_terms_fn(cfg.loss), scale_reference=cfg.data.scale_reference)
-    lift = _correspondence_rows(run, result.manifest) if cfg.val.correspondence and result.manifest else None
+    protocol = HeldOutProtocol(views=cfg.val.views, seed=cfg.val.seed, max_scenes=cfg.val.max_scenes,
+                               selection=cfg.val.selection, manifest=manifest,
+                               only_scenes=set(manifest) if manifest else None)
+    size = InputSize(cfg.val.image_width or cfg.data.image_width, scale_reference=cfg.data.scale_reference)
+    held_out = resolve_held_out(cfg.val.sources, protocol, size)
+    options = EvalOptions(panels=cfg.val.panels, progress=False, loss_fn=loss_terms_fn(cfg.loss))
+    result = evaluate(accelerator.unwrap_model(run.model), held_out, options, accelerator=accelerator)
+    lift = (_correspondence_rows(run, held_out.with_manifest(result.manifest))
+            if cfg.val.correspondence and result.manifest else None)
     if accelerator.is_main_process:
         _record_validation(run, result, first=manifest is None, extra_rows=lift)
         log.info(f"validation at step {step}:\n{format_summary(result.summary, ('abs_rel', 'delta1'))}")
     return result.summary
 
 
-def _correspondence_rows(run: Run, manifest: dict) -> dict:
+def _correspondence_rows(run: Run, held_out) -> dict:
     """``val.correspondence``: {dataset: {"correspondence": {metric: value}}}, the correspondence lift
-    (``depthpe.probe``) on the scenes and views validation just used. Every process probes all of
-    them (so that sharded models run their forward everywhere); the main process records it."""
+    (``depthpe.probe``) on ``held_out``: the scenes and views validation just used. Every process
+    probes all of them (so that sharded models run their forward everywhere); the main process records it."""
     from ..probe.runner import probe_attention
 
-    cfg = run.cfg
-    found = probe_attention(run.accelerator.unwrap_model(run.model), cfg.val.sources, views=cfg.val.views,
-                            seed=cfg.val.seed, image_width=cfg.val.image_width or cfg.data.image_width,
-                            manifest=manifest, scenes=set(manifest), scale_reference=cfg.data.scale_reference)
+    found = probe_attention(run.accelerator.unwrap_model(run.model), held_out)
     return {name: {"correspondence": acc.scalars()} for name, acc in found.items()}
 
 
@@ -255,7 +257,7 @@ def _record_validation(run: Run, result, *, first: bool, extra_rows: dict | None
     """Main process: trackers (metrics, loss terms, panels, ``extra_rows``), the manifest (first
     validation), val_summary.json, val_history.jsonl (with ``extra_rows``: {dataset: {row: {metric:
     value}}}) and the model card's latest table."""
-    from ..evaluation.loop import write_manifest
+    from ..evaluation.protocol import write_manifest
 
     cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
     scalars = {f"val/{ds}/{mode}/{k}": v[k] for ds, modes in result.summary.items()

@@ -40,7 +40,7 @@ def val_manifest_file(cfg: RunConfig) -> Path:
 
 def read_val_manifest(cfg: RunConfig) -> dict | None:
     """{"<source>/<scene_id>": [frames]} of the run's validation manifest, or None before the first validation."""
-    from ..evaluation.loop import load_manifest
+    from ..evaluation.protocol import load_manifest
 
     path = val_manifest_file(cfg)
     return load_manifest(path) if path.is_file() else None

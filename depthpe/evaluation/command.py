@@ -1,0 +1,106 @@
+"""What ``depthpe eval`` runs (``run_evaluation``): the config -> the model's input size and the
+held-out set, resolved once (``heldout.held_out_of_config``) -> the partial results of ``--out``
+(resume, or nothing to do) -> ``loop.evaluate`` -> the output files (``outputs.write_outputs``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..config.inference import EvalConfig
+from .heldout import HeldOutSet, held_out_of_config
+from .loop import EvalOptions, EvalResult, evaluate
+from .outputs import format_summary, write_outputs
+from .partial import PartialEvaluation, eval_fingerprint
+
+__all__ = ["run_evaluation"]
+
+
+def _report(result: EvalResult, cfg: EvalConfig) -> None:
+    """Print the table, skipped scenes and scenes evaluated with fewer views than --views (main
+    process)."""
+    print(format_summary(result.summary))
+    for failure in result.failures:
+        print(f"skipped {failure['scene']}: {failure['error']}")
+    short = result.short_scenes(cfg.views)
+    if short:
+        listed = ", ".join(f"{k} ({n})" for k, n in list(short.items())[:5]) + (", ..." if len(short) > 5 else "")
+        print(f"warning: {len(short)} scene(s) have fewer frames than --views {cfg.views} and were evaluated "
+              f"with all their frames: {listed}; the counts are in summary.json (views.per_scene) and the "
+              "views column of metrics_per_image.csv")
+    print(f"wrote {cfg.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/, worst/, "
+          "report.html (open it in a browser)")
+
+
+def run_evaluation(cfg: EvalConfig) -> EvalResult | None:
+    """``depthpe eval``: evaluate ``cfg.model`` on ``cfg.data`` and write the outputs to ``cfg.out``
+    (main process writes). Resumes the partial evaluation of an interrupted run in ``cfg.out`` with
+    the same settings (``partial``); returns None without evaluating when ``cfg.out`` already
+    holds a complete evaluation with these settings (unless ``cfg.restart``). Errors (no or empty
+    dataset, nothing evaluable, a partial evaluation with other settings) raise ``ConfigError``."""
+    from accelerate import Accelerator
+
+    from ..config import ConfigError
+    from ..model import DepthModel
+
+    held_out, warnings = held_out_of_config(cfg)
+    accelerator = Accelerator(cpu=cfg.cpu)
+    fingerprint = eval_fingerprint(cfg, held_out, accelerator.device.type)
+    partial = _open_partial(cfg, fingerprint, accelerator)
+    if partial is None:
+        return None
+    model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(accelerator.device)
+    if accelerator.is_main_process:
+        for line in warnings:
+            print(line, flush=True)
+        print(f"evaluating at {held_out.size.note}" + (", bf16 autocast" if cfg.dtype == "bf16" else ""), flush=True)
+    options = EvalOptions(num_workers=cfg.num_workers, panels=cfg.panels, worst=cfg.worst, dtype=cfg.dtype)
+    result = evaluate(model, held_out, options, accelerator=accelerator, partial=partial)
+    if accelerator.is_main_process:
+        write_outputs(result, cfg.out, meta=_meta(cfg, held_out, model, accelerator), fingerprint=fingerprint)
+        partial.discard()
+        _report(result, cfg)
+    accelerator.wait_for_everyone()
+    if not result.rows:
+        raise ConfigError(f"no scene could be evaluated: all {len(result.failures)} were skipped (listed above)")
+    return result
+
+
+def _meta(cfg: EvalConfig, held_out: HeldOutSet, model, accelerator) -> dict:
+    """The settings summary.json keeps (``meta``): what was evaluated, on what, how."""
+    size = held_out.size
+    return {"model": cfg.model, "revision": cfg.revision, "data": cfg.data, "split": cfg.split,
+            "views": cfg.views, "seed": cfg.seed, "image_width": size.image_width, "aspect": size.aspect,
+            "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": cfg.dtype,
+            "scale_reference": size.scale_reference, "min_valid_fraction": cfg.min_valid_fraction}
+
+
+def _open_partial(cfg: EvalConfig, fingerprint: dict, accelerator) -> PartialEvaluation | None:
+    """The partial evaluation of ``cfg.out`` to continue (or a new one), after every process checked
+    it; None when ``cfg.out`` holds a complete evaluation with these settings (said on the console).
+    ``cfg.restart`` discards partial results; other settings than theirs raise ``ConfigError``."""
+    partial = PartialEvaluation(cfg.out, accelerator.process_index)
+    complete = not partial.exists() and _completed_fingerprint(cfg.out) == fingerprint
+    if complete and not cfg.restart:
+        if accelerator.is_main_process:
+            print(f"{cfg.out} already holds a complete evaluation with these settings (summary.json); nothing to "
+                  "do. Pass --restart to evaluate again.", flush=True)
+        return None
+    if partial.exists() and not cfg.restart:
+        partial.check(fingerprint)
+    accelerator.wait_for_everyone()  # every process has looked before the main one changes anything
+    if accelerator.is_main_process:
+        if cfg.restart:
+            partial.discard()
+        if not partial.exists():
+            partial.start(fingerprint)
+    accelerator.wait_for_everyone()
+    return partial
+
+
+def _completed_fingerprint(out: str | Path) -> dict | None:
+    """The settings fingerprint of the complete evaluation in ``out`` (summary.json), if any."""
+    try:
+        return json.loads((Path(out) / "summary.json").read_text()).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None

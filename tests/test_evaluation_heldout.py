@@ -1,0 +1,178 @@
+"""One resolved held-out set (depthpe.evaluation.heldout): `depthpe eval` reads each source's
+index.json and the model's training_inputs.json once; validation, the probe and the viewer's
+held-out scene run on the very scenes and views that `evaluate` runs on for the same set; a scene
+record keeps the JSON line format of the partial results."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+from depthpe.evaluation.protocol import discover_sources
+from tests.test_training import MICRO_MODEL
+
+VIEWS, WIDTH = 3, 28
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Two datasets of the val split: synth (5 scenes of 4 frames) and more (3 scenes of 5 frames)."""
+    from depthpe.data.synth import write_synth_dataset
+
+    root = tmp_path_factory.mktemp("data")
+    for name, scenes, views in (("synth", 5, 4), ("more", 3, 5)):
+        raw = tmp_path_factory.mktemp(name)
+        write_synth_dataset(raw, train_scenes=0, val_scenes=scenes, views=views, height=28, width=28, seed=len(name),
+                            progress=False)
+        (raw / "synth").rename(root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from depthpe.model import DepthModel
+    from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
+    from depthpe.run import RunConfig
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("model")
+    DepthModel(RunConfig.from_dict({"model": dict(MICRO_MODEL)}).model_config()).save_pretrained(path)
+    write_training_inputs(path, TrainingInputs(WIDTH, (1.0, 1.0), (2, 4), "all"))
+    return path
+
+
+def _counting(monkeypatch, module_path: str, name: str) -> list:
+    """Replace function ``name`` of ``module_path`` with a wrapper that records its first argument,
+    in that module and in every depthpe module that imported it by name."""
+    real = getattr(sys.modules[module_path], name)
+    calls = []
+
+    def wrapper(*args, **kwargs):
+        calls.append(str(args[0]))
+        return real(*args, **kwargs)
+
+    for module in [m for key, m in list(sys.modules.items()) if key.startswith("depthpe")]:
+        if getattr(module, name, None) is real:
+            monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
+def test_eval_reads_each_index_and_the_training_inputs_once(data, model_dir, tmp_path, monkeypatch):
+    import depthpe.data.format.scene_file  # noqa: F401
+    import depthpe.evaluation.command  # noqa: F401 (its imports bind the readers first)
+    import depthpe.model.training_inputs  # noqa: F401
+    from depthpe.eval import main
+
+    indexes = _counting(monkeypatch, "depthpe.data.format.scene_file", "read_index")
+    inputs = _counting(monkeypatch, "depthpe.model.training_inputs", "read_training_inputs")
+    assert main(["--model", str(model_dir), "--data", str(data), "--out", str(tmp_path / "eval"), "--views", "3",
+                 "--scenes", "2", "--panels", "1", "--num-workers", "0", "--cpu"]) == 0
+    assert sorted(indexes) == sorted(str(data / name / "val") for name in ("more", "synth"))
+    assert inputs == [str(model_dir)]
+    assert (tmp_path / "eval" / "summary.json").is_file()
+
+
+def _held_out(data):
+    return resolve_held_out(discover_sources(data, "val"),
+                            HeldOutProtocol(views=VIEWS, seed=3, max_scenes=2, selection="random"),
+                            InputSize(WIDTH, scale_reference="all"))
+
+
+def _recording(monkeypatch, module) -> list[tuple[str, list[int]]]:
+    """Record ("<dataset>/<scene>", frames) of every scene ``module.scene_prediction`` predicts."""
+    real, seen = module.scene_prediction, []
+
+    def wrapper(model, batch, dtype="fp32"):
+        seen.append((f"{batch['dataset'][0]}/{batch['scene'][0]}", [int(i) for i in batch["frames"][0]]))
+        return real(model, batch, dtype)
+
+    monkeypatch.setattr(module, "scene_prediction", wrapper)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def model(model_dir):
+    from depthpe.model import DepthModel
+
+    return DepthModel.from_pretrained(model_dir).eval()
+
+
+def test_resolving_draws_per_source_and_fixes_the_input_size(data):
+    held_out = _held_out(data)
+    assert [key.split("/")[0] for key in held_out.scenes] == ["more", "more", "synth", "synth"]
+    dataset = held_out.dataset()
+    assert [dataset.scene_key(i) for i in held_out.order] == list(held_out.scenes)
+    assert (dataset.image_width, dataset.scale_reference, dataset.views) == (WIDTH, "all", VIEWS)
+    assert _held_out(data) == held_out  # the same draw every time
+    other_seed = resolve_held_out(discover_sources(data, "val"),
+                                  HeldOutProtocol(views=VIEWS, seed=4, max_scenes=2, selection="random"))
+    assert {s.source.name: s.index for s in other_seed.sources} == {s.source.name: s.index for s in held_out.sources}
+
+
+def test_probe_and_viewer_get_the_scenes_and_views_of_evaluate(data, model, monkeypatch):
+    import depthpe.evaluation.loop as loop
+    import depthpe.evaluation.scene as scene
+    import depthpe.probe.runner as runner
+    from depthpe.evaluation.loop import EvalOptions, evaluate
+
+    held_out = _held_out(data)
+    evaluated = _recording(monkeypatch, loop)
+    result = evaluate(model, held_out, EvalOptions(progress=False))
+    assert [key for key, _ in evaluated] == list(held_out.scenes)
+    assert dict(evaluated) == result.manifest and all(len(f) == VIEWS for f in result.manifest.values())
+    probed = _recording(monkeypatch, runner)
+    found = runner.probe_attention(model, held_out)
+    assert probed == evaluated and sum(acc.samples for acc in found.values()) == len(evaluated)
+    probed.clear()
+    runner.probe_attention(model, held_out.with_manifest(dict(evaluated[1:3])))
+    assert probed == evaluated[1:3]
+    viewed = _recording(monkeypatch, scene)
+    for key, frames in evaluated:
+        predicted = scene.predict_held_out_scene(held_out, key, model)
+        assert (f"{predicted.dataset}/{predicted.scene}", predicted.frames) == (key, frames)
+    assert viewed == evaluated
+
+
+def test_validation_evaluates_and_probes_the_held_out_set_of_its_settings(data, model, monkeypatch):
+    import depthpe.evaluation.loop as loop
+    import depthpe.probe.runner as runner
+    from depthpe.run import RunConfig
+    from depthpe.run.trainer import validate
+
+    sources = [{"name": name, "root": str(data), "split": "val"} for name in ("more", "synth")]
+    cfg = RunConfig.from_dict({"model": dict(MICRO_MODEL), "data": {"image_width": WIDTH, "scale_reference": "all"},
+                               "val": {"sources": sources, "views": VIEWS, "seed": 3, "max_scenes": 2,
+                                       "selection": "random", "correspondence": True}})
+    given = []
+    real_evaluate = loop.evaluate
+
+    def spy(model, held_out, *args, **kwargs):
+        given.append(held_out)
+        return real_evaluate(model, held_out, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "evaluate", spy)
+    evaluated, probed = _recording(monkeypatch, loop), _recording(monkeypatch, runner)
+    accelerator = SimpleNamespace(process_index=0, num_processes=1, is_main_process=False, unwrap_model=lambda m: m)
+    run = SimpleNamespace(cfg=cfg, state=SimpleNamespace(step=1), accelerator=accelerator, model=model)
+    validate(run)
+    assert given == [_held_out(data)]
+    assert [key for key, _ in evaluated] == list(given[0].scenes) and probed == evaluated
+
+
+def test_a_scene_record_keeps_the_json_line_format():
+    from depthpe.evaluation.record import SceneRecord
+
+    failed = SceneRecord("a/s", "a", "s", failure="unusable scene file: x")
+    assert failed.to_json() == {"key": "a/s", "dataset": "a", "scene": "s", "failure": "unusable scene file: x",
+                                "worst": []}
+    scored = SceneRecord("a/t", "a", "t", frames=[0, 2], rows=[{"abs_rel": 0.5}], loss={"l1": 1.0},
+                         panel_file="panel_a_t.png", panel_image=torch.zeros(1))
+    line = scored.to_json()
+    assert list(line) == ["key", "dataset", "scene", "loss", "frames", "rows", "panel_file", "worst"]
+    again = SceneRecord.from_json(line)
+    assert again.to_json() == line and again.panel_image is None
+    assert SceneRecord.from_json(failed.to_json()) == failed
