@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from depthpe.evaluation.partial import PartialEvaluation
+from depthpe.evaluation.record import SceneRecord
 from tests.test_eval_resume import SCENES, Predictions, _eval, _interrupt, data  # noqa: F401 (fixture)
 from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
 
@@ -18,10 +19,13 @@ def test_an_appended_record_is_in_the_file_before_close(tmp_path):
     partial = PartialEvaluation(tmp_path, rank=3)
     partial.start({"seed": 0})
     try:
-        partial.append({"key": "synth/a", "rows": [{"abs_rel": np.float32(0.5), "views": np.int64(3)}]})
+        record = SceneRecord(key="synth/a", dataset="synth", scene="a", frames=[0, 1],
+                             rows=[{"abs_rel": np.float32(0.5), "views": np.int64(3)}])
+        partial.append(record)
         written = (tmp_path / "partial" / "scenes.3.jsonl").read_text()  # another reader, this process still open
-        assert written == '{"key": "synth/a", "rows": [{"abs_rel": 0.5, "views": 3}]}\n'
-        assert PartialEvaluation(tmp_path).records() == [{"key": "synth/a", "rows": [{"abs_rel": 0.5, "views": 3}]}]
+        assert written.endswith("\n") and json.loads(written) == record.to_json()
+        assert json.loads(written)["rows"] == [{"abs_rel": 0.5, "views": 3}]
+        assert [r.key for r in PartialEvaluation(tmp_path).records()] == ["synth/a"]
     finally:
         partial.close()
 
