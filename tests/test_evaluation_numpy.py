@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from depthpe.data.dataset import SceneEvalDataset
+from depthpe.data.datasets import SceneEvalDataset
 from depthpe.evaluation.loop import discover_sources, evaluate
 from tests.test_training import synth_root  # noqa: F401 (fixture)
 

@@ -36,7 +36,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from ..data.config import SourceConfig
-from ..data.dataset import SceneEvalDataset, collate_eval, loader_kwargs as _loader_kwargs
+from ..data.batching import collate_eval
+from ..data.datasets import SceneEvalDataset
+from ..data.loaders import loader_kwargs
 from .partial import PartialEvaluation, eval_fingerprint
 from ..files import atomic_write_bytes
 from ..config.choices import DTYPES
@@ -230,7 +232,7 @@ def _wait(accelerator) -> None:
 
 def scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
     """One scene per batch, in the order of ``indices``; workers end with the pass."""
-    loader_kw = _loader_kwargs(num_workers, False, 2)
+    loader_kw = loader_kwargs(num_workers, False, 2)
     loader_kw["persistent_workers"] = False
     return DataLoader(dataset, batch_size=1, sampler=indices, collate_fn=collate_eval, **loader_kw)
 

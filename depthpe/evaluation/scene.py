@@ -95,7 +95,8 @@ def predict_eval_scene(spec: EvalSceneSpec, model=None, device: str = "cpu") -> 
     model: an already loaded ``DepthModel`` (None = load ``spec.model``)."""
     import torch
 
-    from ..data.dataset import SceneEvalDataset, collate_eval
+    from ..data.batching import collate_eval
+    from ..data.datasets import SceneEvalDataset
     from .loop import model_scale_reference
 
     width, aspect, _ = input_size(spec.model, spec.revision, spec.image_width)

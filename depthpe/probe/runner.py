@@ -13,7 +13,7 @@ from typing import Collection, Sequence
 import torch
 
 from ..data.config import SourceConfig
-from ..data.dataset import SceneEvalDataset
+from ..data.datasets import SceneEvalDataset
 from ..evaluation.loop import (
     model_scale_reference,
     scene_indices,
