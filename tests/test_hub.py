@@ -21,7 +21,9 @@ from safetensors.torch import load_file
 from tests.hub_server import FakeHub
 from tests.test_training import run_config
 
-from depthpe.hub.pusher import HubPusher, resolve_model_folder, step_tag
+from depthpe.hub.folders import resolve_model_folder
+from depthpe.hub.pusher import HubPusher
+from depthpe.hub.repo import step_tag
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
 from depthpe.hub.card import CARD_MODES, CardInfo, card_metadata, render_model_card
 from depthpe.run.loading import dump_run_config

@@ -106,8 +106,8 @@ def _check_files(cfg: RunConfig) -> None:
 
 def check_hub_repo(cfg: RunConfig, *, online: bool = True) -> None:
     """``hub.repo_id`` (when set) is a valid Hub repository id and, with ``online`` and a token, the
-    Hub lets this token create or write to it (``depthpe.hub.pusher.repo_access_problem``); raises ``ConfigError``."""
-    from ..hub.pusher import repo_access_problem, repo_id_problem
+    Hub lets this token create or write to it (``depthpe.hub.repo.repo_access_problem``); raises ``ConfigError``."""
+    from ..hub.repo import repo_access_problem, repo_id_problem
 
     hub = cfg.hub
     if not hub.repo_id:

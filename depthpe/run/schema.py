@@ -22,7 +22,7 @@ from omegaconf import MISSING
 
 from ..config import ConfigError, instantiate, merge_layers
 from ..data.config import DataConfig, SourceConfig
-from ..hub.pusher import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
+from ..hub.timeouts import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
 from ..config.inference import ViewProtocol
 from ..model.config import PRESETS, DepthModelConfig
 
@@ -179,7 +179,7 @@ class HubConfig:
     attempts after a failure and the first back-off in seconds (doubling); request_timeout: seconds
     one Hub request may wait to connect, send or receive; job_deadline: seconds one upload may take,
     retries included, before it is given up; wait_timeout: seconds to wait for uploads when training
-    ends. The defaults are ``depthpe.hub.pusher``'s (``DEFAULT_*``), written once there.
+    ends. The defaults are ``depthpe.hub.timeouts``'s (``DEFAULT_*``), written once there.
     """
 
     repo_id: Optional[str] = None
