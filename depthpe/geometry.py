@@ -18,7 +18,6 @@ import torch
 __all__ = [
     "DegenerateSceneError",
     "to_4x4",
-    "to_3x4",
     "check_rotation",
     "invert_w2c",
     "invert_intrinsics",
@@ -50,12 +49,6 @@ def to_4x4(w2c: torch.Tensor) -> torch.Tensor:
     bottom = torch.zeros(*w2c.shape[:-2], 1, 4, dtype=w2c.dtype, device=w2c.device)
     bottom[..., 0, 3] = 1
     return torch.cat([w2c, bottom], dim=-2)
-
-
-def to_3x4(w2c: torch.Tensor) -> torch.Tensor:
-    """(..., 3, 4) or (..., 4, 4) extrinsics -> (..., 3, 4) (drops the bottom row)."""
-    _check_extrinsics_shape(w2c)
-    return w2c[..., :3, :]
 
 
 def _check_extrinsics_shape(w2c: torch.Tensor) -> None:

@@ -51,6 +51,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 __all__ = [
+    "to_numpy",
     "PRED_MIN",
     "MIN_VALID_PIXELS",
     "MIN_VALID_FRACTION",
@@ -63,7 +64,6 @@ __all__ = [
     "baseline_rows",
     "scene_summaries",
     "aggregate",
-    "summary_table",
     "StreamingMedian",
     "depth_and_mask",
     "min_valid_pixels",
@@ -227,24 +227,6 @@ def aggregate(rows: Iterable[dict], *, on_duplicate: str = "error") -> dict[str,
     return result
 
 
-def summary_table(
-    result: dict[str, dict[str, dict]],
-    keys: Sequence[str] = ("abs_rel", "delta1", "delta2", "delta3", "rmse", "log_rmse"),
-) -> str:
-    """Markdown table (one line per dataset and mode) of an :func:`aggregate` result."""
-    order = {m: i for i, m in enumerate((*MODES, *BASELINE_MODES))}
-    lines = [
-        "| dataset | mode | " + " | ".join(keys) + " | scenes | images |",
-        "|---|---|" + "---|" * (len(keys) + 2),
-    ]
-    for dataset in sorted(result):
-        for mode in sorted(result[dataset], key=lambda m: (order.get(m, len(order)), m)):
-            e = result[dataset][mode]
-            values = " | ".join(f"{e[k]:.4f}" for k in keys)
-            lines.append(f"| {dataset} | {mode} | {values} | {e['n_scenes']} | {e['n_images']} |")
-    return "\n".join(lines)
-
-
 class StreamingMedian:
     """Median of a stream of positive values (e.g. all valid GT depths of a dataset) in fixed memory.
 
@@ -300,9 +282,14 @@ class StreamingMedian:
 # internals
 
 
-def _to_numpy(x) -> np.ndarray:
-    if hasattr(x, "detach"):  # torch tensor (any device / dtype, including bfloat16)
-        x = x.detach().float().cpu().numpy()
+def to_numpy(x) -> np.ndarray:
+    """``x`` as a numpy array of the same shape. A torch tensor (any device) is detached and copied to
+    the CPU; a floating-point one becomes float32 (bfloat16 and float16 included), other dtypes (bool,
+    integers) stay. Anything else goes through ``np.asarray``."""
+    if hasattr(x, "detach"):  # torch tensor
+        x = x.detach().cpu()
+        x = x.float() if x.is_floating_point() else x
+        x = x.numpy()
     return np.asarray(x)
 
 
@@ -311,11 +298,11 @@ def depth_and_mask(depth, valid=None) -> tuple[np.ndarray, np.ndarray]:
 
     depth and valid: numpy arrays or torch tensors of one shape; raises ValueError otherwise.
     """
-    d = _to_numpy(depth).astype(np.float64)
+    d = to_numpy(depth).astype(np.float64)
     with np.errstate(invalid="ignore"):
         m = np.isfinite(d) & (d > 0)
     if valid is not None:
-        v = _to_numpy(valid)
+        v = to_numpy(valid)
         if v.shape != d.shape:
             raise ValueError(f"valid has shape {v.shape} but depth has {d.shape}")
         m &= v.astype(bool)
@@ -341,8 +328,8 @@ def scored_mask(gt, valid=None, *, min_pixels: int = MIN_VALID_PIXELS) -> np.nda
 
 def _prepare(pred, gt, valid, ndim: int | None):
     """float64 pred with non-finite -> PRED_MIN, float64 gt, evaluated mask (valid & gt finite & > 0)."""
-    p = _to_numpy(pred).astype(np.float64)
-    g = _to_numpy(gt).astype(np.float64)
+    p = to_numpy(pred).astype(np.float64)
+    g = to_numpy(gt).astype(np.float64)
     if p.shape != g.shape:
         raise ValueError(f"pred has shape {p.shape} but gt has {g.shape}; evaluate at one resolution "
                          "(nearest-neighbour resize the prediction to the GT, never resample GT bilinearly)")

@@ -15,7 +15,7 @@ from depthpe.data.format.check import check_root, check_scene
 from depthpe.data.config import DataConfig, SourceConfig
 from depthpe.data.convert import convert
 from depthpe.data.convert.common import ConvertOptions
-from depthpe.data.dataset import MultiViewDataset
+from depthpe.data.datasets import MultiViewDataset
 from depthpe.data.format.image_bytes import ImageBytesError, inspect_image_bytes
 from depthpe.data.format.scene_file import (
     SceneFileError,

@@ -8,17 +8,13 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
-import depthpe.data.dataset as ds_mod
+import depthpe.data.scenes as scenes_mod
+from depthpe.data.batching import collate, collate_eval
 from depthpe.data.config import DataConfig, SourceConfig
-from depthpe.data.dataset import (
-    MultiViewDataset,
-    SceneEvalDataset,
-    SceneSkippedWarning,
-    build_eval_loader,
-    build_train_loader,
-    collate,
-)
+from depthpe.data.datasets import MultiViewDataset, SceneEvalDataset, SceneSkippedWarning
+from depthpe.data.loaders import build_train_loader
 from depthpe.data.sampling import SampleKey, batch_shape
 from depthpe.data.format.scene_file import write_index, write_scene
 from depthpe.geometry import camera_centers, unproject_depth
@@ -234,7 +230,7 @@ def test_collate_stacks_and_sums(toy_root):
         collate([ds[SampleKey(0, 0, 3, 28, 56, 0)], ds[SampleKey(0, 0, 2, 28, 56, 0)]])
 
 
-class _RecordingReader(ds_mod.SceneReader):
+class _RecordingReader(scenes_mod.SceneReader):
     created: list = []
 
     def __init__(self, path, **kwargs):
@@ -243,7 +239,7 @@ class _RecordingReader(ds_mod.SceneReader):
 
 
 def test_dataloader_with_workers_matches_in_process_and_parent_opens_nothing(toy_root, monkeypatch):
-    monkeypatch.setattr(ds_mod, "SceneReader", _RecordingReader)
+    monkeypatch.setattr(scenes_mod, "SceneReader", _RecordingReader)
     _RecordingReader.created.clear()
     cfg = _cfg(toy_root)
     open_before = len(h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE))
@@ -283,7 +279,7 @@ def test_eval_dataset_fixed_views_and_errors(tmp_path):
     manifest = {"toy/b": [5, 0, 3]}
     again = SceneEvalDataset(src, views=4, seed=0, image_width=56, manifest=manifest)[1]
     assert again["frames"].tolist() == [5, 0, 3]
-    loader = build_eval_loader(src, views=4, seed=0, num_workers=0, image_width=56)
+    loader = DataLoader(SceneEvalDataset(src, views=4, seed=0, image_width=56), batch_size=1, collate_fn=collate_eval)
     with pytest.warns(SceneSkippedWarning):
         batches = list(loader)
     assert [b["error"] is None for b in batches] == [True, True, False]
@@ -294,7 +290,7 @@ def test_eval_dataset_fixed_views_and_errors(tmp_path):
 def test_nearest_view_selection_draws_close_cameras(tmp_path):
     """view_selection "nearest": views come from the cameras closest to the anchor (train and eval)."""
     from depthpe.data.config import DataConfig, SourceConfig
-    from depthpe.data.dataset import MultiViewDataset, SceneEvalDataset
+    from depthpe.data.datasets import MultiViewDataset, SceneEvalDataset
     from depthpe.data.sampling import SampleKey
     from depthpe.data.format.scene_file import write_index, write_scene
     from depthpe.geometry import camera_centers

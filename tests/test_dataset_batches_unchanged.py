@@ -11,11 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from depthpe.data import dataset as ds_mod
+from depthpe.data import batching
+from depthpe.data import samples as sample_mod
 from depthpe.data.augment import crop_and_resize, crop_box, jitter_views
 from depthpe.data.config import DataConfig, SourceConfig
-from depthpe.data.dataset import MultiViewDataset, build_train_loader, collate
-from depthpe.data.sampling import DynamicBatchSampler
+from depthpe.data.batching import collate
+from depthpe.data.datasets import MultiViewDataset
+from depthpe.data.loaders import build_train_loader
+from depthpe.data.sampling import DynamicBatchSampler, select_views
 from depthpe.data.format.scene_file import SceneReader, write_index, write_scene
 from depthpe.geometry import normalize_scene
 from tests.scenes import plane_scene
@@ -92,7 +95,7 @@ def test_samples_equal_the_reference_computation_bit_for_bit(mixed_root):
         source, scene, rng = ds._attempt(key, attempt)
         reader, src = SceneReader(ds.entries[source][scene].path, strict=True), cfg.sources[source]
         w2c = reader.read_cameras()[1] if src.view_selection == "nearest" else None
-        frames = ds_mod.select_views(reader.num_frames, key.num_views, rng, src.view_selection, src.window, w2c=w2c)
+        frames = select_views(reader.num_frames, key.num_views, rng, src.view_selection, src.window, w2c=w2c)
         ref = _reference_sample(reader, frames, (key.height, key.width), rng, cfg.crop_scale, cfg.color_jitter,
                                 cfg.min_valid_fraction_of(source))
         assert sample["frames"].tolist() == [int(f) for f in frames]
@@ -118,12 +121,12 @@ def test_loader_batches_equal_collated_single_samples(mixed_root, workers):
 
 
 def test_batch_tensors_are_allocated_in_shared_memory_inside_workers_only(monkeypatch):
-    assert not ds_mod._batch_tensor((2, 3), torch.float32).is_shared()
+    assert not batching.batch_tensor((2, 3), torch.float32).is_shared()
     monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())  # as inside a worker
     for dtype in (torch.float32, torch.bool, torch.int64):
-        t = ds_mod._batch_tensor((2, 3, 4), dtype)
+        t = batching.batch_tensor((2, 3, 4), dtype)
         assert t.is_shared() and t.dtype == dtype and t.shape == (2, 3, 4) and t.is_contiguous()
-    stacked = ds_mod._stack([torch.ones(3, 4), torch.zeros(3, 4)])  # collate's stacking, in a worker
+    stacked = batching._stack([torch.ones(3, 4), torch.zeros(3, 4)])  # collate's stacking, in a worker
     assert stacked.is_shared() and stacked[0].eq(1).all() and stacked[1].eq(0).all()
 
 
@@ -146,11 +149,11 @@ def test_valid_fraction_and_image_conversion_match_torch():
     for shape in [(2, 7, 9), (3, 168, 518), (24, 518, 518)]:
         for p in (0.0, 0.37, 0.999, 1.0):
             valid = rng.random(shape) < p
-            assert ds_mod._valid_fraction(valid) == torch.from_numpy(valid).float().mean().item()
+            assert sample_mod._valid_fraction(valid) == torch.from_numpy(valid).float().mean().item()
     every_value = np.arange(256, dtype=np.uint8).reshape(1, 16, 16, 1).repeat(3, -1)
     every_value[..., 1] = every_value[..., 1][:, ::-1]
     images = np.concatenate([every_value, rng.integers(0, 256, (2, 16, 16, 3), dtype=np.uint8)])
     expected = torch.from_numpy(images).permute(0, 3, 1, 2).float().div(255).contiguous()
-    _assert_bitwise_equal(ds_mod._images_to_float(images), expected, "images")
+    _assert_bitwise_equal(sample_mod._images_to_float(images), expected, "images")
     depth = rng.random((2, 5, 6)).astype(np.float32) * 30
-    _assert_bitwise_equal(ds_mod._scaled_depth(depth, 1.7), (torch.from_numpy(depth).double() / 1.7).float(), "depth")
+    _assert_bitwise_equal(sample_mod._scaled_depth(depth, 1.7), (torch.from_numpy(depth).double() / 1.7).float(), "depth")

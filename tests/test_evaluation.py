@@ -64,7 +64,7 @@ def test_perfect_prediction_scores_zero(synth_root):
         def forward(self, images, K, w2c):
             return {"depth": self.gt}
 
-    from depthpe.data.dataset import SceneEvalDataset
+    from depthpe.data.datasets import SceneEvalDataset
 
     sources = discover_sources(synth_root, "val")
     ds = SceneEvalDataset(sources, views=3, image_width=42)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from depthpe.data.dataset import SceneEvalDataset
+from depthpe.data.datasets import SceneEvalDataset
 from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
 from depthpe.evaluation.loop import EvalOptions, evaluate
 from depthpe.evaluation.protocol import discover_sources

@@ -307,7 +307,7 @@ def bad_root(tmp_path_factory):
 def _replay_skips(cfg, bad=BAD) -> tuple[int, set[str]]:
     """Skipped draws and distinct bad files of a 1-process run, replayed from the deterministic
     sampler and redraw rule: each draw of a sample that lands on a bad scene is skipped."""
-    from depthpe.data.dataset import MultiViewDataset
+    from depthpe.data.datasets import MultiViewDataset
     from depthpe.data.sampling import DynamicBatchSampler
 
     ds = MultiViewDataset(cfg.data)

@@ -21,9 +21,11 @@ from safetensors.torch import load_file
 from tests.hub_server import FakeHub
 from tests.test_training import run_config
 
-from depthpe.hub.pusher import HubPusher, resolve_model_folder, step_tag
+from depthpe.hub.folders import resolve_model_folder
+from depthpe.hub.pusher import HubPusher
+from depthpe.hub.repo import step_tag
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
-from depthpe.hub.card import CARD_MODES, CardInfo, card_metadata, render_model_card
+from depthpe.hub.card import CARD_MODES, CardInfo, card_data, render_model_card
 from depthpe.run.loading import dump_run_config
 from depthpe.run.pushes import TrainingPushes, card_training
 from depthpe.run.validation import VAL_SUMMARY_NAME, read_val_summary, write_val_summary
@@ -384,8 +386,8 @@ def test_model_card_model_index_and_datasets_metadata():
 
     parsed = ModelCard(card).data
     assert parsed.model_name == "depth-x" and len(parsed.eval_results) == 11
-    assert card_metadata(info)["model-index"] == meta["model-index"]
-    assert "model-index" not in card_metadata(CardInfo(model_config={}, eval_summary={"co3d": {"native": {}}}))
+    assert card_data(info).to_dict()["model-index"] == meta["model-index"]
+    assert "model-index" not in card_data(CardInfo(model_config={}, eval_summary={"co3d": {"native": {}}})).to_dict()
 
 
 # ------------------------------------------------------------- run pushes and val summary, no training

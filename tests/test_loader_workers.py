@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from torch.utils.data import DataLoader, Dataset
 
-from depthpe.data.dataset import loader_kwargs, worker_init_fn
+from depthpe.data.loaders import loader_kwargs
+from depthpe.data.workers import worker_init_fn
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,7 +87,7 @@ for _ in range(3):  # predict-like: resizing photos uses OpenCV's thread pool
     cv2.resize(frame, (960, 540), interpolation=cv2.INTER_AREA)
 time.sleep(0.5)  # the pool's threads go to sleep (a worker forked now used to hang for ever)
 from depthpe.data.config import DataConfig, SourceConfig
-from depthpe.data.dataset import build_train_loader
+from depthpe.data.loaders import build_train_loader
 cfg = DataConfig(sources=[SourceConfig(name="synth", root=sys.argv[1])], views=(2, 3), image_width=42,
                  max_images_per_batch=6)
 print("batches", sum(1 for _ in build_train_loader(cfg, seed=0, num_workers=2, num_steps=3)), flush=True)

@@ -13,7 +13,7 @@ import torch
 
 from depthpe.data.format.check import check_scene
 from depthpe.data.config import SourceConfig
-from depthpe.data.dataset import SceneEvalDataset
+from depthpe.data.datasets import SceneEvalDataset
 from depthpe.data.format.scene_file import SceneReader, write_index, write_scene
 from depthpe.geometry import DegenerateSceneError, normalize_scene
 from depthpe.model.inference import predict_depth

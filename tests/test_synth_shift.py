@@ -201,7 +201,7 @@ def test_default_run_has_no_shift_fields(tmp_path):
 
 def test_evaluation_accepts_shifted_scenes(tmp_path):
     """A model returning the normalized ground truth scores AbsRel 0 on a shifted set."""
-    from depthpe.data.dataset import SceneEvalDataset
+    from depthpe.data.datasets import SceneEvalDataset
     from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
     from depthpe.evaluation.loop import EvalOptions, evaluate
     from depthpe.evaluation.protocol import discover_sources

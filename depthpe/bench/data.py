@@ -55,7 +55,7 @@ def measure_loader(data_cfg, *, num_workers: int, batches: int, seed: int = 0) -
     """Time ``batches`` batches of the training loader after a warm-up of ``max(2, num_workers)``
     batches. Returns samples/s, images/s, images/s per worker (the main process counts as one
     worker when ``num_workers`` is 0) and seconds per batch."""
-    from ..data.dataset import build_train_loader
+    from ..data.loaders import build_train_loader
 
     warmup = max(2, num_workers)
     loader = build_train_loader(data_cfg, seed=seed, num_workers=num_workers, num_steps=warmup + batches)
@@ -225,7 +225,7 @@ def profile_batches(data_cfg, *, batches: int, seed: int = 0) -> tuple[int, floa
     import cProfile
     import pstats
 
-    from ..data.dataset import MultiViewDataset
+    from ..data.datasets import MultiViewDataset
     from ..data.sampling import DynamicBatchSampler
     from ..data.workers import one_thread
 

@@ -180,7 +180,7 @@ def _collate_and_measure(samples):
     of the dataset (``batch["memory"]``)."""
     from torch.utils.data import get_worker_info
 
-    from ..data.dataset import collate
+    from ..data.batching import collate
 
     global _batches_served
     batch = collate(samples)
@@ -212,7 +212,8 @@ def measure_worker_memory(root: str, dataset: str, batches: int) -> dict:
     from torch.utils.data import DataLoader
 
     from ..data.config import DataConfig
-    from ..data.dataset import MultiViewDataset, loader_kwargs
+    from ..data.datasets import MultiViewDataset
+    from ..data.loaders import loader_kwargs
     from ..data.sampling import DynamicBatchSampler
 
     global _report_after
@@ -256,7 +257,7 @@ def _draw_and_write(root: Path, per_source: int, seed: int, path: Path) -> dict:
     ``per_source`` each, ``selection: random``), the views of every drawn scene and the manifest
     written to ``path``; returns the seconds of each step, the scenes drawn and the file's digest."""
     from ..data.config import SourceConfig
-    from ..data.dataset import SceneEvalDataset
+    from ..data.datasets import SceneEvalDataset
     from ..evaluation.protocol import scene_indices, write_manifest
 
     sources = [SourceConfig(name=f"val{j}", root=str(root), split=SPLIT, dataset=DATASET, max_scenes=per_source)

@@ -23,7 +23,7 @@ line survives the SIGKILL that ends this process):
   ``DepthModel.from_pretrained`` and the digest of the weights it loaded.
 
 The observation wraps ``start_run``, ``run_step``, ``checkpoint`` and ``publish_final`` of
-``depthpe.run.trainer``, ``build_train_loader`` of ``depthpe.data.dataset`` and Accelerate's
+``depthpe.run.trainer``, ``build_train_loader`` of ``depthpe.data.loaders`` and Accelerate's
 ``Accelerator.load_state`` with
 ``unittest.mock.patch.object``: the rehearsal must run the real training loop, and the loop has no
 hooks of its own (the same technique as ``depthpe bench memory``'s ``host_reads_patched``).
@@ -151,15 +151,15 @@ def _measured_call(fn):
 # ----------------------------------------------------------------------------- the observed run
 class TrainingObserver:
     """Wrappers of the training loop's parts that report to ``events`` (module docstring); the
-    originals come from the ``trainer`` and ``dataset`` modules given, and ``patches()`` installs
+    originals come from the ``trainer`` and ``loaders`` modules given, and ``patches()`` installs
     the wrappers there."""
 
     PARTS = ("start_run", "run_step", "checkpoint", "publish_final")
 
-    def __init__(self, spec: dict, events: Events, trainer, dataset):
-        self.spec, self.events, self.trainer, self.dataset = spec, events, trainer, dataset
+    def __init__(self, spec: dict, events: Events, trainer, loaders):
+        self.spec, self.events, self.trainer, self.loaders = spec, events, trainer, loaders
         self.real = {name: getattr(trainer, name) for name in self.PARTS}
-        self.real_loader = dataset.build_train_loader
+        self.real_loader = loaders.build_train_loader
         self.precision = "bf16" if _override(spec, "train.mixed_precision") == "bf16" else "fp32"
         self.rng, self.sampler = None, None  # taken when the loader is built
 
@@ -175,7 +175,7 @@ class TrainingObserver:
             self.events.emit("load_state", seconds=time.perf_counter() - t0)
             return result
 
-        return [mock.patch.object(self.dataset, "build_train_loader", self.build_train_loader),
+        return [mock.patch.object(self.loaders, "build_train_loader", self.build_train_loader),
                 mock.patch.object(Accelerator, "load_state", load_state),
                 *(mock.patch.object(self.trainer, name, getattr(self, name)) for name in self.PARTS)]
 
@@ -232,13 +232,13 @@ def _override(spec: dict, key: str) -> str | None:
 
 def train_observed(spec: dict) -> None:
     """Run ``depthpe.run.trainer.train`` for ``spec`` (module docstring) under the observers."""
-    from ..data import dataset
+    from ..data import loaders
     from ..run import load_run_config, trainer
 
     events = Events(spec["events"])
     cfg = load_run_config(spec["config"], spec.get("overrides", []))
     with contextlib.ExitStack() as stack:
-        for patch in TrainingObserver(spec, events, trainer, dataset).patches():
+        for patch in TrainingObserver(spec, events, trainer, loaders).patches():
             stack.enter_context(patch)
         trainer.train(cfg, resume=spec.get("resume"))
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..hub.pusher import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT
+from ..hub.timeouts import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT
 
 DESCRIPTION = """\
 Upload an exported depthpe model (config.json, model.safetensors, training_inputs.json when present
@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _repo_id(text: str) -> str:
     """argparse type: a Hub repository id (checked as training's preflight checks ``hub.repo_id``)."""
-    from ..hub.pusher import repo_id_problem
+    from ..hub.repo import repo_id_problem
 
     problem = repo_id_problem(text)
     if problem:
@@ -144,7 +144,8 @@ def _failure(args: argparse.Namespace, folder: Path, result, endpoint: str | Non
 
 def run(args: argparse.Namespace) -> int:
     """Write the card, push the folder; 0 on success, 1 when the upload finally fails, 2 on bad input."""
-    from ..hub.pusher import HubPusher, resolve_model_folder
+    from ..hub.folders import resolve_model_folder
+    from ..hub.pusher import HubPusher
     from ..hub.card import write_model_card
 
     try:

@@ -64,7 +64,7 @@ def _train(args: argparse.Namespace) -> int:
         if args.print_config:
             sys.stdout.write(dump_run_config(cfg))
             return 0
-        from ..data.dataset import NoUsableSampleError
+        from ..data.datasets import NoUsableSampleError
         from ..run.checkpoints import NoSpaceError
         from ..run.trainer import train
 

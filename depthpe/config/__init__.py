@@ -27,12 +27,19 @@ import typing
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["ConfigError", "build", "merge_layers", "instantiate", "env_interpolated_keys", "read_yaml_chain", "to_yaml", "to_container",
-           "did_you_mean"]
+__all__ = ["ConfigError", "build", "merge_layers", "instantiate", "env_interpolated_keys", "read_yaml_chain", "to_yaml",
+           "to_container", "did_you_mean", "require"]
 
 
 class ConfigError(ValueError):
     """A bad configuration; the message is one line: what is wrong (how to fix it)."""
+
+
+def require(ok: bool, message: str) -> None:
+    """Raise ``ValueError(message)`` unless ``ok``: the checks of the config dataclasses'
+    ``__post_init__`` (each message says which key is wrong and how to fix it)."""
+    if not ok:
+        raise ValueError(message)
 
 
 def did_you_mean(word: str, choices: Sequence[str]) -> str:

@@ -16,16 +16,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS
+from . import require
 from .choices import DTYPES
 from .options import REQUIRED, check_required, flag_of, option
 
 __all__ = ["ModelInput", "ViewProtocol", "HeldOutScenes", "EvalConfig", "PredictConfig"]
 
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
 
 
 @dataclass
@@ -45,8 +41,8 @@ class ModelInput:
         return flag_of(type(self), name)
 
     def _check_model_input(self) -> None:
-        _require(self.dtype in DTYPES, f"{self._label('dtype')} must be one of {list(DTYPES)}, got {self.dtype!r}")
-        _require(self.image_width is None or (self.image_width > 0 and self.image_width % 14 == 0),
+        require(self.dtype in DTYPES, f"{self._label('dtype')} must be one of {list(DTYPES)}, got {self.dtype!r}")
+        require(self.image_width is None or (self.image_width > 0 and self.image_width % 14 == 0),
                  f"{self._label('image_width')} must be a positive multiple of 14, got {self.image_width}")
 
 
@@ -64,7 +60,7 @@ class ViewProtocol:
         return name
 
     def _check_view_protocol(self) -> None:
-        _require(self.views >= 2, f"{self._label('views')} must be at least 2 (a multi-view model needs two views), "
+        require(self.views >= 2, f"{self._label('views')} must be at least 2 (a multi-view model needs two views), "
                                   f"got {self.views}")
 
 
@@ -90,7 +86,7 @@ class HeldOutScenes(ViewProtocol, ModelInput):
         check_required(self)
         self._check_model_input()
         self._check_view_protocol()
-        _require(self.max_scenes is None or self.max_scenes >= 1,
+        require(self.max_scenes is None or self.max_scenes >= 1,
                  f"--scenes must be at least 1, got {self.max_scenes}")
 
 
@@ -116,9 +112,9 @@ class EvalConfig(HeldOutScenes):
 
     def __post_init__(self) -> None:
         self._check_held_out()
-        _require(self.panels >= 0 and self.num_workers >= 0 and self.worst >= 0,
+        require(self.panels >= 0 and self.num_workers >= 0 and self.worst >= 0,
                  "--panels, --worst and --num-workers must be >= 0")
-        _require(0 <= self.min_valid_fraction <= 1,
+        require(0 <= self.min_valid_fraction <= 1,
                  f"--min-valid-fraction must be in [0, 1], got {self.min_valid_fraction}")
 
 
@@ -142,6 +138,6 @@ class PredictConfig(ModelInput):
     def __post_init__(self) -> None:
         check_required(self)
         self._check_model_input()
-        _require(self.max_views is None or self.max_views >= 1, f"--max-views must be >= 1, got {self.max_views}")
-        _require(self.conf_threshold is None or self.conf_threshold >= 0,
+        require(self.max_views is None or self.max_views >= 1, f"--max-views must be >= 1, got {self.max_views}")
+        require(self.conf_threshold is None or self.conf_threshold >= 0,
                  f"--conf-threshold must be >= 0, got {self.conf_threshold} (confidence is > 1)")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Collection, Sequence
 
 from ..data.config import SourceConfig
-from ..data.dataset import SceneEvalDataset
+from ..data.datasets import SceneEvalDataset
 from ..metrics import MIN_VALID_FRACTION
 from .protocol import SourceScenes, discover_sources, load_manifest, read_source, scene_indices, usable_sources
 

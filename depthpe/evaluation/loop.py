@@ -32,7 +32,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from ..config.choices import DTYPES
-from ..data.dataset import collate_eval, loader_kwargs as _loader_kwargs
+from ..data.batching import collate_eval
+from ..data.loaders import loader_kwargs
 from ..metrics import StreamingMedian, aggregate, baseline_rows, scene_rows
 from ..model.inference import predict_depth
 from .heldout import HeldOutSet
@@ -156,7 +157,7 @@ def _wait(accelerator) -> None:
 
 def scene_loader(dataset, indices: list[int], num_workers: int) -> DataLoader:
     """One scene per batch, in the order of ``indices``; workers end with the pass."""
-    loader_kw = _loader_kwargs(num_workers, False, 2)
+    loader_kw = loader_kwargs(num_workers, False, 2)
     loader_kw["persistent_workers"] = False
     return DataLoader(dataset, batch_size=1, sampler=indices, collate_fn=collate_eval, **loader_kw)
 

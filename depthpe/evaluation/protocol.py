@@ -14,7 +14,7 @@ from typing import Collection, Sequence
 import numpy as np
 
 from ..data.config import SourceConfig
-from ..data.dataset import SceneEvalDataset
+from ..data.datasets import SceneEvalDataset
 from ..files import atomic_write_bytes
 
 __all__ = ["SELECTIONS", "SourceScenes", "read_source", "scene_indices", "write_manifest", "load_manifest",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from huggingface_hub import EvalResult, ModelCardData
 
 __all__ = ["licence_problem", "CardInfo", "TrainingSection", "public_location", "INIT_WEIGHTS", "HUB_DATASETS", "CARD_MODES", "INDEX_METRICS", "render_model_card",
-           "write_model_card", "card_info_for_folder", "card_metadata", "init_weights_release"]
+           "write_model_card", "card_info_for_folder", "init_weights_release"]
 
 CARD_NAME = "README.md"
 DEFAULT_LICENSE = "apache-2.0"
@@ -223,11 +223,6 @@ def card_data(info: CardInfo) -> "ModelCardData":
         datasets=_hub_datasets(names) or None, base_model=info.init_weights,
         model_name=_model_name(info) if results else None, eval_results=results or None, **licence,
     )
-
-
-def card_metadata(info: CardInfo) -> dict:
-    """Front-matter fields (a plain dict, keys as the Hub expects them, ``model-index`` included)."""
-    return card_data(info).to_dict()
 
 
 # ------------------------------------------------------------------------------------ body

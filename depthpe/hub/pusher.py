@@ -2,31 +2,24 @@
 
 ``HubPusher`` uploads the files of an exported model folder (``config.json``,
 ``model.safetensors``, ``README.md``, and ``training_inputs.json`` when present: the output of
-training's export plus a model card) to a Hub repository. Jobs run in order in the background
-through huggingface_hub's own executor (``HfApi.run_as_future``: one worker thread), so the caller
-(the training loop) never waits on the network. A failed job is retried with exponential back-off
-(``retry_delay``, doubled each time, at most ``MAX_RETRY_DELAY``), logged, and finally given up
-without raising; authentication errors (HTTP 401/403) and offline mode are not retried. While a job
-is queued or running, the folder it protects is reported by ``is_pending`` so that checkpoint
-rotation leaves it alone.
+training's export plus a model card, ``depthpe.hub.folders.MODEL_FILES``) to a Hub repository.
+Jobs run in order in the background through huggingface_hub's own executor
+(``HfApi.run_as_future``: one worker thread), so the caller (the training loop) never waits on the
+network. A failed job is retried with exponential back-off (``retry_delay``, doubled each time, at
+most ``MAX_RETRY_DELAY``), logged, and finally given up without raising; authentication errors
+(HTTP 401/403) and offline mode are not retried. While a job is queued or running, the folder it
+protects is reported by ``is_pending`` so that checkpoint rotation leaves it alone.
 
 Nothing waits forever. Every request of a job gets ``request_timeout`` (seconds to connect, to send
-a chunk or to receive the next one; huggingface_hub itself sets none on its API calls): a Hub that
-accepts the connection and never answers fails the attempt like any error (retried with back-off).
-Every job gets ``job_deadline`` (seconds from its start, all attempts together): past it the job is
-given up and logged, and its folder stops being pending so that rotation can delete it, even while
-its thread is still stuck in a request (that request's late result is ignored).
+a chunk or to receive the next one; ``depthpe.hub.timeouts``): a Hub that accepts the connection
+and never answers fails the attempt like any error (retried with back-off). Every job gets
+``job_deadline`` (seconds from its start, all attempts together): past it the job is given up and
+logged, and its folder stops being pending so that rotation can delete it, even while its thread
+is still stuck in a request (that request's late result is ignored).
 
-Repository layout written by training (``depthpe.run.pushes.TrainingPushes`` queues the pushes)::
-
-    <branch>:checkpoints/step_0000400/{config.json, model.safetensors, README.md, training_inputs.json}
-    <branch>:{config.json, model.safetensors, README.md, training_inputs.json}   newest pushed model; the final one at the end
-    tag step-0000400 (or <branch>-step-0000400)              the commit of that push: its root holds step 400
-
-so ``DepthModel.from_pretrained("user/repo", revision="step-0000400")`` loads the checkpoint of
-step 400 and ``DepthModel.from_pretrained("user/repo")`` the newest (finally the final) model.
-One commit per push writes both places (``create_commit`` with one ``CommitOperationAdd`` per file
-and place; ``upload_folder`` writes one prefix per commit). The Hub stores identical files once.
+One commit per push writes every place the push names (the repository layout of training's pushes
+is in ``depthpe.hub.repo``; ``create_commit`` with one ``CommitOperationAdd`` per file and place;
+``upload_folder`` writes one prefix per commit). The Hub stores identical files once.
 
 Tags move. When a push carries a tag that already exists (a resumed run re-pushing a step, or the
 final model of a step that was also pushed as a checkpoint), the tag is moved to the new commit,
@@ -35,8 +28,8 @@ branch holds too. Nothing is lost, the earlier commit stays in the branch histor
 ``create_tag(..., exist_ok=True)`` is not used for this: it only swallows the 409 and leaves the tag
 on the earlier commit; here a 409 deletes the tag and creates it again on the new commit.
 
-The token comes from the usual Hugging Face sources (``HF_TOKEN``, ``hf auth login``) unless one is
-passed; it is never printed or logged (error messages are scrubbed of it).
+The token (``token``, else the usual Hugging Face sources) is never printed or logged: error
+messages are scrubbed of it.
 
 This module is a library of Hub operations: it knows nothing of runs or their configs (the run
 layer, ``depthpe.run.pushes``, decides what to push when).
@@ -48,121 +41,27 @@ import concurrent.futures
 import sys
 import threading
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from ..model.training_inputs import TRAINING_INPUTS_NAME
-from .card import CARD_NAME
+from .folders import MODEL_FILES, REQUIRED_FILES
+from .repo import known_token, repo_id_problem
+from .timeouts import (
+    DEFAULT_JOB_DEADLINE,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_DELAY,
+    MAX_RETRY_DELAY,
+    bounded_requests,
+    check_positive_or_none,
+    install_request_timeouts,
+    timed_out,
+)
 
-__all__ = [
-    "MODEL_FILES",
-    "DEFAULT_REQUEST_TIMEOUT",
-    "DEFAULT_JOB_DEADLINE",
-    "DEFAULT_RETRIES",
-    "DEFAULT_RETRY_DELAY",
-    "PushResult",
-    "PushHandle",
-    "HubPusher",
-    "step_tag",
-    "checkpoint_path_in_repo",
-    "resolve_model_folder",
-    "known_token",
-    "log_to_stderr",
-    "repo_id_problem",
-    "repo_access_problem",
-]
-
-REQUIRED_FILES = ("config.json", "model.safetensors")
-MODEL_FILES = (*REQUIRED_FILES, CARD_NAME, TRAINING_INPUTS_NAME)  # uploaded when present; the first two must be
-MAX_RETRY_DELAY = 300.0
-DEFAULT_REQUEST_TIMEOUT = 60.0  # s a Hub request may wait to connect, send a chunk or get the next one
-DEFAULT_JOB_DEADLINE = 1800.0  # s an upload job may take from its start (all attempts) before it is given up
-DEFAULT_RETRIES = 5  # attempts after the first failed one
-DEFAULT_RETRY_DELAY = 10.0  # s before the first retry (doubles each time, at most MAX_RETRY_DELAY)
+__all__ = ["PushResult", "PushHandle", "HubPusher", "log_to_stderr"]
 
 
-def step_tag(step: int, branch: str | None = None) -> str:
-    """Tag of the push of optimizer step ``step``: ``step-0000400``, or ``<branch>-step-0000400`` when
-    pushing to a branch other than main (tags are repository-wide; '/' in a branch becomes '-')."""
-    base = f"step-{int(step):07d}"
-    if branch and branch != "main":
-        return f"{branch.replace('/', '-')}-{base}"
-    return base
-
-
-def checkpoint_path_in_repo(step: int) -> str:
-    """Folder of a checkpoint inside the repository: ``checkpoints/step_0000400``."""
-    return f"checkpoints/step_{int(step):07d}"
-
-
-# ---------------------------------------------------------------------------------- request timeouts
-_REQUEST_TIMEOUT: ContextVar[float | None] = ContextVar("depthpe_hub_request_timeout", default=None)
-_HOOK_LOCK = threading.Lock()
-
-
-def _bound_request(request) -> None:
-    """httpx2 request hook: a request made by a pusher job (``_REQUEST_TIMEOUT`` set in its thread)
-    waits at most that many seconds to connect, to send each chunk and for each chunk of the answer;
-    requests made elsewhere keep huggingface_hub's own timeouts."""
-    seconds = _REQUEST_TIMEOUT.get()
-    if seconds is None:
-        return
-    phases = request.extensions.get("timeout") or dict.fromkeys(("connect", "read", "write", "pool"))
-    bounded = {phase: seconds if limit is None else min(limit, seconds) for phase, limit in phases.items()}
-    request.extensions = {**request.extensions, "timeout": bounded}
-
-
-def _install_request_timeouts() -> None:
-    """Once per process: make huggingface_hub's shared HTTP client run ``_bound_request`` before
-    every request.
-
-    huggingface_hub 2.x builds that client (``get_session``) with ``timeout=None`` and its API calls
-    (``create_repo``, ``create_commit``, ``create_tag``, ...) take no timeout, so they wait forever on
-    a Hub that never answers; only downloads pass ``HF_HUB_ETAG_TIMEOUT`` / ``HF_HUB_DOWNLOAD_TIMEOUT``.
-    The bound goes in through its ``set_client_factory``, wrapping the factory already installed (a
-    user's proxy or certificate settings stay)."""
-    from huggingface_hub import set_client_factory
-    from huggingface_hub.utils import _http
-
-    with _HOOK_LOCK:
-        previous = getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory)
-        if getattr(previous, "bounds_pusher_requests", False):
-            return
-
-        def factory():
-            """The installed factory's client, with ``_bound_request`` as its last request hook."""
-            client = previous()
-            hooks = client.event_hooks
-            client.event_hooks = {**hooks, "request": [*hooks.get("request", []), _bound_request]}
-            return client
-
-        factory.bounds_pusher_requests = True
-        set_client_factory(factory)
-
-
-def _timed_out(err: BaseException | None) -> bool:
-    """True if ``err``, or an error it was raised from, is a request timeout."""
-    import httpx2
-
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, (httpx2.TimeoutException, TimeoutError)):
-            return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return False
-
-
-def _positive_or_none(**values: float | None) -> None:
-    """Raise ``ValueError`` unless each value is None (no bound) or > 0."""
-    for name, value in values.items():
-        if value is not None and not value > 0:
-            raise ValueError(f"{name} must be > 0 seconds (or None for no bound), got {value}")
-
-
-# ---------------------------------------------------------------------------------- the pusher
 @dataclass
 class PushResult:
     """Outcome of one push job. ``commit``: commit id on success; ``error``: last error (scrubbed);
@@ -275,13 +174,13 @@ class HubPusher:
             raise ValueError(problem)
         if retries < 0 or retry_delay < 0:
             raise ValueError(f"retries and retry_delay must be >= 0, got {retries}, {retry_delay}")
-        _positive_or_none(request_timeout=request_timeout, job_deadline=job_deadline)
+        check_positive_or_none(request_timeout=request_timeout, job_deadline=job_deadline)
         if api is None:
             from huggingface_hub import HfApi
 
             api = HfApi(endpoint=endpoint, token=token)
         if request_timeout is not None:
-            _install_request_timeouts()
+            install_request_timeouts()
         self.api, self.repo_id, self.private, self.revision = api, repo_id, private, revision
         self.retries, self.retry_delay = int(retries), float(retry_delay)
         self.request_timeout, self.retry_timeouts, self.job_deadline = request_timeout, retry_timeouts, job_deadline
@@ -358,20 +257,19 @@ class HubPusher:
     def _run(self, job: _Job) -> None:
         """One job with retries, on the executor thread; never raises. Its requests are bounded by
         ``request_timeout``; its deadline counts from now (unless its clock already runs)."""
-        bound = _REQUEST_TIMEOUT.set(self.request_timeout)
-        with self._lock:
-            self._running = job
-            self._start_clock(job)
-        try:
-            self._attempts(job)
-        except BaseException as err:  # a bug here must not look like a hanging upload
-            job.progress.error = self._scrub(err)
-            self.log(f"hub: push of {job.progress.description} crashed: {job.progress.error}")
-        finally:
-            _REQUEST_TIMEOUT.reset(bound)
+        with bounded_requests(self.request_timeout):
             with self._lock:
-                self._running = None
-            self._release(job)
+                self._running = job
+                self._start_clock(job)
+            try:
+                self._attempts(job)
+            except BaseException as err:  # a bug here must not look like a hanging upload
+                job.progress.error = self._scrub(err)
+                self.log(f"hub: push of {job.progress.description} crashed: {job.progress.error}")
+            finally:
+                with self._lock:
+                    self._running = None
+                self._release(job)
 
     def _start_clock(self, job: _Job) -> None:
         """Start the job's deadline timer (``_expire``) unless it runs already; call with the lock held."""
@@ -463,7 +361,7 @@ class HubPusher:
     def _record_failure(self, result: PushResult, err: Exception) -> None:
         """Store a failed attempt's error; a timed-out request gets ``reason`` "timeout" and says so."""
         result.error, result.reason = self._scrub(err), None
-        if _timed_out(err):
+        if timed_out(err):
             limit = f"within {self.request_timeout:g} s" if self.request_timeout else "in time"
             result.error, result.reason = f"the Hub did not answer {limit} ({result.error})", "timeout"
 
@@ -544,84 +442,3 @@ class HubPusher:
         for secret in {self._token, known_token()} - {None, ""}:
             text = text.replace(secret, "***")
         return text
-
-
-def repo_id_problem(repo_id) -> str | None:
-    """Why ``repo_id`` cannot name a Hub model repository (huggingface_hub's own ``validate_repo_id``:
-    'name' or 'namespace/name' of letters, digits, '-', '_', '.'), one line; None when it can."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    if not isinstance(repo_id, str) or not repo_id:
-        return f"repo_id must look like 'user/name' (or 'name'), got {repo_id!r}"
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError as err:
-        reason = str(err).replace(" Use `repo_type` argument if needed.", "").replace("\n", " ").rstrip(".")
-        return f"{repo_id!r} is not a Hub repository id: {reason} (use 'user/name', e.g. 'bob/depthpe-prope')"
-    return None
-
-
-def repo_access_problem(repo_id: str, *, private: bool = False, token: str | None = None,
-                        endpoint: str | None = None, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> str | None:
-    """With a token (``token`` or the usual sources) and not offline: create the repository, or find
-    it, as the first push would (``create_repo(exist_ok=True)``) and return one line when the Hub
-    refuses (HTTP 4xx other than 409/429: no write access to the namespace, a read-only token, a
-    name the Hub rejects). None when it worked, without a token, offline, or when the Hub could not
-    be reached (pushes retry later; a request waits at most ``timeout`` s)."""
-    from huggingface_hub import HfApi, constants
-    from huggingface_hub.errors import HfHubHTTPError
-
-    token = token or known_token()
-    if token is None or constants.is_offline_mode():
-        return None
-    _install_request_timeouts()
-    bound = _REQUEST_TIMEOUT.set(timeout)
-    try:
-        HfApi(endpoint=endpoint, token=token).create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-    except HfHubHTTPError as err:
-        status = getattr(err.response, "status_code", None)
-        if status is None or status < 400 or status >= 500 or status in (409, 429):
-            return None
-        reason = str(err).replace(token, "***").splitlines()[0][:300]
-        return (f"the Hub refused to create or write to {repo_id} (HTTP {status}: {reason}); use a token with write "
-                "access to that namespace (HF_TOKEN or `hf auth login`) or another repo_id")
-    except Exception:  # network trouble: not a verdict on the repo_id; pushes retry and report later
-        return None
-    finally:
-        _REQUEST_TIMEOUT.reset(bound)
-    return None
-
-
-def known_token() -> str | None:
-    """The Hugging Face token from the usual sources (``HF_TOKEN``, ``hf auth login``), or None."""
-    try:
-        from huggingface_hub import get_token
-
-        return get_token()
-    except Exception:
-        return None
-
-
-def resolve_model_folder(path: str | Path) -> tuple[Path, Path | None]:
-    """(exported model folder, run folder or None) for an exported model folder, a checkpoint
-    (``checkpoints/step_N`` or its ``model/``) or a run folder (its ``final/``)."""
-    path = Path(path)
-
-    def is_model(p: Path) -> bool:
-        return all((p / n).is_file() for n in REQUIRED_FILES)
-
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path} is not a folder")
-    if is_model(path / "final"):
-        return path / "final", path
-    if is_model(path / "model"):
-        path = path / "model"
-    if not is_model(path):
-        raise FileNotFoundError(
-            f"{path} is neither an exported model (config.json + model.safetensors) nor a run folder with "
-            "final/; pass runs/NAME, runs/NAME/final or runs/NAME/checkpoints/step_N"
-        )
-    for run in (path.parent, path.parent.parent.parent):
-        if (run / "config.yaml").is_file():
-            return path, run
-    return path, None

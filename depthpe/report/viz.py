@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..metrics import depth_and_mask, to_numpy
+
 __all__ = ["depth_range", "colorize_depth", "error_map", "depth_panel", "views_grid", "save_png", "with_colorbar"]
 
 _PERCENTILES = (2.0, 98.0)
@@ -23,7 +25,7 @@ def depth_range(depth, valid=None, percentiles: tuple[float, float] = _PERCENTIL
 
     Uses the given percentiles; returns (0, 1) if nothing is valid and widens a zero-width range.
     """
-    d, m = _depth_and_mask(depth, valid)
+    d, m = depth_and_mask(depth, valid)
     if not m.any():
         return 0.0, 1.0
     lo, hi = np.percentile(d[m], percentiles)
@@ -40,7 +42,7 @@ def colorize_depth(
     ``valid``: optional (H, W) bool; invalid, non-positive and non-finite pixels are black. A missing
     vmin/vmax is taken from :func:`depth_range` of this depth. Near = low end of the colour map.
     """
-    d, m = _depth_and_mask(depth, valid)
+    d, m = depth_and_mask(depth, valid)
     if d.ndim != 2:
         raise ValueError(f"colorize_depth expects (H, W) depth, got shape {d.shape}")
     if vmin is None or vmax is None:
@@ -57,8 +59,8 @@ def error_map(pred, gt, valid=None, vmax: float = 0.2, cmap: str = "magma") -> n
     Pixels that are invalid (mask False, GT <= 0 or non-finite) are black; a non-finite prediction
     shows as the maximum error.
     """
-    g, m = _depth_and_mask(gt, valid)
-    p = _to_numpy(pred).astype(np.float64)
+    g, m = depth_and_mask(gt, valid)
+    p = to_numpy(pred).astype(np.float64)
     if p.shape != g.shape or g.ndim != 2:
         raise ValueError(f"error_map expects pred and gt of one (H, W) shape, got {p.shape} and {g.shape}")
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -88,8 +90,8 @@ def depth_panel(
         cmap: depth colour map; error_vmax: AbsRel shown at full error colour.
     """
     rgb = _to_rgb_uint8(image)
-    g, m = _depth_and_mask(gt, valid)
-    p = _to_numpy(pred).astype(np.float64)
+    g, m = depth_and_mask(gt, valid)
+    p = to_numpy(pred).astype(np.float64)
     if not (rgb.shape[:2] == g.shape == p.shape):
         raise ValueError(f"image {rgb.shape[:2]}, gt {g.shape} and pred {p.shape} must share (H, W)")
     if vmin is None or vmax is None:
@@ -130,10 +132,10 @@ def views_grid(
     GT and prediction of *all* views share one colour range (robust range of the valid GT of the
     sample), so scale disagreements between views are visible.
     """
-    g, m = _depth_and_mask(gt, valid)
+    g, m = depth_and_mask(gt, valid)
     if g.ndim != 3:
         raise ValueError(f"views_grid expects (S, H, W) depth, got shape {g.shape}")
-    p = _to_numpy(pred)
+    p = to_numpy(pred)
     n = g.shape[0] if max_views is None else min(max_views, g.shape[0])
     vmin, vmax = depth_range(g[:n], m[:n])
     rows = [
@@ -177,7 +179,7 @@ def save_png(path, array) -> Path:
     """
     import cv2
 
-    a = _to_numpy(array)
+    a = to_numpy(array)
     if a.dtype not in (np.uint8, np.uint16) or not (a.ndim == 2 or (a.ndim == 3 and a.shape[2] == 3)):
         raise ValueError(f"save_png needs uint8/uint16 (H, W) or (H, W, 3) RGB, got {a.dtype} {a.shape} "
                          "(use colorize_depth or depth_panel first; CHW arrays need .transpose(1, 2, 0))")
@@ -193,20 +195,6 @@ def save_png(path, array) -> Path:
 # internals
 
 
-def _to_numpy(x) -> np.ndarray:
-    if hasattr(x, "detach"):  # torch tensor
-        x = x.detach().cpu()
-        x = x.float() if x.is_floating_point() else x
-        x = x.numpy()
-    return np.asarray(x)
-
-
-def _depth_and_mask(depth, valid):
-    from ..metrics import depth_and_mask
-
-    return depth_and_mask(depth, valid)
-
-
 def _apply_cmap(t: np.ndarray, mask: np.ndarray, cmap: str) -> np.ndarray:
     import matplotlib
 
@@ -215,7 +203,7 @@ def _apply_cmap(t: np.ndarray, mask: np.ndarray, cmap: str) -> np.ndarray:
 
 
 def _to_rgb_uint8(image) -> np.ndarray:
-    a = _to_numpy(image)
+    a = to_numpy(image)
     if a.ndim == 3 and a.shape[0] == 3 and a.shape[-1] != 3:
         a = a.transpose(1, 2, 0)
     if a.ndim != 3 or a.shape[-1] != 3:

@@ -74,7 +74,7 @@ def check_data_sources(cfg: RunConfig, *, validation: bool = True) -> None:
 def _check_training_scenes(index: int, src) -> None:
     """Training source ``index`` lists a scene of 2 or more frames (unless its weight is 0); a
     malformed index is left to the dataset, which names it."""
-    from ..data.dataset import load_entries, too_few_frames_problem
+    from ..data.scenes import load_entries, too_few_frames_problem
     from ..data.format.scene_file import SceneFileError
 
     try:
@@ -106,8 +106,8 @@ def _check_files(cfg: RunConfig) -> None:
 
 def check_hub_repo(cfg: RunConfig, *, online: bool = True) -> None:
     """``hub.repo_id`` (when set) is a valid Hub repository id and, with ``online`` and a token, the
-    Hub lets this token create or write to it (``depthpe.hub.pusher.repo_access_problem``); raises ``ConfigError``."""
-    from ..hub.pusher import repo_access_problem, repo_id_problem
+    Hub lets this token create or write to it (``depthpe.hub.repo.repo_access_problem``); raises ``ConfigError``."""
+    from ..hub.repo import repo_access_problem, repo_id_problem
 
     hub = cfg.hub
     if not hub.repo_id:

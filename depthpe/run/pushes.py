@@ -1,7 +1,7 @@
 """What training pushes to the Hugging Face Hub, and when (``hub.repo_id`` set in the run config).
 
 ``TrainingPushes`` is the training loop's side of the Hub: every ``hub.push_every``-th checkpoint and
-the final model go to the repository (layout in ``depthpe.hub.pusher``), each with a model card regenerated
+the final model go to the repository (layout in ``depthpe.hub.repo``), each with a model card regenerated
 from the run config and the latest validation. ``card_training`` turns a ``RunConfig`` into the plain
 values a card shows (``depthpe.hub.card.TrainingSection``), for these pushes and for
 ``depthpe push``. The uploads themselves are ``depthpe.hub.pusher.HubPusher``'s.
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..hub.pusher import HubPusher, PushHandle, checkpoint_path_in_repo, known_token, log_to_stderr, step_tag
+from ..hub.pusher import HubPusher, PushHandle, log_to_stderr
+from ..hub.repo import checkpoint_path_in_repo, known_token, step_tag
 from ..hub.card import (
     CardInfo,
     TrainingSection,

@@ -22,10 +22,10 @@ from typing import Optional, Sequence
 
 from omegaconf import MISSING
 
-from ..config import ConfigError, env_interpolated_keys, instantiate, merge_layers
+from ..config import ConfigError, env_interpolated_keys, instantiate, merge_layers, require
 from ..data.config import DataConfig, SourceConfig
 from ..hub.card import licence_problem
-from ..hub.pusher import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
+from ..hub.timeouts import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
 from ..config.inference import ViewProtocol
 from ..model.config import PRESETS, DepthModelConfig
 
@@ -37,12 +37,6 @@ MIXED_PRECISION = ("no", "bf16", "fp16")
 
 
 MAX_SEED = 2**32 - 1  # numpy.random.seed (set by Accelerate's set_seed) takes 0 .. 2**32 - 1
-
-
-def _require(ok: bool, message: str) -> None:
-    """Raise ``ValueError(message)`` unless ``ok`` (messages say which key and how to fix it)."""
-    if not ok:
-        raise ValueError(message)
 
 
 def non_finite_fields(obj, prefix: str = "") -> list[tuple[str, float]]:
@@ -82,14 +76,14 @@ class OptimConfig:
     grad_clip: float = 1.0
 
     def __post_init__(self):
-        _require(self.schedule in ("constant", "cosine"),
+        require(self.schedule in ("constant", "cosine"),
                  f"optim.schedule must be 'constant' or 'cosine', got {self.schedule!r}")
-        _require(0 <= self.min_lr <= self.lr, f"optim: need 0 <= min_lr <= lr, got min_lr={self.min_lr}, lr={self.lr} (fix optim.lr or optim.min_lr)")
-        _require(self.weight_decay >= 0, f"optim.weight_decay must be >= 0, got {self.weight_decay}")
-        _require(self.warmup_steps >= 0, f"optim.warmup_steps must be >= 0, got {self.warmup_steps}")
-        _require(self.grad_clip > 0, f"optim.grad_clip must be > 0 (a maximum gradient norm), got {self.grad_clip}")
+        require(0 <= self.min_lr <= self.lr, f"optim: need 0 <= min_lr <= lr, got min_lr={self.min_lr}, lr={self.lr} (fix optim.lr or optim.min_lr)")
+        require(self.weight_decay >= 0, f"optim.weight_decay must be >= 0, got {self.weight_decay}")
+        require(self.warmup_steps >= 0, f"optim.warmup_steps must be >= 0, got {self.warmup_steps}")
+        require(self.grad_clip > 0, f"optim.grad_clip must be > 0 (a maximum gradient norm), got {self.grad_clip}")
         self.betas = tuple(float(b) for b in self.betas)
-        _require(all(0 <= b < 1 for b in self.betas), f"optim.betas must lie in [0, 1), got {list(self.betas)}")
+        require(all(0 <= b < 1 for b in self.betas), f"optim.betas must lie in [0, 1), got {list(self.betas)}")
 
 
 @dataclass
@@ -105,8 +99,8 @@ class LossConfig:
 
     def __post_init__(self):
         for key in ("l1_weight", "gradient_weight", "conf_weight", "conf_alpha"):
-            _require(getattr(self, key) >= 0, f"loss.{key} must be >= 0, got {getattr(self, key)}")
-        _require(self.gradient_scales >= 1, f"loss.gradient_scales must be >= 1, got {self.gradient_scales}")
+            require(getattr(self, key) >= 0, f"loss.{key} must be >= 0, got {getattr(self, key)}")
+        require(self.gradient_scales >= 1, f"loss.gradient_scales must be >= 1, got {self.gradient_scales}")
 
 
 @dataclass
@@ -139,18 +133,18 @@ class TrainLoopConfig:
     dist_timeout: float = 10.0
 
     def __post_init__(self):
-        _require(self.dist_timeout > 0, f"train.dist_timeout must be > 0 (minutes), got {self.dist_timeout}")
+        require(self.dist_timeout > 0, f"train.dist_timeout must be > 0 (minutes), got {self.dist_timeout}")
         for key in ("steps", "grad_accum", "log_every", "max_nonfinite_in_row"):
-            _require(getattr(self, key) >= 1, f"train.{key} must be >= 1, got {getattr(self, key)}")
+            require(getattr(self, key) >= 1, f"train.{key} must be >= 1, got {getattr(self, key)}")
         for key in ("num_workers", "checkpoint_every", "keep_checkpoints"):
-            _require(getattr(self, key) >= 0, f"train.{key} must be >= 0, got {getattr(self, key)}")
-        _require(self.mixed_precision in MIXED_PRECISION,
+            require(getattr(self, key) >= 0, f"train.{key} must be >= 0, got {getattr(self, key)}")
+        require(self.mixed_precision in MIXED_PRECISION,
                  f"train.mixed_precision must be one of {list(MIXED_PRECISION)}, got {self.mixed_precision!r}")
-        _require(0 <= self.smoothing < 1, f"train.smoothing must lie in [0, 1), got {self.smoothing}")
-        _require(self.torch_threads is None or self.torch_threads >= 1,
+        require(0 <= self.smoothing < 1, f"train.smoothing must lie in [0, 1), got {self.smoothing}")
+        require(self.torch_threads is None or self.torch_threads >= 1,
                  f"train.torch_threads must be >= 1 or null, got {self.torch_threads}")
         for name in self.report_to:
-            _require(name in TRACKERS, f"train.report_to: unknown tracker {name!r} (choose from {list(TRACKERS)})")
+            require(name in TRACKERS, f"train.report_to: unknown tracker {name!r} (choose from {list(TRACKERS)})")
 
 
 @dataclass
@@ -183,12 +177,12 @@ class ValConfig(ViewProtocol):
     def __post_init__(self):
         self.sources = [s if isinstance(s, SourceConfig) else SourceConfig.from_dict(s) for s in self.sources]
         self._check_view_protocol()
-        _require(self.selection in ("first", "random"), f"val.selection must be 'first' or 'random', got {self.selection!r}")
-        _require(self.every >= 0, f"val.every must be >= 0, got {self.every}")
-        _require(self.max_scenes is None or self.max_scenes >= 1, f"val.max_scenes must be >= 1 or null, got {self.max_scenes}")
-        _require(self.image_width is None or (self.image_width > 0 and self.image_width % 14 == 0),
+        require(self.selection in ("first", "random"), f"val.selection must be 'first' or 'random', got {self.selection!r}")
+        require(self.every >= 0, f"val.every must be >= 0, got {self.every}")
+        require(self.max_scenes is None or self.max_scenes >= 1, f"val.max_scenes must be >= 1 or null, got {self.max_scenes}")
+        require(self.image_width is None or (self.image_width > 0 and self.image_width % 14 == 0),
                  f"val.image_width must be a positive multiple of 14 or null, got {self.image_width}")
-        _require(self.panels >= 0, f"val.panels must be >= 0, got {self.panels}")
+        require(self.panels >= 0, f"val.panels must be >= 0, got {self.panels}")
 
 
 @dataclass
@@ -201,7 +195,7 @@ class HubConfig:
     attempts after a failure and the first back-off in seconds (doubling); request_timeout: seconds
     one Hub request may wait to connect, send or receive; job_deadline: seconds one upload may take,
     retries included, before it is given up; wait_timeout: seconds to wait for uploads when training
-    ends. The defaults are ``depthpe.hub.pusher``'s (``DEFAULT_*``), written once there.
+    ends. The defaults are ``depthpe.hub.timeouts``'s (``DEFAULT_*``), written once there.
     """
 
     repo_id: Optional[str] = None
@@ -217,11 +211,11 @@ class HubConfig:
 
     def __post_init__(self):
         problem = licence_problem(self.license)
-        _require(problem is None, f"hub.license: {problem}")
-        _require(self.push_every >= 1, f"hub.push_every must be >= 1 (every Nth checkpoint), got {self.push_every}")
-        _require(self.retries >= 0 and self.retry_delay >= 0 and self.wait_timeout >= 0,
+        require(problem is None, f"hub.license: {problem}")
+        require(self.push_every >= 1, f"hub.push_every must be >= 1 (every Nth checkpoint), got {self.push_every}")
+        require(self.retries >= 0 and self.retry_delay >= 0 and self.wait_timeout >= 0,
                  "hub.retries, hub.retry_delay and hub.wait_timeout must be >= 0")
-        _require(self.request_timeout > 0 and self.job_deadline > 0,
+        require(self.request_timeout > 0 and self.job_deadline > 0,
                  "hub.request_timeout and hub.job_deadline must be > 0 (seconds)")
 
 
@@ -293,10 +287,10 @@ class RunConfig:
 
     def __post_init__(self):
         bad = non_finite_fields(self)
-        _require(not bad, f"{bad[0][0]} must be a finite number, got {bad[0][1]} (inf and nan are not allowed)" if bad else "")
-        _require(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
+        require(not bad, f"{bad[0][0]} must be a finite number, got {bad[0][1]} (inf and nan are not allowed)" if bad else "")
+        require(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
                  f"seed must be an integer in [0, 2**32 - 1] (numpy's seed range), got {self.seed!r}")
-        _require(self.data.patch_size == self.model.patch_size or self.model.patch_size == MISSING,
+        require(self.data.patch_size == self.model.patch_size or self.model.patch_size == MISSING,
                  f"data.patch_size={self.data.patch_size} differs from model.patch_size={self.model.patch_size} "
                  "(set both to the backbone's patch size, 14 for DINOv2)")
 

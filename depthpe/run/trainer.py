@@ -164,7 +164,7 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     ``notes``: warnings to log once logging is set up."""
     from tqdm.auto import tqdm
 
-    from ..data.dataset import build_train_loader
+    from ..data.loaders import build_train_loader
 
     _prepare_output(cfg, accelerator)
     for warning in [*notes, *checked.warnings]:

@@ -5,15 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ..config import require
 from ..config.choices import DTYPES
 from ..config.options import option
 
 __all__ = ["ViewConfig"]
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
 
 
 @dataclass
@@ -43,14 +39,14 @@ class ViewConfig:
 
     def __post_init__(self) -> None:
         has_model = self.model is not None or self.data is not None
-        _require(self.source is not None or has_model,
+        require(self.source is not None or has_model,
                  "nothing to show: pass a predict/eval output folder, or --model M --data ROOT [--scene NAME]")
-        _require(self.source is None or self.data is None,
+        require(self.source is None or self.data is None,
                  "pass either an output folder or --data ROOT, not both")
-        _require(self.source is not None or (self.model is not None and self.data is not None),
+        require(self.source is not None or (self.model is not None and self.data is not None),
                  "--model and --data go together (a model and the data root of the scene)")
-        _require(0 <= self.port <= 65535, f"--port must be in 0..65535, got {self.port}")
-        _require(self.max_points >= 0, f"--max-points must be >= 0, got {self.max_points}")
-        _require(self.views is None or self.views >= 2, f"--views must be at least 2, got {self.views}")
-        _require(self.image_width is None or (self.image_width > 0 and self.image_width % 14 == 0),
+        require(0 <= self.port <= 65535, f"--port must be in 0..65535, got {self.port}")
+        require(self.max_points >= 0, f"--max-points must be >= 0, got {self.max_points}")
+        require(self.views is None or self.views >= 2, f"--views must be at least 2, got {self.views}")
+        require(self.image_width is None or (self.image_width > 0 and self.image_width % 14 == 0),
                  f"--image-width must be a positive multiple of 14, got {self.image_width}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ...config import require
 from ...config.options import REQUIRED, check_required, option
 from ..format.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from ..parallel import resolve_workers
@@ -78,8 +79,7 @@ class ConvertOptions:
             (self.depth_scale is None or self.depth_scale > 0, f"depth_scale must be positive, got {self.depth_scale}"),
         ]
         for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+            require(ok, message)
 
     def content_settings(self) -> dict:
         """Settings that change the content of a scene file (stored in it; a mismatch reconverts).

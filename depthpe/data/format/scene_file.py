@@ -478,9 +478,6 @@ class SceneReader:
     def width(self) -> int:
         return self.attrs["width"]
 
-    def has_valid(self) -> bool:
-        return "valid" in self._open()
-
     def frame_names(self) -> list[str] | None:
         f = self._open()
         if "frame_names" not in f:
