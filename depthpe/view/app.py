@@ -5,6 +5,15 @@ over one websocket, with GUI controls whose callbacks run here; it needs no brow
 the server and loads nothing from the network. This module only wires its controls to the pure
 functions of ``depthpe.view.scene``.
 
+Only pages served by this viewer may connect: a browser tab of another site could otherwise open
+``ws://127.0.0.1:PORT`` and read the scene or press "save". viser has no option for that, so the
+viewer registers a first connect callback on viser's websocket server that closes, before anything
+is sent, every connection whose ``Origin`` header is not this server's own address (a connection
+without one, i.e. not from a browser, is allowed: a local program could read the files anyway).
+It reads viser's private ``_websock_server`` and ``_live_connections``; tests/test_view_origin.py
+fails if a viser release renames them. A busy ``--port`` is an error, never a silent move to
+another port (viser tries the next ones).
+
 Scene conventions: OpenCV world (y down), so the viewer's up direction is -y; one frustum per view
 at its camera with its image; points as ``select_points`` makes them.
 """
@@ -19,7 +28,7 @@ import numpy as np
 from .scene import ALIGNMENTS, COLORINGS, SOURCES, PointSet, Selection, ViewScene, camera_pose, frustum_fov, \
     select_points, side_offset
 
-__all__ = ["Viewer", "scene_extent"]
+__all__ = ["Viewer", "scene_extent", "origin_allowed"]
 
 METRIC_COLUMNS = ("abs_rel", "delta1", "rmse")
 
@@ -48,12 +57,34 @@ class Viewer:
         self.scene, self.max_points, self.save_path = scene, max_points, Path(save_path)
         self._lock = threading.Lock()
         self.server = viser.ViserServer(host=host, port=port, label="depthpe view", verbose=False)
+        if port and self.server.get_port() != port:
+            self.server.stop()
+            raise OSError(98, f"port {port} is busy")
+        self.refused_origins: list[str] = []
+        self._guard_origin(host, self.server.get_port())
         self.server.scene.set_up_direction("-y")
         self._extent = scene_extent(scene)
         self._frustums = self._add_cameras()
         self._controls = self._add_controls(conf_threshold)
         self.last: PointSet | None = None
         self.refresh()
+
+    def _guard_origin(self, host: str, port: int) -> None:
+        """Close every websocket connection whose Origin is not this server's (module docstring)."""
+        websock = self.server._websock_server
+
+        async def refuse_foreign(client) -> None:
+            connection = websock._live_connections.get(client.client_id)
+            if connection is None:
+                return
+            headers = connection.request.headers
+            origins, hosts = headers.get_all("Origin"), headers.get_all("Host")
+            origin = origins[0] if len(origins) == 1 else ",".join(origins)
+            if origins and not (len(origins) == len(hosts) == 1 and origin_allowed(origin, hosts[0], host, port)):
+                self.refused_origins.append(origin)
+                await connection.close(1008, "depthpe view accepts only its own page")
+
+        websock._client_connect_cb.insert(0, refuse_foreign)
 
     @property
     def url(self) -> str:
@@ -143,6 +174,22 @@ class Viewer:
 
     def stop(self) -> None:
         self.server.stop()
+
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def origin_allowed(origin: str, host_header: str, bound_host: str, port: int) -> bool:
+    """Whether a websocket request comes from a page this viewer served: its ``Origin`` is
+    ``http://`` + its ``Host`` header, that port is the server's, and the host name is a loopback
+    name or the bound host (any name when bound to all interfaces, 0.0.0.0 or ::). The host-name rule
+    stops DNS rebinding (a foreign name resolved to 127.0.0.1 has a matching Origin and Host)."""
+    if origin != f"http://{host_header}":
+        return False
+    name, _, host_port = host_header.rpartition(":")
+    if host_port != str(port):
+        return False
+    return bound_host in ("0.0.0.0", "::") or name in (*LOOPBACK_NAMES, bound_host)
 
 
 def metrics_markdown(metrics: dict[str, dict], columns=METRIC_COLUMNS) -> str:
