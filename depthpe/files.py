@@ -13,12 +13,15 @@ system, so the rename is atomic), flushed to disk (``fsync``) and renamed onto i
 ``os.replace``; on any error the temporary file is removed. The standard library has the pieces
 (``tempfile.mkstemp``, ``os.fsync``, ``os.replace``) but no function that puts them together.
 
-This module is the bottom layer of depthpe: standard library only, no torch, no h5py.
+Folder locks: one writer per output folder (``lock_folder``).
+
+This module is the bottom layer of depthpe: standard library (and ``filelock``) only, no torch, no h5py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -26,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["safe_component", "atomic_target", "atomic_write_bytes", "output_folder_problem"]
+__all__ = ["safe_component", "LOCK_FILE", "FolderInUse", "LocksUnsupported", "lock_folder", "atomic_target", "atomic_write_bytes", "output_folder_problem"]
 
 MAX_COMPONENT_CHARS = 120  # characters of a safe component (file systems allow 255 bytes)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@,-]+")
@@ -98,3 +101,37 @@ def output_folder_problem(path: str | os.PathLike, label: str, fix: str = "give 
                     "choose a folder you can write to")
         return None
     return None
+
+
+LOCK_FILE = ".lock"
+_NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP}  # what flock says where locks do not work
+
+
+class FolderInUse(Exception):
+    """Another live process holds the folder's lock."""
+
+
+class LocksUnsupported(OSError):
+    """The filesystem refuses file locks (``flock``: ENOLCK, ENOSYS, EOPNOTSUPP); str = its error."""
+
+
+def lock_folder(folder: str | os.PathLike):
+    """Take the exclusive kernel lock ``folder/.lock`` without waiting (``flock`` through ``filelock``;
+    the kernel releases it when the holder ends in any way, so it is never stale), creating ``folder``.
+    Returns the held ``FileLock`` (``.release()`` it). Raises ``FolderInUse`` when a live process
+    holds it, ``LocksUnsupported`` where the filesystem refuses locks (some NFS setups); other
+    OSErrors propagate (a read-only folder: the caller reports it). The ``.lock`` file stays after release."""
+    from filelock import FileLock, Timeout
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder / LOCK_FILE))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise FolderInUse(str(folder)) from None
+    except OSError as err:
+        if err.errno not in _NO_LOCKS:
+            raise
+        raise LocksUnsupported(str(err)) from err
+    return lock

@@ -23,9 +23,13 @@ def test_an_appended_record_is_in_the_file_before_close(tmp_path):
                              rows=[{"abs_rel": np.float32(0.5), "views": np.int64(3)}])
         partial.append(record)
         written = (tmp_path / "partial" / "scenes.3.jsonl").read_text()  # another reader, this process still open
-        assert written.endswith("\n") and json.loads(written) == record.to_json()
+        assert written.endswith("\n") and json.loads(written) == {**record.to_json(), "settings": partial.settings_hash}
         assert json.loads(written)["rows"] == [{"abs_rel": 0.5, "views": 3}]
-        assert [r.key for r in PartialEvaluation(tmp_path).records()] == ["synth/a"]
+        reader = PartialEvaluation(tmp_path)
+        reader.use_settings({"seed": 0})
+        assert [r.key for r in reader.records()] == ["synth/a"]
+        reader.use_settings({"seed": 1})  # a line of other settings is never reused
+        assert reader.records() == [] and reader.bad_records == 1
     finally:
         partial.close()
 

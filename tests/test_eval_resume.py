@@ -149,8 +149,14 @@ def test_a_complete_evaluation_is_not_redone(data, saved_model, reference, tmp_p
     assert _eval(data, saved_model, out) == 0
     assert "already holds a complete evaluation with these settings" in capsys.readouterr().out
     assert predictions.calls == 0 and _files(out) == _files(reference)
-    assert _eval(data, saved_model, out, "--views", "2") == 0  # other settings: evaluated again, as before
-    assert predictions.calls == SCENES
+    capsys.readouterr()
+    assert _eval(data, saved_model, out, "--views", "2") == 2  # other settings: refused, the evaluation kept
+    assert ("holds a complete evaluation made with other settings: --views was 3, now 2; choose another --out, "
+            "or pass --restart to replace it") in capsys.readouterr().err
+    assert predictions.calls == 0 and _files(out) == _files(reference)
+    (out / "panels" / "stale.png").write_bytes(b"old")
+    assert _eval(data, saved_model, out, "--views", "2", "--restart") == 0  # replaced, nothing stale kept
+    assert predictions.calls == SCENES and not (out / "panels" / "stale.png").exists()
     assert _files(out)["manifest.json"] != _files(reference)["manifest.json"]
 
 

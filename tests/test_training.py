@@ -408,13 +408,13 @@ def test_a_filesystem_without_locks_trains_with_a_warning(synth_root, tmp_path, 
     that nothing stops a second run."""
     import errno
 
-    import depthpe.run.lock as lock_mod
+    import filelock
 
-    class NoLocks(lock_mod.FileLock):
+    class NoLocks(filelock.FileLock):
         def acquire(self, *args, **kwargs):
             raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(lock_mod, "FileLock", NoLocks)
+    monkeypatch.setattr(filelock, "FileLock", NoLocks)  # depthpe.files.lock_folder takes it from filelock
     out = tmp_path / "run"
     train(run_config(synth_root, out, train={"steps": 1, "checkpoint_every": 0}))
     printed = "".join(capsys.readouterr())

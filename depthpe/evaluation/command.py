@@ -4,14 +4,17 @@ held-out set, resolved once (``heldout.held_out_of_config``) -> the partial resu
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 from pathlib import Path
 
 from ..config.inference import EvalConfig
 from .heldout import HeldOutSet, held_out_of_config
 from .loop import EvalOptions, EvalResult, evaluate
 from .outputs import format_summary, write_outputs
-from .partial import PartialEvaluation, eval_fingerprint
+from ..files import FolderInUse, LocksUnsupported, lock_folder
+from .partial import PartialEvaluation, eval_fingerprint, settings_difference
 
 __all__ = ["run_evaluation"]
 
@@ -40,15 +43,22 @@ def run_evaluation(cfg: EvalConfig) -> EvalResult | None:
     dataset, nothing evaluable, a partial evaluation with other settings) raise ``ConfigError``."""
     from accelerate import Accelerator
 
-    from ..config import ConfigError
-    from ..model import DepthModel
-
     held_out, warnings = held_out_of_config(cfg)
     accelerator = Accelerator(cpu=cfg.cpu)
     fingerprint = eval_fingerprint(cfg, held_out, accelerator.device.type)
-    partial = _open_partial(cfg, fingerprint, accelerator)
-    if partial is None:
-        return None
+    with out_lock(cfg.out, accelerator):
+        partial = _open_partial(cfg, fingerprint, accelerator)
+        if partial is None:
+            return None
+        return _evaluate_into(cfg, held_out, warnings, accelerator, partial, fingerprint)
+
+
+def _evaluate_into(cfg: EvalConfig, held_out: HeldOutSet, warnings: list[str], accelerator, partial,
+                   fingerprint: dict) -> EvalResult:
+    """Load the model, evaluate (resuming ``partial``), write the outputs (main process)."""
+    from ..config import ConfigError
+    from ..model import DepthModel
+
     model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(accelerator.device)
     if accelerator.is_main_process:
         for line in warnings:
@@ -75,10 +85,41 @@ def _meta(cfg: EvalConfig, held_out: HeldOutSet, model, accelerator) -> dict:
             "scale_reference": size.scale_reference, "min_valid_fraction": cfg.min_valid_fraction}
 
 
+@contextlib.contextmanager
+def out_lock(out: str | Path, accelerator):
+    """Hold the kernel lock of ``out`` (``depthpe.files.lock_folder``) in the main process while the
+    block runs; every process raises ``ConfigError`` (one line) when another process holds it, so
+    that two evaluations never write one folder."""
+    from accelerate.utils import broadcast_object_list
+
+    from ..config import ConfigError
+
+    lock, problem = None, None
+    if accelerator.is_main_process:
+        try:
+            lock = lock_folder(out)
+        except FolderInUse:
+            problem = (f"--out {out} is in use by another depthpe eval (or training run); wait for it to finish, "
+                       "or choose another --out")
+        except LocksUnsupported:
+            lock = None  # a filesystem without locks: evaluate unguarded, as training does
+    if accelerator.num_processes > 1:
+        problem = broadcast_object_list([problem])[0]
+    if problem:
+        raise ConfigError(problem)
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
+
+
 def _open_partial(cfg: EvalConfig, fingerprint: dict, accelerator) -> PartialEvaluation | None:
     """The partial evaluation of ``cfg.out`` to continue (or a new one), after every process checked
     it; None when ``cfg.out`` holds a complete evaluation with these settings (said on the console).
     ``cfg.restart`` discards partial results; other settings than theirs raise ``ConfigError``."""
+    from ..config import ConfigError
+
     partial = PartialEvaluation(cfg.out, accelerator.process_index)
     complete = not partial.exists() and _completed_fingerprint(cfg.out) == fingerprint
     if complete and not cfg.restart:
@@ -88,13 +129,20 @@ def _open_partial(cfg: EvalConfig, fingerprint: dict, accelerator) -> PartialEva
         return None
     if partial.exists() and not cfg.restart:
         partial.check(fingerprint)
+    elif not cfg.restart and _completed_fingerprint(cfg.out) not in (None, fingerprint):
+        raise ConfigError(f"--out {cfg.out} holds a complete evaluation made with other settings: "
+                          f"{settings_difference(_completed_fingerprint(cfg.out), fingerprint)}; choose another "
+                          "--out, or pass --restart to replace it")
     accelerator.wait_for_everyone()  # every process has looked before the main one changes anything
     if accelerator.is_main_process:
         if cfg.restart:
             partial.discard()
+            for stale in ("panels", "worst"):
+                shutil.rmtree(Path(cfg.out) / stale, ignore_errors=True)
         if not partial.exists():
             partial.start(fingerprint)
     accelerator.wait_for_everyone()
+    partial.use_settings(fingerprint)
     return partial
 
 

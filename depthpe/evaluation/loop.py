@@ -147,6 +147,9 @@ def _resume_split(dataset, order: list[int], partial: PartialEvaluation | None, 
     _wait(accelerator)
     if done and announce:
         print(f"resuming: {len(done):,} of {len(order):,} scenes already evaluated in {partial.out}", flush=True)
+    if partial is not None and partial.bad_records and announce:
+        print(f"warning: skipped {partial.bad_records} unusable record(s) in {partial.folder} (unreadable, made with "
+              "other settings, repeated, or missing their panel); their scenes are evaluated again", flush=True)
     return done, todo
 
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from ..files import atomic_write_bytes
+from ..files import atomic_write_bytes, safe_component
 from ..metrics import BASELINE_MODES, MODES
 from .loop import EvalResult, finite_values, non_finite
 from .protocol import write_manifest
@@ -71,7 +71,7 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
                                        views=(meta or {}).get("views"))
     paths["table"] = atomic_write_bytes(out / "summary.md", (format_summary(result.summary) + "\n").encode())
     for name, panel in result.panels:
-        paths[f"panel_{name}"] = save_png(out / "panels" / f"{name}.png", panel)
+        paths[f"panel_{name}"] = save_png(out / "panels" / safe_component(f"{name}.png"), panel)
     paths.update(_write_worst(result.worst, out))
     from ..report.eval_report import write_eval_report
 
@@ -85,7 +85,7 @@ def _write_worst(items: list[dict], out: Path) -> dict[str, Path]:
 
     listed, paths = [], {}
     for rank, item in enumerate(items):
-        name = f"worst/{rank:02d}_{item['dataset']}_{item['scene']}_v{item['image']}.png"
+        name = "worst/" + safe_component(f"{rank:02d}_{item['dataset']}_{item['scene']}_v{item['image']}.png")
         paths[f"worst_{rank}"] = save_png(out / name, item["panel"])
         listed.append({**{k: v for k, v in item.items() if k != "panel"}, "file": name})
     paths["worst"] = atomic_write_bytes(out / "worst.json", json.dumps(listed, indent=1).encode())

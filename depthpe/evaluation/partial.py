@@ -13,7 +13,10 @@ Layout of ``OUT/partial/``:
 * ``png/``: the panels of finished scenes (scene panels, worst-image candidates), each written
   atomically before the line that names it.
 
-A line cut short by a kill (no final newline) is ignored, and cut off before the next append.
+Every line carries the hash of the settings it was made with (``settings_hash``); a line of other
+settings, a line that does not parse, a repeated scene or a line whose panel PNG is missing is
+skipped and counted (its scene is evaluated again). A line cut short by a kill (no final newline) is
+ignored, and cut off before the next append. ``start`` empties the folder first.
 Written by hand: no library keeps an append-only record of dicts next to a settings check.
 """
 
@@ -29,12 +32,12 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ConfigError
-from ..files import atomic_write_bytes
+from ..files import atomic_write_bytes, safe_component
 from ..config.inference import EvalConfig
 from ..config.options import flag_of
 from .record import SceneRecord
 
-__all__ = ["PARTIAL_DIR", "FSYNC_SECONDS", "PartialEvaluation", "eval_fingerprint", "settings_difference"]
+__all__ = ["PARTIAL_DIR", "FSYNC_SECONDS", "PartialEvaluation", "eval_fingerprint", "settings_difference", "settings_hash"]
 
 PARTIAL_DIR = "partial"
 FSYNC_SECONDS = 5.0
@@ -101,6 +104,12 @@ def eval_fingerprint(cfg: EvalConfig, held_out, device: str) -> dict:
             "device": device, "depthpe": __version__}
 
 
+def settings_hash(fingerprint: dict) -> str:
+    """16 hex digits of the SHA-256 of a settings fingerprint (its JSON, keys sorted): the mark every
+    record line carries, so that no line of other settings is ever reused."""
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def settings_difference(old: dict, new: dict) -> str | None:
     """The first fingerprint entry that differs, as words for an error ("--views was 8, now 2"), or None."""
     for key in [*new, *(k for k in old if k not in new)]:
@@ -123,6 +132,8 @@ class PartialEvaluation:
         self.rank = int(rank)
         self._file = None
         self._last_sync = 0.0
+        self.settings_hash: str | None = None  # set by check() or start(); every line carries it
+        self.bad_records = 0  # lines records() skipped: unreadable, other settings, duplicated, panel missing
 
     def exists(self) -> bool:
         """Whether an evaluation started in ``out`` and did not finish (its settings are there)."""
@@ -132,9 +143,12 @@ class PartialEvaluation:
         """Raise ``ConfigError`` (one line) if the partial results were made with other settings."""
         try:
             old = json.loads((self.folder / SETTINGS).read_text())
+            if not isinstance(old, dict):
+                raise ValueError(f"a JSON {type(old).__name__}, not an object")
         except (OSError, ValueError) as err:
             raise ConfigError(f"--out {self.out}: unreadable {PARTIAL_DIR}/{SETTINGS} ({err}); "
                               "pass --restart to discard the partial results") from None
+        self.settings_hash = settings_hash(fingerprint)
         difference = settings_difference(old, fingerprint)
         if difference:
             raise ConfigError(f"--out {self.out} holds a partial evaluation made with other settings: {difference}; "
@@ -142,8 +156,16 @@ class PartialEvaluation:
                               "to discard the partial results")
 
     def start(self, fingerprint: dict) -> None:
-        """Create the folder and record the settings (main process, before any scene)."""
+        """Empty the folder (stale records, medians and PNGs of any earlier run go), then record the
+        settings (main process, before any scene)."""
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
         atomic_write_bytes(self.folder / SETTINGS, json.dumps(fingerprint, indent=1).encode())
+        self.settings_hash = settings_hash(fingerprint)
+
+    def use_settings(self, fingerprint: dict) -> None:
+        """The settings this process appends under (the main process checked or started the folder)."""
+        self.settings_hash = settings_hash(fingerprint)
 
     def discard(self) -> None:
         """Remove the partial results (after the outputs are written, or for --restart)."""
@@ -151,13 +173,36 @@ class PartialEvaluation:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def records(self) -> list[SceneRecord]:
-        """Every finished scene's record, from every process's file (complete lines only)."""
-        found = []
+        """Every finished scene's record, from every process's file (complete lines only), made with
+        the current settings. A line that does not parse, carries another settings hash, repeats a
+        scene or names a panel PNG that is missing is skipped and counted in ``bad_records`` (its
+        scene is evaluated again)."""
+        found, seen, self.bad_records = [], set(), 0
         for path in sorted(self.folder.glob("scenes.*.jsonl")):
-            text = path.read_bytes().decode()
-            found += [SceneRecord.from_json(json.loads(line)) for line in text[: text.rfind("\n") + 1].splitlines()
-                      if line]
+            data = path.read_bytes()
+            for line in data[: data.rfind(b"\n") + 1].splitlines():
+                record = self._record(line) if line.strip() else None
+                if line.strip() and (record is None or record.key in seen):
+                    self.bad_records += 1
+                elif record is not None:
+                    seen.add(record.key)
+                    found.append(record)
         return found
+
+    def _record(self, line: bytes) -> SceneRecord | None:
+        """The record of one line if it is whole and of these settings, else None."""
+        try:
+            doc = json.loads(line.decode("utf-8"))
+            record = SceneRecord.from_json(doc)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        if doc.get("settings") != self.settings_hash:
+            return None
+        pngs = [record.panel_file] if record.panel_file else []
+        pngs += [item.get("panel_file") for item in record.worst]
+        if not all(isinstance(p, str) and (self.folder / "png" / safe_component(p)).is_file() for p in pngs):
+            return None
+        return record
 
     def gt_medians(self) -> dict[str, float] | None:
         """Pass 1's result if it finished, else None."""
@@ -173,14 +218,15 @@ class PartialEvaluation:
         """Write a uint8 panel as ``png/<name>.png``; returns the name to store in a record."""
         from ..report.viz import save_png
 
-        save_png(self.folder / "png" / f"{name}.png", panel)
-        return f"{name}.png"
+        name = safe_component(f"{name}.png")
+        save_png(self.folder / "png" / name, panel)
+        return name
 
     def load_png(self, name: str) -> np.ndarray:
         """A panel saved with ``save_png``, as the same uint8 (H, W, 3) RGB array."""
         import cv2
 
-        return np.ascontiguousarray(cv2.imread(str(self.folder / "png" / name), cv2.IMREAD_COLOR)[..., ::-1])
+        return np.ascontiguousarray(cv2.imread(str(self.folder / "png" / safe_component(name)), cv2.IMREAD_COLOR)[..., ::-1])
 
     def keep(self, record: SceneRecord, entered: list[dict]) -> None:
         """Keep a finished scene: its panel (``record.panel_image``, if any) and the panels of the
@@ -197,7 +243,7 @@ class PartialEvaluation:
         """Add one finished scene's record to this process's file (flushed now, fsynced every few seconds)."""
         if self._file is None:
             self._file = self._open()
-        self._file.write(json.dumps(record.to_json(), default=_plain) + "\n")
+        self._file.write(json.dumps({**record.to_json(), "settings": self.settings_hash}, default=_plain) + "\n")
         self._file.flush()
         if time.monotonic() - self._last_sync >= FSYNC_SECONDS:
             os.fsync(self._file.fileno())

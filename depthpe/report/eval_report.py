@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+from ..files import safe_component
 from ..metrics import BASELINE_MODES, MODES, scene_summaries
 from .html import render, write_page
 
@@ -121,7 +122,8 @@ def eval_report_context(out_dir: str | Path) -> dict:
         "metrics": TABLE_METRICS, "table": _metrics_rows(doc.get("summary", {})),
         "ratios": _ratios(doc.get("summary", {})), "scene_metrics": SCENE_METRICS,
         "scenes": scene_table(read_rows(out / "metrics_per_image.csv")),
-        "worst": [{**w, "path": out / w["file"]} for w in worst if (out / w["file"]).is_file()],
+        "worst": [{**w, "path": path} for w in worst
+                  if (path := out / "worst" / safe_component(Path(str(w.get("file", ""))).name)).is_file()],
         "panels": sorted((out / "panels").glob("*.png")) if (out / "panels").is_dir() else [],
         "failures": doc.get("failures", []), "short": doc.get("views", {}).get("fewer_than_requested", {}),
         "model_facts": model_facts(meta.get("model")),

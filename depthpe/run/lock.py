@@ -16,7 +16,6 @@ without the lock and logs a warning; see docs/training.md.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import socket
@@ -26,12 +25,11 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from ..config import ConfigError
+from ..files import LOCK_FILE, FolderInUse, LocksUnsupported, lock_folder
 
 __all__ = ["LOCK_FILE", "OWNER_FILE", "lock_owner", "lock_problem", "acquire_lock", "release_lock", "run_lock"]
 
-LOCK_FILE = ".lock"
 OWNER_FILE = ".lock.owner"
-_NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP}  # what flock says where locks do not work
 
 
 def lock_owner(output_dir: str | Path) -> dict | None:
@@ -79,15 +77,11 @@ def acquire_lock(output_dir: Path) -> tuple[FileLock | None, str | None]:
     and a note to log: that a run which did not end cleanly left its record, or, where the
     filesystem refuses locks, that the run goes on without one (the lock is then None). Raises
     ``ConfigError`` when a live process holds the lock."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(output_dir / LOCK_FILE))
     try:
-        lock.acquire(timeout=0)
-    except Timeout:
+        lock = lock_folder(output_dir)
+    except FolderInUse:
         raise ConfigError(_in_use(output_dir)) from None
-    except OSError as err:
-        if err.errno not in _NO_LOCKS:
-            raise  # not a lock problem (e.g. a read-only folder): the caller reports it
+    except LocksUnsupported as err:
         return None, (f"could not lock {output_dir / LOCK_FILE} ({err}): file locks do not work on this filesystem, "
                       "so nothing stops a second run from writing into this output_dir; make sure only one run "
                       "trains into it (docs/training.md)")
