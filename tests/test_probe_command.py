@@ -68,6 +68,13 @@ def test_probe_command_writes_tables_and_figures(probed_run, synth_root, tmp_pat
 def test_probe_command_errors(tmp_path, capsys):
     assert main(["probe", "attention", "--model", str(tmp_path), "--data", str(tmp_path), "--out",
                  str(tmp_path / "o")]) == 2
+    assert f"error: --model {tmp_path} is not a depthpe model folder" in capsys.readouterr().err  # named first
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"")
+    assert main(["probe", "attention", "--model", str(model), "--data", str(tmp_path), "--out",
+                 str(tmp_path / "o")]) == 2
     assert "error: no dataset with a 'val' split" in capsys.readouterr().err
     assert main(["probe", "attention", "--model", "m", "--data", "d", "--out", "o", "--radii", "-1"]) == 2
     assert "error: --radii must be one or more integers >= 0" in capsys.readouterr().err

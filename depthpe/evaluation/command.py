@@ -59,7 +59,11 @@ def _evaluate_into(cfg: EvalConfig, held_out: HeldOutSet, warnings: list[str], a
     from ..config import ConfigError
     from ..model import DepthModel
 
-    model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(accelerator.device)
+    try:
+        model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(accelerator.device)
+    except (OSError, ValueError) as err:  # e.g. a checkpoint rotated away since it was checked
+        raise ConfigError(f"--model {cfg.model}: cannot load it ({str(err).splitlines()[0]}); if it is a "
+                          "checkpoint of a running training, evaluate its final/ or a newer checkpoint") from None
     if accelerator.is_main_process:
         for line in warnings:
             print(line, flush=True)

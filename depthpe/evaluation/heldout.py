@@ -110,10 +110,12 @@ def model_input_size(model: str, revision: str | None, image_width: int | None) 
     aspect if it had one (None = each scene's own); the scale reference it was trained in (``others``
     without a record). Raises ``ConfigError`` for a width that is not a positive multiple of 14."""
     from ..config import ConfigError
+    from ..model.depth_model import model_files
     from ..model.training_inputs import read_training_inputs
 
     if image_width is not None and (image_width <= 0 or image_width % 14):
         raise ConfigError(f"--image-width must be a positive multiple of 14, got {image_width} (e.g. 518 = 37 * 14)")
+    model_files(model, revision)  # one line for a typo, a checkpoint or run folder, a bad Hub id
     inputs = read_training_inputs(model, revision)
     aspect = inputs.fixed_aspect if inputs else None
     reference = inputs.scale_reference if inputs else "others"
@@ -135,12 +137,12 @@ def held_out_of_config(cfg) -> tuple[HeldOutSet, list[str]]:
     bad width."""
     from ..config import ConfigError
 
+    size = model_input_size(cfg.model, cfg.revision, cfg.image_width)  # a bad --model is named first
     try:
         found = discover_sources(cfg.data, cfg.split, cfg.datasets)
     except FileNotFoundError as err:
         raise ConfigError(str(err)) from None
     sources, warnings = usable_sources(found, named=bool(cfg.datasets))
-    size = model_input_size(cfg.model, cfg.revision, cfg.image_width)
     protocol = HeldOutProtocol(views=cfg.views, seed=cfg.seed, max_scenes=cfg.max_scenes,
                                manifest=load_manifest(cfg.manifest),
                                min_valid_fraction=getattr(cfg, "min_valid_fraction", MIN_VALID_FRACTION))

@@ -27,7 +27,7 @@ from .dpt import DPTHead
 from .inference import check_input_shapes, check_inputs, predict_depth
 from .state_dicts import state_dict_mismatches
 
-__all__ = ["DepthModel", "CheckpointMismatchError", "checkpoint_files"]
+__all__ = ["DepthModel", "CheckpointMismatchError", "checkpoint_files", "model_files", "model_folder_problem"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -288,6 +288,18 @@ class DepthModel(
         return model.to(map_location).eval()
 
 
+def model_files(model_id: str, revision: str | None = None, flag: str = "--model") -> dict[str, str]:
+    """``checkpoint_files`` for a command: a model that cannot be found or read is a ``ConfigError``
+    with one line naming ``flag`` and what to pass instead (a typo, a training checkpoint or run
+    folder, a folder without model.safetensors, a Hub id that does not resolve)."""
+    from ..config import ConfigError
+
+    try:
+        return checkpoint_files(model_id, revision)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{flag} {str(err).splitlines()[0]}") from None
+
+
 def checkpoint_files(model_id: str, revision: str | None = None) -> dict[str, str]:
     """{"config": path, "weights": path} of the config.json and model.safetensors that
     ``DepthModel.from_pretrained(model_id, revision=revision)`` loads (a local folder, or the Hub
@@ -296,19 +308,37 @@ def checkpoint_files(model_id: str, revision: str | None = None) -> dict[str, st
     return {"config": files[CONFIG_NAME], "weights": files[WEIGHTS_NAME]}
 
 
+def model_folder_problem(model_id: str) -> str | None:
+    """Why a local ``--model`` cannot be loaded, as one line saying what to pass instead, or None
+    (a model folder, or a name that may be a Hub repo id): a training checkpoint folder
+    (``checkpoints/step_N`` holds the model in ``model/``), a run folder (``final/``), a folder
+    without ``config.json`` / ``model.safetensors``, a path that does not exist."""
+    path = Path(os.path.expanduser(model_id))
+    if path.is_dir():
+        absent = [n for n in (CONFIG_NAME, WEIGHTS_NAME) if not (path / n).is_file()]
+        if not absent:
+            return None
+        if (path / "state").is_dir() or (path / "trainer_state.json").is_file():
+            return (f"{model_id} is a training checkpoint, not an exported model; pass its model folder "
+                    f"{path / 'model'}")
+        if (path / "final").is_dir() or (path / "checkpoints").is_dir():
+            return f"{model_id} is a run folder, not an exported model; pass {path / 'final'} (or a checkpoints/*/model)"
+        return (f"{model_id} is not a depthpe model folder: missing {', '.join(absent)} (expected the output of "
+                "depthpe train: RUN/final, or DepthModel.save_pretrained)")
+    if path.exists():
+        return f"{model_id} is a file, not a model folder (pass the folder holding config.json and model.safetensors)"
+    if model_id.startswith((".", "/", "~")) or model_id.count("/") != 1:
+        return f"{model_id} does not exist (pass a model folder such as runs/NAME/final, or a Hub repo id user/name)"
+    return None
+
+
 def _resolve_checkpoint_files(model_id: str, **hub_kwargs) -> dict[str, str]:
     """Local paths of config.json and model.safetensors for a directory or a Hub repo id."""
-    if os.path.isdir(model_id):
-        paths = {name: os.path.join(model_id, name) for name in (CONFIG_NAME, WEIGHTS_NAME)}
-        absent = [n for n, p in paths.items() if not os.path.isfile(p)]
-        if absent:
-            raise FileNotFoundError(
-                f"{model_id!r} is not a depthpe checkpoint directory: missing {absent} "
-                "(expected the output of DepthModel.save_pretrained)"
-            )
-        return paths
-    if os.path.exists(model_id) or model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
-        raise FileNotFoundError(f"checkpoint directory {model_id!r} does not exist")
+    problem = model_folder_problem(model_id)
+    if problem:
+        raise FileNotFoundError(problem)
+    if os.path.isdir(os.path.expanduser(model_id)):
+        return {name: os.path.join(os.path.expanduser(model_id), name) for name in (CONFIG_NAME, WEIGHTS_NAME)}
     from huggingface_hub import hf_hub_download
 
     try:
@@ -317,7 +347,8 @@ def _resolve_checkpoint_files(model_id: str, **hub_kwargs) -> dict[str, str]:
             for name in (CONFIG_NAME, WEIGHTS_NAME)
         }
     except Exception as err:
+        detail = str(err).splitlines()[0] if str(err) else ""
         raise FileNotFoundError(
-            f"{model_id!r} is neither a local checkpoint directory nor a Hub repo holding "
-            f"{CONFIG_NAME} and {WEIGHTS_NAME} ({type(err).__name__}: {err})"
+            f"{model_id!r} is neither a local model folder nor a Hub repo holding "
+            f"{CONFIG_NAME} and {WEIGHTS_NAME} ({type(err).__name__}: {detail})"
         ) from err
