@@ -28,15 +28,16 @@ REQUIRED: Any = "???"  # OmegaConf's marker of a value that must be set; a field
 
 def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None, metavar: str | None = None,
            choices: tuple | None = None, positional: bool = False, store_false: bool = False,
-           default_factory: Any = dataclasses.MISSING):
+           append: bool = False, default_factory: Any = dataclasses.MISSING):
     """A dataclass field that is also a command-line option.
 
     help: one line (the default is appended); flag: the option's spelling (default ``--field-name``);
     positional: a positional argument instead; store_false: a bool field set to False by ``flag``
-    (e.g. ``--quiet`` for ``progress``); choices / metavar as in argparse.
+    (e.g. ``--quiet`` for ``progress``); append: a list field given by repeating ``flag`` (``--shift a
+    --shift b``) instead of listing its values after one ``flag``; choices / metavar as in argparse.
     """
     meta = {"help": help, "flag": flag, "metavar": metavar, "choices": choices, "positional": positional,
-            "store_false": store_false}
+            "store_false": store_false, "append": append}
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": meta})
 
 
@@ -50,13 +51,13 @@ def flag_of(cls, name: str) -> str:
 
 
 def _help_text(field: dataclasses.Field) -> str:
-    """The field's help with its default: ``(required)``, ``(default: 8)``; a help that explains
-    ``none:`` itself gets no ``(default: none)``."""
+    """The field's help with its default: ``(required)``, ``(default: 8)``; None or an empty list is
+    ``(default: none)``, left out when the help explains ``none:`` itself."""
     text = field.metadata["option"]["help"]
     value = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
     if value is REQUIRED:
         return f"{text} (required)"
-    if value is None:
+    if value is None or value == []:
         return text if "none:" in text else f"{text} (default: none)"
     return f"{text} (default: {str(value).lower() if isinstance(value, bool) else value})"
 
@@ -79,7 +80,8 @@ def _argparse_kwargs(field: dataclasses.Field, hint) -> dict:
     if kind is bool:
         return {**kwargs, "action": argparse.BooleanOptionalAction}
     if typing.get_origin(kind) is list:
-        kind, kwargs["nargs"] = typing.get_args(kind)[0], "*"
+        kind = typing.get_args(kind)[0]
+        kwargs.update({"action": "append"} if meta.get("append") else {"nargs": "*"})
     kwargs["type"] = kind
     for key in ("metavar", "choices"):
         if meta[key] is not None:
