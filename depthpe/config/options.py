@@ -61,7 +61,25 @@ def _help_text(field: dataclasses.Field) -> str:
         return f"{text} (required)"
     if value is None or value == []:
         return text if "none:" in text else f"{text} (default: none)"
-    return f"{text} (default: {str(value).lower() if isinstance(value, bool) else value})"
+    return f"{text} (default: {_shown(value)})"
+
+
+def _shown(value) -> str:
+    """A default as the command line writes it: ``true``, ``8``, ``abs_rel delta1`` for a list."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _example(cls) -> tuple[str, str]:
+    """(key, value) of ``cls`` for the help's examples: its first option with a number as default,
+    else its first with a text default."""
+    defaults = [(f.name, f.default) for f in dataclasses.fields(cls) if "option" in f.metadata
+                and f.default is not REQUIRED and not isinstance(f.default, bool)]
+    numbers = [(k, v) for k, v in defaults if isinstance(v, (int, float))]
+    texts = [(k, v) for k, v in defaults if isinstance(v, str)]
+    name, value = (numbers or texts or [("key", "value")])[0]
+    return name, _shown(value)
 
 
 def _plain_type(hint):
@@ -89,9 +107,10 @@ def _argparse_kwargs(field: dataclasses.Field, hint) -> dict:
         if meta[key] is not None:
             kwargs[key] = meta[key]
     if meta["positional"]:  # optional here (it may come from --config); None = not given. Its choices
-        kwargs.update(nargs="?", default=None)  # are checked by the dataclass: argparse would read key=value
-        kwargs.pop("choices", None)
-        kwargs["metavar"] = "{" + ",".join(meta["choices"]) + "}" if meta["choices"] else field.name.upper()
+        kwargs.update(nargs=kwargs.get("nargs", "?"), default=None)  # are checked by the dataclass:
+        kwargs.pop("choices", None)  # argparse would read key=value
+        kwargs["metavar"] = ("{" + ",".join(meta["choices"]) + "}" if meta["choices"]
+                             else meta["metavar"] or field.name.upper())
     return kwargs
 
 
@@ -108,11 +127,12 @@ def add_options(parser: argparse.ArgumentParser, cls) -> None:
             parser.add_argument(field.name, **kwargs)
         else:
             parser.add_argument(flag_of(cls, field.name), dest=field.name, **kwargs)
+    name, value = _example(cls)
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="YAML file of these settings (keys = the option names with underscores, "
-                             "e.g. 'image_width: 224'); options and key=value given here win")
+                             f"e.g. '{name}: {value}'); options and key=value given here win")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="settings as key=value (values parsed as YAML), e.g. max_scenes=4")
+                        help=f"settings as key=value (values parsed as YAML), e.g. {name}={value}")
 
 
 def _is_positional(cls, name: str) -> bool:
@@ -137,9 +157,16 @@ def config_from_args(cls, args: argparse.Namespace):
     layers = [read_yaml_chain(args.config)] if getattr(args, "config", None) else []
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None}
     overrides = list(getattr(args, "overrides", ()) or ())
-    for name, value in list(given.items()):  # a key=value that argparse took for a positional
-        if isinstance(value, str) and "=" in value and _is_positional(cls, name):
+    for name, value in list(given.items()):  # key=value items that argparse took for a positional
+        if not _is_positional(cls, name):
+            continue
+        if isinstance(value, str) and "=" in value:
             overrides.insert(0, given.pop(name))
+        elif isinstance(value, list):
+            overrides[:0] = [v for v in value if "=" in v]
+            given[name] = [v for v in value if "=" not in v]
+            if not given[name]:  # none given here: the list may come from --config
+                del given[name]
     node = merge_layers(cls, [*layers, given], overrides)
     for field in dataclasses.fields(cls):
         if OmegaConf.is_missing(node, field.name):
