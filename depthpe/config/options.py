@@ -44,11 +44,12 @@ def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = 
 
 
 def flag_of(cls, name: str) -> str:
-    """How field ``name`` of ``cls`` is spelled on the command line (``--scenes``, ``dataset``)."""
+    """How field ``name`` of ``cls`` is spelled on the command line (``--scenes``; a positional one
+    by its metavar or upper-case name: ``RUN_DIR``, ``DATASET``)."""
     field = {f.name: f for f in dataclasses.fields(cls)}[name]
     meta = field.metadata.get("option", {})
     if meta.get("positional"):
-        return name.upper()
+        return meta.get("metavar") or name.upper()
     return meta.get("flag") or "--" + name.replace("_", "-")
 
 
