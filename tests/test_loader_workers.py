@@ -36,6 +36,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _wait_until_delivered(pids, limit: float = 60.0) -> None:
+    """Wait until no signal is pending for any of ``pids`` (Linux: ``SigPnd``/``ShdPnd`` of
+    /proc/PID/status), i.e. each sent signal has reached its handler or been ignored, however busy
+    the machine (a fixed sleep may end before that)."""
+    def pending(pid: int) -> bool:
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        return any(int(fields[key], 16) for key in ("SigPnd", "ShdPnd"))
+
+    deadline = time.monotonic() + limit
+    while any(pending(pid) for pid in pids if _alive(pid)):
+        assert time.monotonic() < deadline, f"signals still pending after {limit} s"
+        time.sleep(0.01)
+
+
 def _kill_from_another_process(signame: str, pids) -> None:
     """Send a signal as a scheduler or a terminal does: from a process that is not the parent."""
     subprocess.run(["kill", f"-{signame}", *map(str, pids)], check=True)
@@ -48,7 +62,7 @@ def test_loader_workers_ignore_stop_signals_sent_by_others():
     assert len(workers) == 2 and os.getpid() not in workers
     for signame in ("TERM", "INT"):
         _kill_from_another_process(signame, workers)
-    time.sleep(0.5)
+    _wait_until_delivered(workers)
     assert all(_alive(pid) for pid in workers)
     assert {int(next(batches)) for _ in range(8)} == workers  # still serving
     del batches  # the loader stops its workers itself
@@ -71,7 +85,7 @@ def test_a_worker_obeys_a_sigterm_of_its_parent():
     worker.start()
     assert ready.poll(30) and ready.recv() == "ready"
     _kill_from_another_process("TERM", [worker.pid])
-    time.sleep(0.5)
+    _wait_until_delivered([worker.pid])
     assert worker.is_alive()
     worker.terminate()
     worker.join(timeout=10)

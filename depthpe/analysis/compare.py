@@ -27,6 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import ConfigError
+from .settings import BOOTSTRAP, GROUP_BY
 
 __all__ = ["EvalInput", "resolve_input", "resolve_inputs", "run_config_values", "config_value", "lookup_key",
            "group_label", "group_inputs",
@@ -347,7 +348,7 @@ def bootstrap_interval(diffs: Sequence[float], n: int = 10_000, seed: int = 0, l
     return float(low), float(high)
 
 
-def paired_comparison(group: dict[str, float], reference: dict[str, float], *, n_boot: int = 10_000,
+def paired_comparison(group: dict[str, float], reference: dict[str, float], *, n_boot: int = BOOTSTRAP,
                       seed: int = 0) -> dict:
     """Paired per-scene comparison of two {scene: value} maps on their common scenes: differences
     ``group - reference``, their mean, the bootstrap 95% interval and whether it excludes 0."""
@@ -375,7 +376,7 @@ def _datasets(items: Sequence[EvalInput], wanted: Sequence[str] | None) -> list[
 
 
 def compare_groups(groups: dict[str, list[EvalInput]], *, reference: str | None = None,
-                   datasets: Sequence[str] | None = None, n_boot: int = 10_000, seed: int = 0) -> dict:
+                   datasets: Sequence[str] | None = None, n_boot: int = BOOTSTRAP, seed: int = 0) -> dict:
     """The comparison of ``groups`` (``group_inputs``): {"reference", "datasets": {dataset:
     {group: {"runs", "seeds", "n_seeds", "stats" (``seed_stats``), "paired"
     (``paired_comparison`` of native AbsRel against the reference; 0 for the reference itself),
@@ -468,9 +469,9 @@ def _finite(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def run_compare(paths: Sequence[str], *, group_by: str = "model.global_pe", reference: str | None = None,
+def run_compare(paths: Sequence[str], *, group_by: str = GROUP_BY, reference: str | None = None,
                 datasets: Sequence[str] | None = None, allow_different_manifests: bool = False,
-                n_boot: int = 10_000, seed: int = 0) -> tuple[dict, str, dict]:
+                n_boot: int = BOOTSTRAP, seed: int = 0) -> tuple[dict, str, dict]:
     """``depthpe compare``: (result, Markdown, meta) for the evaluation or run folders ``paths``."""
     if n_boot < 1:
         raise ConfigError(f"--bootstrap must be at least 1, got {n_boot}")

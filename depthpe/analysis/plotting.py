@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import ConfigError
+from .settings import GROUP_BY, PLOT_METRICS, PLOT_ROWS
 from ..run.validation import VAL_HISTORY, read_val_history
 
 __all__ = ["ema", "read_history", "series", "panel_specs", "CurveRun", "CurveFigure", "plot_curves", "run_plot",
@@ -171,8 +172,8 @@ def _save(fig, png: Path, svg: Path) -> None:
         atomic_write_bytes(path, buf.getvalue())
 
 
-def run_plot(paths: Sequence[str], out_dir: str | Path, *, group_by: str = "model.global_pe",
-             metrics: Sequence[str] = ("abs_rel", "delta1", "loss"), rows: Sequence[str] = ("native",)) -> list[CurveFigure]:
+def run_plot(paths: Sequence[str], out_dir: str | Path, *, group_by: str = GROUP_BY,
+             metrics: Sequence[str] = PLOT_METRICS, rows: Sequence[str] = PLOT_ROWS) -> list[CurveFigure]:
     """``depthpe plot``: read every run folder's history and config, group, draw."""
     from .compare import group_label, lookup_key, run_config_values
 

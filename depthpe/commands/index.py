@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from .check import add_workers_argument
+from ..config import ConfigError
+from ..config.options import add_options, config_from_args
+from ..data.format.check_config import WORKER_LIMIT, IndexConfig
 
 DESCRIPTION = """\
 Rebuild ROOT/**/index.json from the scene files themselves: every folder under ROOT that holds
@@ -26,30 +28,27 @@ afterwards to validate depth, images and multi-view consistency."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``depthpe index``."""
-    parser.add_argument("root", help="data root, a dataset folder or one split folder")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="report what would be listed and skipped; write nothing")
-    add_workers_argument(parser, "opening scene files")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    """Options of ``depthpe index``: the fields of ``IndexConfig``, ``--config FILE`` and ``key=value``."""
+    add_options(parser, IndexConfig)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Rebuild the indexes under ``args.root``, print what was listed and skipped; the exit status."""
+    """Rebuild the indexes under ROOT, print what was listed and skipped; the exit status."""
     from ..data.parallel import WorkerDied, resolve_workers
     from ..data.format.reindex import rebuild_indexes
 
     try:
-        results = rebuild_indexes(args.root, dry_run=args.dry_run, workers=resolve_workers(args.workers, limit=8),
-                                  progress=not args.quiet)
-    except (FileNotFoundError, WorkerDied) as err:
+        cfg = config_from_args(IndexConfig, args)
+        workers = resolve_workers(cfg.workers, limit=WORKER_LIMIT)
+        results = rebuild_indexes(cfg.root, dry_run=cfg.dry_run, workers=workers, progress=cfg.progress)
+    except (ConfigError, FileNotFoundError, WorkerDied) as err:
         print(f"error: {err}")
         return 2
     if not results:
-        print(f"error: no *.h5 scene files under {args.root}")
+        print(f"error: no *.h5 scene files under {cfg.root}")
         return 2
     for r in results:
-        action = "would list" if args.dry_run else ("listed" if r.written else "no index written:")
+        action = "would list" if cfg.dry_run else ("listed" if r.written else "no index written:")
         print(f"{r.folder}: {action} {len(r.entries)} scene(s) (dataset {r.dataset!r}, split {r.split!r}), "
               f"{len(r.skipped)} skipped" + (" (old index kept as index.json.bak)" if r.backed_up else ""))
         for name, reason in r.skipped:
@@ -57,5 +56,5 @@ def run(args: argparse.Namespace) -> int:
     skipped = sum(len(r.skipped) for r in results)
     empty = sum(not r.entries for r in results)
     print(f"{len(results)} folder(s), {sum(len(r.entries) for r in results)} scene(s) listed, "
-          f"{skipped} file(s) skipped" + ("; run `depthpe check` next" if not args.dry_run else ""))
+          f"{skipped} file(s) skipped" + ("; run `depthpe check` next" if not cfg.dry_run else ""))
     return 1 if skipped or empty else 0

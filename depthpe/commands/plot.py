@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..analysis.settings import PlotConfig
+from ..config.options import add_options, config_from_args
 from .errors import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
@@ -16,22 +18,17 @@ decay 0.95 per 1,000 steps (formula: docs/compare.md)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (config.yaml and val_history.jsonl)")
-    parser.add_argument("--group-by", default="model.global_pe",
-                        help="dotted run-config key that names the group (colour) of a run (default model.global_pe)")
-    parser.add_argument("--metrics", nargs="+", default=["abs_rel", "delta1", "loss"],
-                        help="metrics, one panel each (default: abs_rel delta1 loss)")
-    parser.add_argument("--rows", nargs="+", default=["native"],
-                        help="table rows of the metrics (default native; e.g. native scene_aligned)")
-    parser.add_argument("--out", required=True, help="output folder")
+    """Options of ``depthpe plot``: the fields of ``PlotConfig``, ``--config FILE`` and ``key=value``."""
+    add_options(parser, PlotConfig)
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
 
 
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
+        cfg = config_from_args(PlotConfig, args)
         from ..analysis.plotting import run_plot
 
-        for figure in run_plot(args.runs, args.out, group_by=args.group_by, metrics=args.metrics, rows=args.rows):
+        for figure in run_plot(cfg.runs, cfg.out, group_by=cfg.group_by, metrics=cfg.metrics, rows=cfg.rows):
             print(f"wrote {figure.png} and {figure.svg} ({len(figure.panels)} panels)")
         return 0
     return USAGE_ERROR_STATUS

@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ..hub.timeouts import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT
+from ..config.options import add_options, config_from_args
+from ..hub.push_config import PushConfig
 
 DESCRIPTION = """\
 Upload an exported depthpe model (config.json, model.safetensors, training_inputs.json when present
@@ -28,47 +29,8 @@ a request still in flight then may delay the exit by up to --timeout seconds).""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The command's options."""
-    parser.add_argument("dir", metavar="DIR", help="exported model folder or run folder")
-    parser.add_argument("--repo-id", required=True, metavar="ID", type=_repo_id,
-                        help="Hub repository, e.g. user/depthpe-prope")
-    parser.add_argument("--private", action="store_true", help="create the repository private (if it is new)")
-    parser.add_argument("--revision", default=None, metavar="REV",
-                        help="branch to push to (created from main if missing; default: main)")
-    parser.add_argument("--tag", default=None, metavar="TAG", help="also tag the new commit (e.g. v1.0)")
-    parser.add_argument("--eval", default=None, metavar="PATH",
-                        help="summary.json (or output folder) of eval/evaluate.py to show on the card")
-    parser.add_argument("--license", default=None, metavar="ID",
-                        help="licence of the weights on the card (default: the run's hub.license, else apache-2.0)")
-    parser.add_argument("--retries", type=int, default=3, metavar="N", help="retries after a failure (default 3)")
-    parser.add_argument("--retry-delay", type=float, default=5.0, metavar="S",
-                        help="first retry delay in seconds, doubled each time (default 5)")
-    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",
-                        help="seconds a request may wait for the Hub's answer; a timed-out request is not "
-                             f"retried (default {DEFAULT_REQUEST_TIMEOUT:g})")
-    parser.add_argument("--deadline", type=_seconds, default=DEFAULT_JOB_DEADLINE, metavar="S",
-                        help=f"seconds the whole upload may take, retries included (default {DEFAULT_JOB_DEADLINE:g})")
-
-
-def _repo_id(text: str) -> str:
-    """argparse type: a Hub repository id (checked as training's preflight checks ``hub.repo_id``)."""
-    from ..hub.repo import repo_id_problem
-
-    problem = repo_id_problem(text)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
-
-
-def _seconds(text: str) -> float:
-    """argparse type: a number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
+    """Options of ``depthpe push``: the fields of ``PushConfig``, ``--config FILE`` and ``key=value``."""
+    add_options(parser, PushConfig)
 
 
 def _load_eval(path: str) -> tuple[dict, str]:
@@ -103,7 +65,7 @@ def _run_config(run_dir: Path | None):
         raise ValueError(f"{path} is not a loadable run config: {reason}") from None
 
 
-def _card(args: argparse.Namespace, folder: Path, run_dir: Path | None):
+def _card(cfg: PushConfig, folder: Path, run_dir: Path | None):
     """(CardInfo, step) for the pushed folder: run config, evaluation table, step and licence."""
     from ..config import ConfigError
     from ..hub.card import DEFAULT_LICENSE, card_info_for_folder, licence_problem
@@ -112,33 +74,33 @@ def _card(args: argparse.Namespace, folder: Path, run_dir: Path | None):
 
     run_config = _run_config(run_dir)
     fields: dict = {}
-    if args.eval:
-        fields["eval_summary"], fields["eval_note"] = _load_eval(args.eval)
+    if cfg.eval:
+        fields["eval_summary"], fields["eval_note"] = _load_eval(cfg.eval)
     elif run_dir:
         fields = validation_card_fields(read_val_summary(run_dir))
     state = next((p / "trainer_state.json" for p in (folder, folder.parent) if (p / "trainer_state.json").is_file()), None)
     step = json.loads(state.read_text()).get("step") if state else None
-    license = args.license or (run_config.hub.license if run_config else DEFAULT_LICENSE)
+    license = cfg.license or (run_config.hub.license if run_config else DEFAULT_LICENSE)
     if licence_problem(license):
         raise ConfigError(f"--license: {licence_problem(license)}")
-    info = card_info_for_folder(folder, repo_id=args.repo_id, revision=args.tag or args.revision,
+    info = card_info_for_folder(folder, repo_id=cfg.repo_id, revision=cfg.tag or cfg.revision,
                                 training=card_training(run_config) if run_config else None, step=step,
                                 total_steps=run_config.train.steps if run_config else None,
                                 final=folder.name == "final", license=license, **fields)
     return info, step
 
 
-def _failure(args: argparse.Namespace, folder: Path, result, endpoint: str | None) -> str:
+def _failure(cfg: PushConfig, folder: Path, result, endpoint: str | None) -> str:
     """The command's own line for a failed upload (``result``: the job's ``PushResult``)."""
     retry = "The local folder is unchanged but for its README.md; run the command again to retry"
     if result.reason == "timeout":
-        return (f"depthpe push: {endpoint or 'the Hub'} did not answer within {args.timeout:g} s (--timeout), so "
-                f"the upload of {folder} to {args.repo_id} stopped after {result.attempts} attempt(s). Check the "
+        return (f"depthpe push: {endpoint or 'the Hub'} did not answer within {cfg.timeout:g} s (--timeout), so "
+                f"the upload of {folder} to {cfg.repo_id} stopped after {result.attempts} attempt(s). Check the "
                 f"network and HF_ENDPOINT, or allow more time with --timeout. {retry}.")
     if result.reason == "deadline":
-        return (f"depthpe push: the upload of {folder} to {args.repo_id} was given up, {result.error} (--deadline). "
+        return (f"depthpe push: the upload of {folder} to {cfg.repo_id} was given up, {result.error} (--deadline). "
                 f"{retry}, with a larger --deadline on a slow connection.")
-    return (f"depthpe push: upload of {folder} to {args.repo_id} failed after {result.attempts} attempt(s): "
+    return (f"depthpe push: upload of {folder} to {cfg.repo_id} failed after {result.attempts} attempt(s): "
             f"{result.error}. {retry}.")
 
 
@@ -149,23 +111,24 @@ def run(args: argparse.Namespace) -> int:
     from ..hub.card import write_model_card
 
     try:
-        folder, run_dir = resolve_model_folder(args.dir)
-        info, step = _card(args, folder, run_dir)
+        cfg = config_from_args(PushConfig, args)
+        folder, run_dir = resolve_model_folder(cfg.dir)
+        info, step = _card(cfg, folder, run_dir)
         write_model_card(folder, info)
-        pusher = HubPusher(args.repo_id, private=args.private, revision=args.revision, retries=args.retries,
-                           retry_delay=args.retry_delay, request_timeout=args.timeout, retry_timeouts=False,
-                           job_deadline=args.deadline, log=print)
+        pusher = HubPusher(cfg.repo_id, private=cfg.private, revision=cfg.revision, retries=cfg.retries,
+                           retry_delay=cfg.retry_delay, request_timeout=cfg.timeout, retry_timeouts=False,
+                           job_deadline=cfg.deadline, log=print)
     except (FileNotFoundError, ValueError) as err:
         print(f"depthpe push: {err}")
         return 2
-    handle = pusher.push(folder, paths_in_repo=("",), tag=args.tag,
+    handle = pusher.push(folder, paths_in_repo=("",), tag=cfg.tag,
                          message=f"depthpe push: {folder.name}" + (f" (step {step})" if step is not None else ""))
     handle.wait()
     if not handle.result.ok:
-        print(_failure(args, folder, handle.result, getattr(pusher.api, "endpoint", None)))
+        print(_failure(cfg, folder, handle.result, getattr(pusher.api, "endpoint", None)))
         return 1
-    where = f" (branch {args.revision})" if args.revision else ""
-    rev = args.tag or args.revision
-    print(f"pushed {folder} to {args.repo_id}{where}; load with "
-          f'DepthModel.from_pretrained("{args.repo_id}"{f", revision={rev!r}" if rev else ""})')
+    where = f" (branch {cfg.revision})" if cfg.revision else ""
+    rev = cfg.tag or cfg.revision
+    print(f"pushed {folder} to {cfg.repo_id}{where}; load with "
+          f'DepthModel.from_pretrained("{cfg.repo_id}"{f", revision={rev!r}" if rev else ""})')
     return 0

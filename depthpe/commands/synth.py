@@ -5,15 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..data.synth import (
-    DEFAULT_HEIGHT,
-    DEFAULT_TRAIN_SCENES,
-    DEFAULT_VAL_SCENES,
-    DEFAULT_VIEWS,
-    DEFAULT_WIDTH,
-    SHIFTS,
-    STYLES,
-)
+from ..config import ConfigError
+from ..config.options import add_options, config_from_args
+from ..data.synth import DEFAULT_HEIGHT, DEFAULT_WIDTH
+from ..data.synth_config import WORKER_LIMIT, SynthConfig
 
 DESCRIPTION = f"""\
 Render procedural MegaSynth-like scenes and write them as depthpe scene files:
@@ -52,31 +47,8 @@ attribute and index field; not combined with --shift. See docs/data.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, metavar="DIR",
-                        help="data root; scenes go to DIR/synth/{train,val}/")
-    parser.add_argument("--train-scenes", type=int, default=DEFAULT_TRAIN_SCENES, metavar="N",
-                        help=f"number of training scenes (default {DEFAULT_TRAIN_SCENES})")
-    parser.add_argument("--val-scenes", type=int, default=DEFAULT_VAL_SCENES, metavar="M",
-                        help=f"number of validation scenes (default {DEFAULT_VAL_SCENES})")
-    parser.add_argument("--views", type=int, default=DEFAULT_VIEWS, metavar="V",
-                        help=f"views (frames) per scene, at least 2 (default {DEFAULT_VIEWS})")
-    parser.add_argument("--height", type=int, default=DEFAULT_HEIGHT, metavar="H",
-                        help=f"image height in pixels (default {DEFAULT_HEIGHT})")
-    parser.add_argument("--width", type=int, default=DEFAULT_WIDTH, metavar="W",
-                        help=f"image width in pixels (default {DEFAULT_WIDTH})")
-    parser.add_argument("--seed", type=int, default=0, metavar="S",
-                        help="dataset seed; the same seed gives the same scenes (default 0)")
-    parser.add_argument("--workers", type=int, default=0, metavar="K",
-                        help="processes rendering scenes in parallel; 0 = one per available CPU "
-                             "core, at most 8 (default 0); 1 renders in this process")
-    parser.add_argument("--shift", action="append", default=[], metavar="NAME",
-                        choices=[*SHIFTS, "all"],
-                        help="draw from a shifted distribution; repeat to combine: "
-                             f"{', '.join(SHIFTS)} or all (default: none, the training distribution)")
-    parser.add_argument("--style", default="default", choices=sorted(STYLES),
-                        help="scene style: default (the training distribution) or geometry "
-                             "(depth only from parallax; docs/data.md)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    """Options of ``depthpe synth``: the fields of ``SynthConfig``, ``--config FILE`` and ``key=value``."""
+    add_options(parser, SynthConfig)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,51 +56,46 @@ def run(args: argparse.Namespace) -> int:
     from ..data.synth import SceneGenerationError, format_summary, write_synth_dataset
     from ..files import output_folder_problem
 
-    for name in ("height", "width"):
-        if getattr(args, name) < 8:
-            raise SystemExit(f"depthpe synth: --{name} must be at least 8 pixels, got {getattr(args, name)}")
-    if args.views < 2:
-        raise SystemExit(f"depthpe synth: --views must be at least 2 (multi-view scenes), got {args.views}")
-    if args.train_scenes < 0 or args.val_scenes < 0 or args.workers < 0 or args.seed < 0:
-        raise SystemExit("depthpe synth: scene counts, --seed and --workers must be >= 0")
-    problem = output_folder_problem(args.out, "--out")
+    try:
+        cfg = config_from_args(SynthConfig, args)
+    except ConfigError as err:
+        raise SystemExit(f"depthpe synth: {err}") from None
+    problem = output_folder_problem(cfg.out, "--out")
     if problem:
         print(f"error: {problem}", file=sys.stderr, flush=True)
         return 2
-    if args.style != "default" and args.shift:
-        raise SystemExit(f"depthpe synth: --style {args.style} cannot be combined with --shift; use one or the other")
-    workers = resolve_workers(args.workers, limit=8)
+    workers = resolve_workers(cfg.workers, limit=WORKER_LIMIT)
     try:
-        summary = _write(args, workers, write_synth_dataset)
+        summary = _write(cfg, workers, write_synth_dataset)
     except SceneGenerationError as err:
-        print(f"error: {_generation_failure(args, err)}", file=sys.stderr, flush=True)
+        print(f"error: {_generation_failure(cfg, err)}", file=sys.stderr, flush=True)
         return 1
     print(format_summary(summary))
     return 0
 
 
-def _generation_failure(args: argparse.Namespace, err: Exception) -> str:
+def _generation_failure(cfg: SynthConfig, err: Exception) -> str:
     """The one line for a scene whose cameras could not be placed (``SceneGenerationError``)."""
-    text = f"{err} at {args.height}x{args.width} pixels"
-    if args.height > 2 * args.width:  # the FOV is horizontal: a tall image sees mostly floor and ceiling
-        return (f"{text} (height/width {args.height / args.width:.3g}): the cameras' field of view is set "
+    text = f"{err} at {cfg.height}x{cfg.width} pixels"
+    if cfg.height > 2 * cfg.width:  # the FOV is horizontal: a tall image sees mostly floor and ceiling
+        return (f"{text} (height/width {cfg.height / cfg.width:.3g}): the cameras' field of view is set "
                 "horizontally, so an image much taller than wide sees past the room's geometry; use --height at "
-                f"most 2 x --width (e.g. --height {2 * args.width}) and crop, or a wider --width")
+                f"most 2 x --width (e.g. --height {2 * cfg.width}) and crop, or a wider --width")
     return f"{text}; try another --seed"
 
 
-def _write(args: argparse.Namespace, workers: int, write_synth_dataset):
-    """``write_synth_dataset`` with the command's arguments."""
+def _write(cfg: SynthConfig, workers: int, write_synth_dataset):
+    """``write_synth_dataset`` with the command's settings."""
     return write_synth_dataset(
-        args.out,
-        train_scenes=args.train_scenes,
-        val_scenes=args.val_scenes,
-        views=args.views,
-        height=args.height,
-        width=args.width,
-        seed=args.seed,
+        cfg.out,
+        train_scenes=cfg.train_scenes,
+        val_scenes=cfg.val_scenes,
+        views=cfg.views,
+        height=cfg.height,
+        width=cfg.width,
+        seed=cfg.seed,
         workers=workers,
-        progress=not args.quiet,
-        shift=args.shift,
-        style=args.style,
+        progress=cfg.progress,
+        shift=cfg.shift,
+        style=cfg.style,
     )

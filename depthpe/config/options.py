@@ -28,37 +28,59 @@ REQUIRED: Any = "???"  # OmegaConf's marker of a value that must be set; a field
 
 def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None, metavar: str | None = None,
            choices: tuple | None = None, positional: bool = False, store_false: bool = False,
-           default_factory: Any = dataclasses.MISSING):
+           append: bool = False, parse: Any = None, default_factory: Any = dataclasses.MISSING):
     """A dataclass field that is also a command-line option.
 
     help: one line (the default is appended); flag: the option's spelling (default ``--field-name``);
     positional: a positional argument instead; store_false: a bool field set to False by ``flag``
-    (e.g. ``--quiet`` for ``progress``); choices / metavar as in argparse.
+    (e.g. ``--quiet`` for ``progress``); append: a list field given by repeating ``flag`` (``--shift a
+    --shift b``) instead of listing its values after one ``flag``; parse: the argparse ``type`` (a
+    function of the text that raises ``argparse.ArgumentTypeError``: the command line's error; the
+    dataclass should check the value too, for ``--config FILE``); choices / metavar as in argparse.
     """
     meta = {"help": help, "flag": flag, "metavar": metavar, "choices": choices, "positional": positional,
-            "store_false": store_false}
+            "store_false": store_false, "append": append, "parse": parse}
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": meta})
 
 
 def flag_of(cls, name: str) -> str:
-    """How field ``name`` of ``cls`` is spelled on the command line (``--scenes``, ``dataset``)."""
+    """How field ``name`` of ``cls`` is spelled on the command line (``--scenes``; a positional one
+    by its metavar or upper-case name: ``RUN_DIR``, ``DATASET``)."""
     field = {f.name: f for f in dataclasses.fields(cls)}[name]
     meta = field.metadata.get("option", {})
     if meta.get("positional"):
-        return name.upper()
+        return meta.get("metavar") or name.upper()
     return meta.get("flag") or "--" + name.replace("_", "-")
 
 
 def _help_text(field: dataclasses.Field) -> str:
-    """The field's help with its default: ``(required)``, ``(default: 8)``; a help that explains
-    ``none:`` itself gets no ``(default: none)``."""
+    """The field's help with its default: ``(required)``, ``(default: 8)``; None or an empty list is
+    ``(default: none)``, left out when the help explains ``none:`` itself."""
     text = field.metadata["option"]["help"]
     value = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
     if value is REQUIRED:
         return f"{text} (required)"
-    if value is None:
+    if value is None or value == []:
         return text if "none:" in text else f"{text} (default: none)"
-    return f"{text} (default: {str(value).lower() if isinstance(value, bool) else value})"
+    return f"{text} (default: {_shown(value)})"
+
+
+def _shown(value) -> str:
+    """A default as the command line writes it: ``true``, ``8``, ``abs_rel delta1`` for a list."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _example(cls) -> tuple[str, str]:
+    """(key, value) of ``cls`` for the help's examples: its first option with a number as default,
+    else its first with a text default."""
+    defaults = [(f.name, f.default) for f in dataclasses.fields(cls) if "option" in f.metadata
+                and f.default is not REQUIRED and not isinstance(f.default, bool)]
+    numbers = [(k, v) for k, v in defaults if isinstance(v, (int, float))]
+    texts = [(k, v) for k, v in defaults if isinstance(v, str)]
+    name, value = (numbers or texts or [("key", "value")])[0]
+    return name, _shown(value)
 
 
 def _plain_type(hint):
@@ -79,15 +101,17 @@ def _argparse_kwargs(field: dataclasses.Field, hint) -> dict:
     if kind is bool:
         return {**kwargs, "action": argparse.BooleanOptionalAction}
     if typing.get_origin(kind) is list:
-        kind, kwargs["nargs"] = typing.get_args(kind)[0], "*"
-    kwargs["type"] = kind
+        kind = typing.get_args(kind)[0]
+        kwargs.update({"action": "append"} if meta.get("append") else {"nargs": "*"})
+    kwargs["type"] = meta.get("parse") or kind
     for key in ("metavar", "choices"):
         if meta[key] is not None:
             kwargs[key] = meta[key]
     if meta["positional"]:  # optional here (it may come from --config); None = not given. Its choices
-        kwargs.update(nargs="?", default=None)  # are checked by the dataclass: argparse would read key=value
-        kwargs.pop("choices", None)
-        kwargs["metavar"] = "{" + ",".join(meta["choices"]) + "}" if meta["choices"] else field.name.upper()
+        kwargs.update(nargs=kwargs.get("nargs", "?"), default=None)  # are checked by the dataclass:
+        kwargs.pop("choices", None)  # argparse would read key=value
+        kwargs["metavar"] = ("{" + ",".join(meta["choices"]) + "}" if meta["choices"]
+                             else meta["metavar"] or field.name.upper())
     return kwargs
 
 
@@ -104,11 +128,12 @@ def add_options(parser: argparse.ArgumentParser, cls) -> None:
             parser.add_argument(field.name, **kwargs)
         else:
             parser.add_argument(flag_of(cls, field.name), dest=field.name, **kwargs)
+    name, value = _example(cls)
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="YAML file of these settings (keys = the option names with underscores, "
-                             "e.g. 'image_width: 224'); options and key=value given here win")
+                             f"e.g. '{name}: {value}'); options and key=value given here win")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="settings as key=value (values parsed as YAML), e.g. max_scenes=4")
+                        help=f"settings as key=value (values parsed as YAML), e.g. {name}={value}")
 
 
 def _is_positional(cls, name: str) -> bool:
@@ -133,9 +158,16 @@ def config_from_args(cls, args: argparse.Namespace):
     layers = [read_yaml_chain(args.config)] if getattr(args, "config", None) else []
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None}
     overrides = list(getattr(args, "overrides", ()) or ())
-    for name, value in list(given.items()):  # a key=value that argparse took for a positional
-        if isinstance(value, str) and "=" in value and _is_positional(cls, name):
+    for name, value in list(given.items()):  # key=value items that argparse took for a positional
+        if not _is_positional(cls, name):
+            continue
+        if isinstance(value, str) and "=" in value:
             overrides.insert(0, given.pop(name))
+        elif isinstance(value, list):
+            overrides[:0] = [v for v in value if "=" in v]
+            given[name] = [v for v in value if "=" not in v]
+            if not given[name]:  # none given here: the list may come from --config
+                del given[name]
     node = merge_layers(cls, [*layers, given], overrides)
     for field in dataclasses.fields(cls):
         if OmegaConf.is_missing(node, field.name):

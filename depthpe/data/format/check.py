@@ -28,8 +28,11 @@ from ...geometry import mean_center_distance, project_points, scale_is_degenerat
 from ..config import MIN_SCALE_RATIO
 from ..parallel import ordered_map
 from .scene_file import SceneFileError, SceneReader, read_index
+from .check_config import CheckThresholds
 from .limits import ROTATION_ATOL, camera_problems
 from ..workers import one_thread, use_one_thread
+
+_DEFAULTS = CheckThresholds()  # the defaults of check_scene and pair_disagreement: depthpe check's
 
 __all__ = ["SceneReport", "PairStats", "pair_disagreement", "check_scene", "camera_motion_problem", "find_split_dirs",
            "check_root"]
@@ -120,10 +123,10 @@ def pair_disagreement(
     K_j: np.ndarray,
     w2c_j: np.ndarray,
     *,
-    max_points: int = 4096,
+    max_points: int = _DEFAULTS.max_points,
     valid_i: np.ndarray | None = None,
     valid_j: np.ndarray | None = None,
-    occlusion_margin: float = 0.1,
+    occlusion_margin: float = _DEFAULTS.occlusion_margin,
 ) -> PairStats:
     """Reproject valid depth of view i into view j, occlusion-aware.
 
@@ -184,15 +187,15 @@ def _select_pairs(K: np.ndarray, w2c: np.ndarray, max_pairs: int, seed: int) -> 
 def check_scene(
     path: str | Path,
     *,
-    max_rel_error: float = 0.05,
-    min_valid_fraction: float = 0.01,
-    min_overlap: float = 0.1,
-    max_pairs: int = 24,
-    max_points: int = 4096,
+    max_rel_error: float = _DEFAULTS.max_rel_error,
+    min_valid_fraction: float = _DEFAULTS.min_valid_fraction,
+    min_overlap: float = _DEFAULTS.min_overlap,
+    max_pairs: int = _DEFAULTS.max_pairs,
+    max_points: int = _DEFAULTS.max_points,
     rotation_atol: float = ROTATION_ATOL,
-    allow_no_overlap: bool = False,
+    allow_no_overlap: bool = _DEFAULTS.allow_no_overlap,
     expected: dict | None = None,
-    occlusion_margin: float = 0.1,
+    occlusion_margin: float = _DEFAULTS.occlusion_margin,
     diagnose: bool = True,
     min_scale_ratio: float = MIN_SCALE_RATIO,
 ) -> SceneReport:
