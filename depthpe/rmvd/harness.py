@@ -1,0 +1,144 @@
+"""Score a folder of predicted depth maps on RMVD sample lists and write the tables.
+
+Predictions layout (metres, float ``.npy`` of shape (h, w) or (1, h, w), any resolution)::
+
+    DIR/<dataset>/<sample>.npy                    index_distance ordering and single_view
+    DIR/<dataset>/<sample>/views_<i>-<j>-....npy  oracle orderings: one map per view set (sorted
+                                                  view indices, the keyview included)
+
+``<dataset>`` and ``<sample>`` are ``depthpe.files.safe_component`` of the list's names.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..config import ConfigError
+from ..files import atomic_write_bytes, safe_component
+from . import metrics, orderings
+from .config import RmvdConfig
+from .samples import RmvdSample, SampleList, load_sample_lists
+
+__all__ = ["read_depth", "prediction_path", "score_sample", "score_lists", "summarize", "render_markdown",
+           "write_outputs", "run_rmvd"]
+
+CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "abs_rel", "inliers", "scale")
+
+
+def read_depth(path: Path, what: str) -> np.ndarray:
+    """A depth map (H, W) float64 from ``path`` (``.npy``, (H, W) or (1, H, W), finite, no pickles);
+    a missing or bad file is one ConfigError line naming ``what`` it is."""
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist (layout: docs/rmvd.md)") from None
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{what} {path} is not a readable .npy array ({err})") from None
+    arr = np.asarray(arr)
+    if arr.ndim == 3 and arr.shape[0] == 1:
+        arr = arr[0]
+    if arr.ndim != 2 or arr.dtype.kind not in "fiu" or 0 in arr.shape:
+        raise ConfigError(f"{what} {path} must be a numeric (H, W) depth map, got {arr.dtype} {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ConfigError(f"{what} {path} has NaN or infinite values (write 0 where there is no depth)")
+    return arr.astype(np.float64)
+
+
+def prediction_path(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None) -> Path:
+    """Where the prediction of the sample named ``sample`` lies: ``root/<dataset>/<sample>.npy`` for ``views`` None,
+    else ``root/<dataset>/<sample>/views_<i>-<j>.npy`` (names made safe with ``safe_component``)."""
+    folder = root / safe_component(dataset)
+    if views is None:
+        return folder / f"{safe_component(sample)}.npy"
+    return folder / safe_component(sample) / f"views_{'-'.join(map(str, views))}.npy"
+
+
+def score_sample(cfg: RmvdConfig, dataset: str, sample: RmvdSample) -> dict:
+    """One CSV row of ``sample``: its metrics in ``cfg.setting`` with the views of ``cfg.ordering``
+    (``keyview_only`` for single_view), the prediction read from ``cfg.predictions``."""
+    gt = read_depth(sample.depth, "ground-truth depth")
+    root = Path(cfg.predictions)
+
+    def score(views):
+        return metrics.score_keyview(read_depth(prediction_path(root, dataset, sample.name, views), "prediction"),
+                                     gt, cfg.setting)
+
+    if cfg.setting == "single_view":
+        result, ordering = {**score(None), "views": (sample.keyview,)}, "keyview_only"
+    elif cfg.ordering == "index_distance":
+        views = orderings.headline_views(sample.keyview, len(sample.views), cfg.max_source_views)
+        result, ordering = {**score(None), "views": views}, cfg.ordering
+    else:
+        result = orderings.oracle_best(sample.keyview, len(sample.views), cfg.ordering, score,
+                                       cfg.max_source_views)
+        ordering = cfg.ordering
+    return {"dataset": dataset, "sample": sample.name, "setting": cfg.setting, "ordering": ordering,
+            "views": " ".join(map(str, result["views"])), "abs_rel": result["abs_rel"],
+            "inliers": result["inliers"], "scale": result["scale"]}
+
+
+def score_lists(cfg: RmvdConfig, lists: list[SampleList]) -> list[dict]:
+    """The CSV rows of every sample of every list, in list order."""
+    return [score_sample(cfg, sl.dataset, s) for sl in lists for s in sl.samples]
+
+
+def _nanmean(values) -> float:
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
+def summarize(rows: list[dict]) -> dict:
+    """table.json's content: per dataset the mean AbsRel and inliers (percent) over its samples and
+    the sample count, and the benchmark mean over datasets; setting and ordering labels, and
+    ``oracle`` (True when the ordering used the ground truth to choose views)."""
+    datasets: dict[str, dict] = {}
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        mine = [r for r in rows if r["dataset"] == name]
+        datasets[name] = {"abs_rel": _nanmean(r["abs_rel"] for r in mine),
+                          "inliers": _nanmean(r["inliers"] for r in mine), "samples": len(mine)}
+    mean = {key: metrics.benchmark_mean({n: d[key] for n, d in datasets.items()}) for key in ("abs_rel", "inliers")}
+    ordering = rows[0]["ordering"] if rows else ""
+    return {"setting": rows[0]["setting"] if rows else "", "ordering": ordering,
+            "oracle": ordering in orderings.ORACLE_ORDERINGS, "datasets": datasets, "mean": mean}
+
+
+def render_markdown(summary: dict) -> str:
+    """table.md: one row per dataset and the mean, AbsRel (%, 2 decimals) and inliers (%, 1 decimal),
+    headed by the setting and the ordering (marked as an oracle number where it is one)."""
+    label = f"{summary['setting']}, ordering {summary['ordering']}" + (" (oracle: views chosen with the GT)"
+                                                                       if summary["oracle"] else "")
+    lines = [f"RMVD, {label}", "", "| dataset | samples | AbsRel % | inliers (<1.03) % |", "|---|---|---|---|"]
+    for name, d in summary["datasets"].items():
+        lines.append(f"| {name} | {d['samples']} | {d['abs_rel']:.2f} | {d['inliers']:.1f} |")
+    lines.append(f"| mean | | {summary['mean']['abs_rel']:.2f} | {summary['mean']['inliers']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _csv_bytes(rows: list[dict]) -> bytes:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue().encode("utf-8")
+
+
+def write_outputs(out: Path, rows: list[dict], summary: dict) -> None:
+    """table.md, table.json and per_sample.csv in ``out``, each written atomically."""
+    atomic_write_bytes(out / "per_sample.csv", _csv_bytes(rows))
+    atomic_write_bytes(out / "table.json", json.dumps(summary, indent=2, allow_nan=True).encode("utf-8"))
+    atomic_write_bytes(out / "table.md", render_markdown(summary).encode("utf-8"))
+
+
+def run_rmvd(cfg: RmvdConfig) -> dict:
+    """Load the sample lists, score every sample, write the outputs to ``cfg.out``, print the table;
+    returns the summary."""
+    rows = score_lists(cfg, load_sample_lists(cfg.samples))
+    summary = summarize(rows)
+    write_outputs(Path(cfg.out), rows, summary)
+    print(render_markdown(summary), end="", flush=True)
+    return summary
