@@ -14,7 +14,7 @@ metres; the oracle orderings read DIR/<dataset>/<sample>/views_<i>-<j>.npy per v
 Robust Multi-View Depth benchmark's sample lists (--samples: JSON files or folders of them), in one
 setting: known_poses (no alignment), intrinsics_only or single_view (median-aligned). Predictions
 are resized to the GT by nearest neighbour and clipped to [0.1, 100] m; AbsRel and the inliers
-(max(p/g, g/p) < 1.03) in percent, the mean over datasets. Writes table.md, table.json and
+(max(p/g, g/p) < 1.03) in percent, the mean over datasets. Writes summary.md, summary.json and
 per_sample.csv to --out and prints the table. The nearest and quasi-optimal orderings are oracle
 numbers (the best of 1..N source views per sample, chosen with the GT). Protocol: docs/rmvd.md."""
 

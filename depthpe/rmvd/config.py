@@ -28,7 +28,7 @@ class RmvdConfig:
                            help="source views: index_distance (headline) or the oracle orderings nearest, "
                                 "quasi-optimal (best of 1..N source views per sample, uses the GT)")
     max_source_views: int = option(7, metavar="N", help="at most N source views per keyview")
-    out: str = option(REQUIRED, metavar="DIR", help="output folder (table.md, table.json, per_sample.csv)")
+    out: str = option(REQUIRED, metavar="DIR", help="output folder (summary.md, summary.json, per_sample.csv)")
 
     def __post_init__(self) -> None:
         check_required(self)

@@ -93,7 +93,7 @@ def _nanmean(values) -> float:
 
 
 def summarize(rows: list[dict]) -> dict:
-    """table.json's content: per dataset the mean AbsRel and inliers (percent) over its samples and
+    """summary.json's content: per dataset the mean AbsRel and inliers (percent) over its samples and
     the sample count, and the benchmark mean over datasets; setting and ordering labels, and
     ``oracle`` (True when the ordering used the ground truth to choose views)."""
     datasets: dict[str, dict] = {}
@@ -108,7 +108,7 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def render_markdown(summary: dict) -> str:
-    """table.md: one row per dataset and the mean, AbsRel (%, 2 decimals) and inliers (%, 1 decimal),
+    """summary.md: one row per dataset and the mean, AbsRel (%, 2 decimals) and inliers (%, 1 decimal),
     headed by the setting and the ordering (marked as an oracle number where it is one)."""
     label = f"{summary['setting']}, ordering {summary['ordering']}" + (" (oracle: views chosen with the GT)"
                                                                        if summary["oracle"] else "")
@@ -128,10 +128,10 @@ def _csv_bytes(rows: list[dict]) -> bytes:
 
 
 def write_outputs(out: Path, rows: list[dict], summary: dict) -> None:
-    """table.md, table.json and per_sample.csv in ``out``, each written atomically."""
+    """summary.md, summary.json and per_sample.csv in ``out``, each written atomically."""
     atomic_write_bytes(out / "per_sample.csv", _csv_bytes(rows))
-    atomic_write_bytes(out / "table.json", json.dumps(summary, indent=2, allow_nan=True).encode("utf-8"))
-    atomic_write_bytes(out / "table.md", render_markdown(summary).encode("utf-8"))
+    atomic_write_bytes(out / "summary.json", json.dumps(summary, indent=2, allow_nan=True).encode("utf-8"))
+    atomic_write_bytes(out / "summary.md", render_markdown(summary).encode("utf-8"))
 
 
 def run_rmvd(cfg: RmvdConfig) -> dict:
