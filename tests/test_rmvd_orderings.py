@@ -36,6 +36,12 @@ def test_quasi_optimal_orders_by_pair_score_then_grows():
     assert best["views"] == (0, 2, 3) and best["abs_rel"] == 1.5 and best["num_sources"] == 2
 
 
+def test_quasi_optimal_ties_go_to_the_lower_view_index():
+    # keyview 2 of 4: index distance would put 1 and 3 before 0; equal pair scores keep index order
+    table = {(0, 2): 1.0, (1, 2): 1.0, (2, 3): 1.0}
+    assert orderings.quasi_optimal_order(2, 4, _scorer(table, [])) == [0, 1, 3]
+
+
 def test_oracle_respects_max_sources_and_skips_nan():
     table = {(0, 1): float("nan"), (0, 1, 2): 9.0}
     best = orderings.oracle_best(0, 4, "nearest", _scorer(table, []), max_sources=2)

@@ -45,7 +45,7 @@ def read_depth(path: Path, what: str) -> np.ndarray:
     if arr.ndim != 2 or arr.dtype.kind not in "fiu" or 0 in arr.shape:
         raise ConfigError(f"{what} {path} must be a numeric (H, W) depth map, got {arr.dtype} {arr.shape}")
     if not np.isfinite(arr).all():
-        raise ConfigError(f"{what} {path} has NaN or infinite values (write 0 where there is no depth)")
+        raise ConfigError(f"{what} {path} has NaN or infinite values (write a finite depth; 0 is scored as 0.1 m)")
     return arr.astype(np.float64)
 
 

@@ -8,7 +8,7 @@ AbsRel per sample, so they use the ground truth and are labelled as oracle numbe
 
 - ``nearest``: the source views in index-distance order; set n = the first n of them.
 - ``quasi-optimal``: every (keyview, one source view) pair is scored first; the source views are
-  ordered by that pair's AbsRel (best first), and set n = the first n of that order.
+  ordered by that pair's AbsRel (best first; a tie: the lower view index); set n = the first n of that order.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def headline_views(keyview: int, num_views: int, max_sources: int = DEFAULT_SOUR
 
 def quasi_optimal_order(keyview: int, num_views: int, score: Scorer) -> list[int]:
     """The source views ordered by the AbsRel of the (keyview, source) pair, best first (a NaN
-    AbsRel last; ties kept in index-distance order)."""
-    pair = {s: score(view_set(keyview, [s], 1))["abs_rel"] for s in index_distance_order(keyview, num_views)}
+    AbsRel last; ties in view-index order, as the reference's stable sort of the views in list order)."""
+    pair = {s: score(view_set(keyview, [s], 1))["abs_rel"] for s in range(num_views) if s != keyview}
     return sorted(pair, key=lambda s: math.inf if math.isnan(pair[s]) else pair[s])
 
 
