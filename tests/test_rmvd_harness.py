@@ -25,8 +25,8 @@ def test_scaled_ground_truth_gives_the_known_table(tmp_path, capsys, factor, abs
     assert status == 0
     assert f"| kitti | 2 | {abs_rel} | {inliers} |" in out and f"| mean | | {abs_rel} | {inliers} |" in out
     assert (tmp_path / "out" / "summary.md").read_text() == out
-    table = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert table["setting"] == "known_poses" and table["ordering"] == "index_distance" and not table["oracle"]
+    table = json.loads((tmp_path / "out" / "summary.json").read_text())["settings"]["known_poses"]
+    assert table["ordering"] == "index_distance" and not table["oracle"]
     assert list(table["datasets"]) == ["dtu", "kitti"] and table["datasets"]["dtu"]["samples"] == 2
     rows = list(csv.DictReader((tmp_path / "out" / "per_sample.csv").open()))
     assert [r["sample"] for r in rows] == ["dtu_000", "dtu_001", "kitti_000", "kitti_001"]
@@ -43,6 +43,20 @@ def test_median_alignment_removes_the_scale_in_intrinsics_only(tmp_path, capsys)
     assert abs(float(rows[0]["scale"]) - 1 / 3) < 1e-6
 
 
+def test_several_settings_make_one_table_each_from_its_own_folder(tmp_path, capsys):
+    path = write_sample_list(tmp_path / "lists")
+    write_predictions(tmp_path / "pred" / "known_poses", path, 1.04)
+    write_predictions(tmp_path / "pred" / "single_view", path, 5.0)  # median alignment removes the 5
+    status, out, _ = _run(capsys, "--samples", path, "--predictions", tmp_path / "pred", "--out", tmp_path / "out",
+                          "--setting", "known_poses", "single_view")
+    assert status == 0
+    assert "known_poses: ordering index_distance; single_view: ordering keyview_only" in out
+    assert "| toy | 2 | 4.00 | 0.0 | 0.00 | 100.0 |" in out and "| mean | | 4.00 | 0.0 | 0.00 | 100.0 |" in out
+    rows = list(csv.DictReader((tmp_path / "out" / "per_sample.csv").open()))
+    assert [(r["sample"], r["setting"], r["views"]) for r in rows[:2]] == [("toy_000", "known_poses", "0 1 2"),
+                                                                          ("toy_000", "single_view", "0")]
+
+
 def test_oracle_ordering_reads_one_map_per_view_set_and_is_labelled(tmp_path, capsys):
     path = write_sample_list(tmp_path / "lists", num_samples=1, num_views=3)
     gt = fixture_depth(0)
@@ -54,7 +68,7 @@ def test_oracle_ordering_reads_one_map_per_view_set_and_is_labelled(tmp_path, ca
     assert status == 0 and "ordering nearest (oracle" in out and "| toy | 1 | 1.00 | 100.0 |" in out
     row = next(csv.DictReader((tmp_path / "out" / "per_sample.csv").open()))
     assert row["views"] == "0 1 2" and row["ordering"] == "nearest"
-    assert json.loads((tmp_path / "out" / "summary.json").read_text())["oracle"] is True
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["settings"]["known_poses"]["oracle"] is True
 
 
 def test_hostile_sample_name_stays_inside_predictions(tmp_path, capsys):
@@ -82,6 +96,9 @@ def test_bad_predictions_give_one_line(tmp_path, capsys, setup, message):
     assert status == 2 and message in err and err.count("\n") == 1 and not (tmp_path / "out" / "summary.md").exists()
 
 
-def test_samples_are_required(tmp_path, capsys):
+def test_samples_are_required_and_settings_checked(tmp_path, capsys):
     status, _, err = _run(capsys, "--predictions", tmp_path, "--out", tmp_path / "out")
     assert status == 2 and "--samples is required" in err
+    status, _, err = _run(capsys, "--samples", tmp_path, "--predictions", tmp_path, "--out", tmp_path / "out",
+                          "--setting", "known_poses", "known_poses")
+    assert status == 2 and "--setting must be one or more different values" in err

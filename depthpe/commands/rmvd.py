@@ -9,14 +9,15 @@ from ..rmvd.config import RmvdConfig
 from .errors import USAGE_ERROR_STATUS, report_errors, require_output_folder
 
 DESCRIPTION = """\
-Score the depth maps another program wrote (--predictions DIR: DIR/<dataset>/<sample>.npy in
-metres; the oracle orderings read DIR/<dataset>/<sample>/views_<i>-<j>.npy per view set) on the
-Robust Multi-View Depth benchmark's sample lists (--samples: JSON files or folders of them), in one
-setting: known_poses (no alignment), intrinsics_only or single_view (median-aligned). Predictions
-are resized to the GT by nearest neighbour and clipped to [0.1, 100] m; AbsRel and the inliers
-(max(p/g, g/p) < 1.03) in percent, the mean over datasets. Writes summary.md, summary.json and
-per_sample.csv to --out and prints the table. The nearest and quasi-optimal orderings are oracle
-numbers (the best of 1..N source views per sample, chosen with the GT). Protocol: docs/rmvd.md."""
+Score the depth maps another program wrote (--predictions DIR: DIR/<dataset>/<sample>.npy in metres;
+the oracle orderings read DIR/<dataset>/<sample>/views_<i>-<j>.npy per view set) on the Robust
+Multi-View Depth benchmark's sample lists (--samples: JSON files or folders of them), in one or more
+settings: known_poses (no alignment), intrinsics_only, single_view (median-aligned); with several,
+each setting reads DIR/<setting>/ in that layout. Predictions are resized to the GT by nearest
+neighbour and clipped to [0.1, 100] m; AbsRel and the inliers (max(p/g, g/p) < 1.03) in percent, the
+mean over datasets: a datasets x settings table. Writes summary.md, summary.json and per_sample.csv
+to --out and prints the table. The nearest and quasi-optimal orderings are oracle numbers (the best
+of 1..N source views per sample, chosen with the GT). Protocol: docs/rmvd.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,15 +15,16 @@ ORDERING_CHOICES = ("index_distance", "nearest", "quasi-optimal")  # = orderings
 @dataclass
 class RmvdConfig:
     """``depthpe rmvd``: score the depth maps under ``predictions`` on the RMVD sample lists
-    ``samples`` (files or folders of ``*.json``) in ``setting``, with the source views of
+    ``samples`` (files or folders of ``*.json``) in each of ``settings``, with the source views of
     ``ordering`` (up to ``max_source_views``), and write the tables to ``out`` (docs/rmvd.md)."""
 
     samples: list[str] = option(default_factory=list, metavar="FILE_OR_DIR",
                                 help="sample-list JSON files, or folders of them (one or more)")
     predictions: str = option(REQUIRED, metavar="DIR",
                               help="folder of predicted depth maps: DIR/<dataset>/<sample>.npy in metres")
-    setting: str = option("known_poses", choices=SETTING_CHOICES,
-                          help="known_poses: no alignment; intrinsics_only, single_view: median-aligned")
+    settings: list[str] = option(default_factory=lambda: ["known_poses"], flag="--setting", choices=SETTING_CHOICES,
+                                 help="one or more of known_poses (no alignment), intrinsics_only, single_view "
+                                      "(median-aligned); with several, each reads DIR/<setting>/")
     ordering: str = option("index_distance", choices=ORDERING_CHOICES,
                            help="source views: index_distance (headline) or the oracle orderings nearest, "
                                 "quasi-optimal (best of 1..N source views per sample, uses the GT)")
@@ -34,8 +35,10 @@ class RmvdConfig:
         check_required(self)
         if not self.samples:
             raise ValueError("--samples is required: one or more sample-list JSON files or folders")
-        if self.setting not in SETTING_CHOICES:
-            raise ValueError(f"--setting must be one of {', '.join(SETTING_CHOICES)}, got {self.setting!r}")
+        bad = [s for s in self.settings if s not in SETTING_CHOICES]
+        if bad or not self.settings or len(set(self.settings)) != len(self.settings):
+            raise ValueError(f"--setting must be one or more different values of {', '.join(SETTING_CHOICES)}, "
+                             f"got {self.settings}")
         if self.ordering not in ORDERING_CHOICES:
             raise ValueError(f"--ordering must be one of {', '.join(ORDERING_CHOICES)}, got {self.ordering!r}")
         if self.max_source_views < 0:

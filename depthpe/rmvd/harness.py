@@ -6,6 +6,8 @@ Predictions layout (metres, float ``.npy`` of shape (h, w) or (1, h, w), any res
     DIR/<dataset>/<sample>/views_<i>-<j>-....npy  oracle orderings: one map per view set (sorted
                                                   view indices, the keyview included)
 
+With several ``--setting`` values each setting reads its own ``DIR/<setting>/`` in this layout.
+
 ``<dataset>`` and ``<sample>`` are ``depthpe.files.safe_component`` of the list's names.
 """
 
@@ -24,8 +26,8 @@ from . import metrics, orderings
 from .config import RmvdConfig
 from .samples import RmvdSample, SampleList, load_sample_lists
 
-__all__ = ["read_depth", "prediction_path", "score_sample", "score_lists", "summarize", "render_markdown",
-           "write_outputs", "run_rmvd"]
+__all__ = ["read_depth", "prediction_path", "predictions_root", "score_sample", "score_lists", "summarize",
+           "render_markdown", "write_outputs", "run_rmvd"]
 
 CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "abs_rel", "inliers", "scale")
 
@@ -58,17 +60,24 @@ def prediction_path(root: Path, dataset: str, sample: str, views: tuple[int, ...
     return folder / safe_component(sample) / f"views_{'-'.join(map(str, views))}.npy"
 
 
-def score_sample(cfg: RmvdConfig, dataset: str, sample: RmvdSample) -> dict:
-    """One CSV row of ``sample``: its metrics in ``cfg.setting`` with the views of ``cfg.ordering``
-    (``keyview_only`` for single_view), the prediction read from ``cfg.predictions``."""
-    gt = read_depth(sample.depth, "ground-truth depth")
+def predictions_root(cfg: RmvdConfig, setting: str) -> Path:
+    """Where ``setting``'s predictions lie: ``cfg.predictions``, or ``cfg.predictions/<setting>``
+    when several settings are scored in one run."""
     root = Path(cfg.predictions)
+    return root / setting if len(cfg.settings) > 1 else root
+
+
+def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample, gt: np.ndarray) -> dict:
+    """One CSV row of ``sample`` (GT ``gt`` (H, W) metres): its metrics in ``setting`` with the
+    views of ``cfg.ordering`` (``keyview_only`` for single_view), the predictions read from
+    ``predictions_root(cfg, setting)``."""
+    root = predictions_root(cfg, setting)
 
     def score(views):
         return metrics.score_keyview(read_depth(prediction_path(root, dataset, sample.name, views), "prediction"),
-                                     gt, cfg.setting)
+                                     gt, setting)
 
-    if cfg.setting == "single_view":
+    if setting == "single_view":
         result, ordering = {**score(None), "views": (sample.keyview,)}, "keyview_only"
     elif cfg.ordering == "index_distance":
         views = orderings.headline_views(sample.keyview, len(sample.views), cfg.max_source_views)
@@ -77,14 +86,20 @@ def score_sample(cfg: RmvdConfig, dataset: str, sample: RmvdSample) -> dict:
         result = orderings.oracle_best(sample.keyview, len(sample.views), cfg.ordering, score,
                                        cfg.max_source_views)
         ordering = cfg.ordering
-    return {"dataset": dataset, "sample": sample.name, "setting": cfg.setting, "ordering": ordering,
+    return {"dataset": dataset, "sample": sample.name, "setting": setting, "ordering": ordering,
             "views": " ".join(map(str, result["views"])), "abs_rel": result["abs_rel"],
             "inliers": result["inliers"], "scale": result["scale"]}
 
 
 def score_lists(cfg: RmvdConfig, lists: list[SampleList]) -> list[dict]:
-    """The CSV rows of every sample of every list, in list order."""
-    return [score_sample(cfg, sl.dataset, s) for sl in lists for s in sl.samples]
+    """The CSV rows of every sample of every list in every setting of ``cfg.settings``: list order,
+    then sample order, then setting order (each GT read once)."""
+    rows = []
+    for sl in lists:
+        for sample in sl.samples:
+            gt = read_depth(sample.depth, "ground-truth depth")
+            rows.extend(score_sample(cfg, setting, sl.dataset, sample, gt) for setting in cfg.settings)
+    return rows
 
 
 def _nanmean(values) -> float:
@@ -92,30 +107,44 @@ def _nanmean(values) -> float:
     return float(np.mean(finite)) if finite else float("nan")
 
 
-def summarize(rows: list[dict]) -> dict:
-    """summary.json's content: per dataset the mean AbsRel and inliers (percent) over its samples and
-    the sample count, and the benchmark mean over datasets; setting and ordering labels, and
-    ``oracle`` (True when the ordering used the ground truth to choose views)."""
+def _summarize_setting(rows: list[dict]) -> dict:
+    """One setting's rows -> per dataset the mean AbsRel and inliers (percent) and the sample count,
+    the benchmark mean over datasets, the ordering and whether it is an oracle one."""
     datasets: dict[str, dict] = {}
     for name in dict.fromkeys(r["dataset"] for r in rows):
         mine = [r for r in rows if r["dataset"] == name]
         datasets[name] = {"abs_rel": _nanmean(r["abs_rel"] for r in mine),
                           "inliers": _nanmean(r["inliers"] for r in mine), "samples": len(mine)}
     mean = {key: metrics.benchmark_mean({n: d[key] for n, d in datasets.items()}) for key in ("abs_rel", "inliers")}
-    ordering = rows[0]["ordering"] if rows else ""
-    return {"setting": rows[0]["setting"] if rows else "", "ordering": ordering,
-            "oracle": ordering in orderings.ORACLE_ORDERINGS, "datasets": datasets, "mean": mean}
+    ordering = rows[0]["ordering"]
+    return {"ordering": ordering, "oracle": ordering in orderings.ORACLE_ORDERINGS, "datasets": datasets,
+            "mean": mean}
+
+
+def summarize(rows: list[dict]) -> dict:
+    """summary.json's content: ``{"settings": {setting: {"ordering", "oracle" (True when the views
+    were chosen with the GT), "datasets": {name: {"abs_rel", "inliers", "samples"}}, "mean":
+    {"abs_rel", "inliers"}}}}``, percent, in the order the settings were given."""
+    settings = dict.fromkeys(r["setting"] for r in rows)
+    return {"settings": {s: _summarize_setting([r for r in rows if r["setting"] == s]) for s in settings}}
 
 
 def render_markdown(summary: dict) -> str:
-    """summary.md: one row per dataset and the mean, AbsRel (%, 2 decimals) and inliers (%, 1 decimal),
-    headed by the setting and the ordering (marked as an oracle number where it is one)."""
-    label = f"{summary['setting']}, ordering {summary['ordering']}" + (" (oracle: views chosen with the GT)"
-                                                                       if summary["oracle"] else "")
-    lines = [f"RMVD, {label}", "", "| dataset | samples | AbsRel % | inliers (<1.03) % |", "|---|---|---|---|"]
-    for name, d in summary["datasets"].items():
-        lines.append(f"| {name} | {d['samples']} | {d['abs_rel']:.2f} | {d['inliers']:.1f} |")
-    lines.append(f"| mean | | {summary['mean']['abs_rel']:.2f} | {summary['mean']['inliers']:.1f} |")
+    """summary.md: one row per dataset and the mean; per setting two columns, AbsRel (%, 2 decimals)
+    and inliers (%, 1 decimal); the first line names each setting's ordering (marked as an oracle
+    number where it is one)."""
+    settings = summary["settings"]
+    labels = [f"{s}: ordering {v['ordering']}" + (" (oracle: views chosen with the GT)" if v["oracle"] else "")
+              for s, v in settings.items()]
+    header = "| dataset | samples | " + " | ".join(f"{s} AbsRel % | {s} inliers (<1.03) %" for s in settings) + " |"
+    lines = ["RMVD, " + "; ".join(labels), "", header, "|---|---|" + "---|---|" * len(settings)]
+    first = next(iter(settings.values()))
+    for name, d in first["datasets"].items():
+        cells = [f"{v['datasets'][name]['abs_rel']:.2f} | {v['datasets'][name]['inliers']:.1f}"
+                 for v in settings.values()]
+        lines.append(f"| {name} | {d['samples']} | " + " | ".join(cells) + " |")
+    means = [f"{v['mean']['abs_rel']:.2f} | {v['mean']['inliers']:.1f}" for v in settings.values()]
+    lines.append("| mean | | " + " | ".join(means) + " |")
     return "\n".join(lines) + "\n"
 
 
