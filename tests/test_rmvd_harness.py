@@ -102,3 +102,17 @@ def test_samples_are_required_and_settings_checked(tmp_path, capsys):
     status, _, err = _run(capsys, "--samples", tmp_path, "--predictions", tmp_path, "--out", tmp_path / "out",
                           "--setting", "known_poses", "known_poses")
     assert status == 2 and "--setting must be one or more different values" in err
+
+
+def test_a_sample_without_gt_is_nan_in_the_csv_and_skipped_in_the_means(tmp_path, capsys):
+    path = write_sample_list(tmp_path / "lists", num_samples=2)
+    np.save(tmp_path / "lists" / "toy_gt" / "toy_001.npy", np.zeros((8, 12), np.float32))
+    write_predictions(tmp_path / "pred", path, 1.02)
+    status, out, _ = _run(capsys, "--samples", path, "--predictions", tmp_path / "pred", "--out", tmp_path / "out")
+    assert status == 0 and "| toy | 2 | 2.00 | 100.0 |" in out
+    rows = list(csv.DictReader((tmp_path / "out" / "per_sample.csv").open()))
+    assert rows[1]["abs_rel"] == "nan"
+    np.save(tmp_path / "lists" / "toy_gt" / "toy_000.npy", np.zeros((8, 12), np.float32))
+    status, out, _ = _run(capsys, "--samples", path, "--predictions", tmp_path / "pred", "--out", tmp_path / "out")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())  # strict JSON: no NaN
+    assert status == 0 and summary["settings"]["known_poses"]["mean"] == {"abs_rel": None, "inliers": None}

@@ -156,10 +156,18 @@ def _csv_bytes(rows: list[dict]) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
+def _null_for_non_finite(tree):
+    """``tree`` (nested dicts) with each NaN or infinite float as None, so summary.json is strict JSON
+    (an undefined mean, e.g. over samples without GT, reads ``null``)."""
+    if isinstance(tree, dict):
+        return {k: _null_for_non_finite(v) for k, v in tree.items()}
+    return None if isinstance(tree, float) and not np.isfinite(tree) else tree
+
+
 def write_outputs(out: Path, rows: list[dict], summary: dict) -> None:
     """summary.md, summary.json and per_sample.csv in ``out``, each written atomically."""
     atomic_write_bytes(out / "per_sample.csv", _csv_bytes(rows))
-    atomic_write_bytes(out / "summary.json", json.dumps(summary, indent=2, allow_nan=True).encode("utf-8"))
+    atomic_write_bytes(out / "summary.json", json.dumps(_null_for_non_finite(summary), indent=2, allow_nan=False).encode("utf-8"))
     atomic_write_bytes(out / "summary.md", render_markdown(summary).encode("utf-8"))
 
 
