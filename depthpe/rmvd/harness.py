@@ -167,7 +167,8 @@ def _null_for_non_finite(tree):
 def write_outputs(out: Path, rows: list[dict], summary: dict) -> None:
     """summary.md, summary.json and per_sample.csv in ``out``, each written atomically."""
     atomic_write_bytes(out / "per_sample.csv", _csv_bytes(rows))
-    atomic_write_bytes(out / "summary.json", json.dumps(_null_for_non_finite(summary), indent=2, allow_nan=False).encode("utf-8"))
+    text = json.dumps(_null_for_non_finite(summary), indent=2, allow_nan=False)
+    atomic_write_bytes(out / "summary.json", text.encode("utf-8"))
     atomic_write_bytes(out / "summary.md", render_markdown(summary).encode("utf-8"))
 
 
