@@ -116,3 +116,16 @@ def test_a_sample_without_gt_is_nan_in_the_csv_and_skipped_in_the_means(tmp_path
     status, out, _ = _run(capsys, "--samples", path, "--predictions", tmp_path / "pred", "--out", tmp_path / "out")
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())  # strict JSON: no NaN
     assert status == 0 and summary["settings"]["known_poses"]["mean"] == {"abs_rel": None, "inliers": None}
+
+
+def test_quasi_optimal_from_the_command_line(tmp_path, capsys):
+    path = write_sample_list(tmp_path / "lists", num_samples=1, num_views=3)
+    gt = fixture_depth(0)
+    # pairs: (0, 1) 10 %, (0, 2) 2 % -> order 2, 1 -> sets (0, 2) 2 % and (0, 1, 2) 3 %: the pair wins
+    for views, factor in (((0, 1), 1.10), ((0, 2), 1.02), ((0, 1, 2), 1.03)):
+        write_prediction(tmp_path / "pred", "toy", "toy_000", gt * factor, views=views)
+    status, out, _ = _run(capsys, "--samples", path, "--predictions", tmp_path / "pred", "--out", tmp_path / "out",
+                          "--ordering", "quasi-optimal", "--setting", "known_poses")
+    assert status == 0 and "ordering quasi-optimal (oracle" in out and "| toy | 1 | 2.00 | 100.0 |" in out
+    row = next(csv.DictReader((tmp_path / "out" / "per_sample.csv").open()))
+    assert row["views"] == "0 2" and row["ordering"] == "quasi-optimal"
