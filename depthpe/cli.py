@@ -40,6 +40,8 @@ COMMANDS = {
              "plot the validation curves of runs (val_history.jsonl): one figure per dataset, PNG and SVG"),
     "probe": ("depthpe.commands.probe", "diagnostics of a model's global attention: `probe attention` measures "
               "how much it attends to the true cross-view correspondences"),
+    "rmvd": ("depthpe.commands.rmvd", "score depth maps on the Robust Multi-View Depth benchmark's sample lists "
+             "(AbsRel, inliers, per dataset and their mean)"),
 }
 
 

@@ -19,6 +19,7 @@ from depthpe.data.convert.options import ConvertConfig
 from depthpe.data.format.check_config import CheckConfig, IndexConfig
 from depthpe.data.synth_config import SynthConfig
 from depthpe.hub.push_config import PushConfig
+from depthpe.rmvd.config import RmvdConfig
 from depthpe.view.config import ViewConfig
 
 # command -> (config dataclass, the shortest valid command line, the option names it had before)
@@ -44,6 +45,8 @@ CASES = {
     "compare": (CompareConfig, ["runs/a"],
                 "--allow-different-manifests --bootstrap --dataset --debug --group-by --out --reference --seed"),
     "plot": (PlotConfig, ["runs/a", "--out", "o"], "--debug --group-by --metrics --out --rows"),
+    "rmvd": (RmvdConfig, ["--predictions", "p", "--out", "o", "--samples", "s.json"],
+             "--max-source-views --ordering --out --predictions --samples --setting"),
     "view": (ViewConfig, ["pred"],
              "--conf-threshold --data --debug --device --dtype --host --image-width --max-points --model --port "
              "--revision --save --scene --seed --split --views"),

@@ -2,5 +2,6 @@
 
 ``fake_datasets`` writes small fake copies of the real dataset layouts (CO3D, WildRGB-D,
 ARKitScenes, MegaSynth) from procedural scenes with known cameras, for the converter tests and
-``depthpe bench convert``. Nothing here is used by training or evaluation.
+``depthpe bench convert``; ``rmvd_samples`` writes tiny RMVD sample lists and predictions for
+``depthpe rmvd``. Nothing here is used by training or evaluation.
 """

@@ -1,0 +1,36 @@
+"""``depthpe rmvd --samples FILE.json --predictions DIR --out DIR``: score depth maps on RMVD."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..config.options import add_options, config_from_args
+from ..rmvd.config import RmvdConfig
+from .errors import USAGE_ERROR_STATUS, report_errors, require_output_folder
+
+DESCRIPTION = """\
+Score the depth maps another program wrote (--predictions DIR: DIR/<dataset>/<sample>.npy in metres;
+the oracle orderings read DIR/<dataset>/<sample>/views_<i>-<j>.npy per view set) on the Robust
+Multi-View Depth benchmark's sample lists (--samples: JSON files or folders of them), in one or more
+settings: known_poses (no alignment), intrinsics_only, single_view (median-aligned); with several,
+each setting reads DIR/<setting>/ in that layout. Predictions are resized to the GT by nearest
+neighbour and clipped to [0.1, 100] m; AbsRel and the inliers (max(p/g, g/p) < 1.03) in percent, the
+mean over datasets: a datasets x settings table. Writes summary.md, summary.json and per_sample.csv
+to --out and prints the table. The nearest and quasi-optimal orderings are oracle numbers (the best
+of 1..N source views per sample, chosen with the GT). Protocol: docs/rmvd.md."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, RmvdConfig)
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+
+
+def run(args: argparse.Namespace) -> int:
+    with report_errors(args.debug):
+        cfg = config_from_args(RmvdConfig, args)
+        require_output_folder(cfg.out, "--out")
+        from ..rmvd.harness import run_rmvd
+
+        run_rmvd(cfg)
+        return 0
+    return USAGE_ERROR_STATUS

@@ -1,0 +1,4 @@
+"""The Robust Multi-View Depth benchmark (RMVD; Schröppel et al., 3DV 2022): sample lists
+(``samples.py``), the metrics and alignments (``metrics.py``), source-view orderings
+(``orderings.py``), scoring a folder of predicted depth maps (``harness.py``) and the settings of
+``depthpe rmvd`` (``config.py``). See docs/rmvd.md."""

@@ -1,0 +1,182 @@
+"""Score a folder of predicted depth maps on RMVD sample lists and write the tables.
+
+Predictions layout (metres, float ``.npy`` of shape (h, w) or (1, h, w), any resolution)::
+
+    DIR/<dataset>/<sample>.npy                    index_distance ordering and single_view
+    DIR/<dataset>/<sample>/views_<i>-<j>-....npy  oracle orderings: one map per view set (sorted
+                                                  view indices, the keyview included)
+
+With several ``--setting`` values each setting reads its own ``DIR/<setting>/`` in this layout.
+
+``<dataset>`` and ``<sample>`` are ``depthpe.files.safe_component`` of the list's names.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..config import ConfigError
+from ..files import atomic_write_bytes, safe_component
+from . import metrics, orderings
+from .config import RmvdConfig
+from .samples import RmvdSample, SampleList, load_sample_lists
+
+__all__ = ["read_depth", "prediction_path", "predictions_root", "score_sample", "score_lists", "summarize",
+           "render_markdown", "write_outputs", "run_rmvd"]
+
+CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "abs_rel", "inliers", "scale")
+
+
+def read_depth(path: Path, what: str) -> np.ndarray:
+    """A depth map (H, W) float64 from ``path`` (``.npy``, (H, W) or (1, H, W), finite, no pickles);
+    a missing or bad file is one ConfigError line naming ``what`` it is."""
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist (layout: docs/rmvd.md)") from None
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{what} {path} is not a readable .npy array ({err})") from None
+    arr = np.asarray(arr)
+    if arr.ndim == 3 and arr.shape[0] == 1:
+        arr = arr[0]
+    if arr.ndim != 2 or arr.dtype.kind not in "fiu" or 0 in arr.shape:
+        raise ConfigError(f"{what} {path} must be a numeric (H, W) depth map, got {arr.dtype} {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ConfigError(f"{what} {path} has NaN or infinite values (write a finite depth; 0 is scored as 0.1 m)")
+    return arr.astype(np.float64)
+
+
+def prediction_path(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None) -> Path:
+    """Where the prediction of the sample named ``sample`` lies: ``root/<dataset>/<sample>.npy`` for ``views`` None,
+    else ``root/<dataset>/<sample>/views_<i>-<j>.npy`` (names made safe with ``safe_component``)."""
+    folder = root / safe_component(dataset)
+    if views is None:
+        return folder / f"{safe_component(sample)}.npy"
+    return folder / safe_component(sample) / f"views_{'-'.join(map(str, views))}.npy"
+
+
+def predictions_root(cfg: RmvdConfig, setting: str) -> Path:
+    """Where ``setting``'s predictions lie: ``cfg.predictions``, or ``cfg.predictions/<setting>``
+    when several settings are scored in one run."""
+    root = Path(cfg.predictions)
+    return root / setting if len(cfg.settings) > 1 else root
+
+
+def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample, gt: np.ndarray) -> dict:
+    """One CSV row of ``sample`` (GT ``gt`` (H, W) metres): its metrics in ``setting`` with the
+    views of ``cfg.ordering`` (``keyview_only`` for single_view), the predictions read from
+    ``predictions_root(cfg, setting)``."""
+    root = predictions_root(cfg, setting)
+
+    def score(views):
+        return metrics.score_keyview(read_depth(prediction_path(root, dataset, sample.name, views), "prediction"),
+                                     gt, setting)
+
+    if setting == "single_view":
+        result, ordering = {**score(None), "views": (sample.keyview,)}, "keyview_only"
+    elif cfg.ordering == "index_distance":
+        views = orderings.headline_views(sample.keyview, len(sample.views), cfg.max_source_views)
+        result, ordering = {**score(None), "views": views}, cfg.ordering
+    else:
+        result = orderings.oracle_best(sample.keyview, len(sample.views), cfg.ordering, score,
+                                       cfg.max_source_views)
+        ordering = cfg.ordering
+    return {"dataset": dataset, "sample": sample.name, "setting": setting, "ordering": ordering,
+            "views": " ".join(map(str, result["views"])), "abs_rel": result["abs_rel"],
+            "inliers": result["inliers"], "scale": result["scale"]}
+
+
+def score_lists(cfg: RmvdConfig, lists: list[SampleList]) -> list[dict]:
+    """The CSV rows of every sample of every list in every setting of ``cfg.settings``: list order,
+    then sample order, then setting order (each GT read once)."""
+    rows = []
+    for sl in lists:
+        for sample in sl.samples:
+            gt = read_depth(sample.depth, "ground-truth depth")
+            rows.extend(score_sample(cfg, setting, sl.dataset, sample, gt) for setting in cfg.settings)
+    return rows
+
+
+def _nanmean(values) -> float:
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
+def _summarize_setting(rows: list[dict]) -> dict:
+    """One setting's rows -> per dataset the mean AbsRel and inliers (percent) and the sample count,
+    the benchmark mean over datasets, the ordering and whether it is an oracle one."""
+    datasets: dict[str, dict] = {}
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        mine = [r for r in rows if r["dataset"] == name]
+        datasets[name] = {"abs_rel": _nanmean(r["abs_rel"] for r in mine),
+                          "inliers": _nanmean(r["inliers"] for r in mine), "samples": len(mine)}
+    mean = {key: metrics.benchmark_mean({n: d[key] for n, d in datasets.items()}) for key in ("abs_rel", "inliers")}
+    ordering = rows[0]["ordering"]
+    return {"ordering": ordering, "oracle": ordering in orderings.ORACLE_ORDERINGS, "datasets": datasets,
+            "mean": mean}
+
+
+def summarize(rows: list[dict]) -> dict:
+    """summary.json's content: ``{"settings": {setting: {"ordering", "oracle" (True when the views
+    were chosen with the GT), "datasets": {name: {"abs_rel", "inliers", "samples"}}, "mean":
+    {"abs_rel", "inliers"}}}}``, percent, in the order the settings were given."""
+    settings = dict.fromkeys(r["setting"] for r in rows)
+    return {"settings": {s: _summarize_setting([r for r in rows if r["setting"] == s]) for s in settings}}
+
+
+def render_markdown(summary: dict) -> str:
+    """summary.md: one row per dataset and the mean; per setting two columns, AbsRel (%, 2 decimals)
+    and inliers (%, 1 decimal); the first line names each setting's ordering (marked as an oracle
+    number where it is one)."""
+    settings = summary["settings"]
+    labels = [f"{s}: ordering {v['ordering']}" + (" (oracle: views chosen with the GT)" if v["oracle"] else "")
+              for s, v in settings.items()]
+    header = "| dataset | samples | " + " | ".join(f"{s} AbsRel % | {s} inliers (<1.03) %" for s in settings) + " |"
+    lines = ["RMVD, " + "; ".join(labels), "", header, "|---|---|" + "---|---|" * len(settings)]
+    first = next(iter(settings.values()))
+    for name, d in first["datasets"].items():
+        cells = [f"{v['datasets'][name]['abs_rel']:.2f} | {v['datasets'][name]['inliers']:.1f}"
+                 for v in settings.values()]
+        lines.append(f"| {name} | {d['samples']} | " + " | ".join(cells) + " |")
+    means = [f"{v['mean']['abs_rel']:.2f} | {v['mean']['inliers']:.1f}" for v in settings.values()]
+    lines.append("| mean | | " + " | ".join(means) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _csv_bytes(rows: list[dict]) -> bytes:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue().encode("utf-8")
+
+
+def _null_for_non_finite(tree):
+    """``tree`` (nested dicts) with each NaN or infinite float as None, so summary.json is strict JSON
+    (an undefined mean, e.g. over samples without GT, reads ``null``)."""
+    if isinstance(tree, dict):
+        return {k: _null_for_non_finite(v) for k, v in tree.items()}
+    return None if isinstance(tree, float) and not np.isfinite(tree) else tree
+
+
+def write_outputs(out: Path, rows: list[dict], summary: dict) -> None:
+    """summary.md, summary.json and per_sample.csv in ``out``, each written atomically."""
+    atomic_write_bytes(out / "per_sample.csv", _csv_bytes(rows))
+    text = json.dumps(_null_for_non_finite(summary), indent=2, allow_nan=False)
+    atomic_write_bytes(out / "summary.json", text.encode("utf-8"))
+    atomic_write_bytes(out / "summary.md", render_markdown(summary).encode("utf-8"))
+
+
+def run_rmvd(cfg: RmvdConfig) -> dict:
+    """Load the sample lists, score every sample, write the outputs to ``cfg.out``, print the table;
+    returns the summary."""
+    rows = score_lists(cfg, load_sample_lists(cfg.samples))
+    summary = summarize(rows)
+    write_outputs(Path(cfg.out), rows, summary)
+    print(render_markdown(summary), end="", flush=True)
+    return summary
