@@ -133,3 +133,16 @@ def test_index_with_a_killed_worker_is_one_line(synth_root, monkeypatch, capsys)
     monkeypatch.setattr(reindex, "FILES_PER_WORKER", 1)
     assert main(["index", str(synth_root.parent), "--quiet", "--dry-run", "--workers", "2"]) == 2
     _one_error_line(capsys, "scene file " + str(synth_root / "train" / "train_000001.h5"))
+
+
+def _raise_on_5(x: int) -> int:
+    if x == 5:
+        raise ValueError("five")
+    return x
+
+
+@pytest.mark.timeout(60)
+def test_an_exception_in_a_worker_is_raised_here_and_ends_the_map():
+    with pytest.raises(ValueError, match="five") as err:
+        parallel_map(_raise_on_5, range(10), ordered=False, workers=2, chunk=1)
+    assert "in a worker process" in str(err.value.__cause__)

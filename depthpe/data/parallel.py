@@ -15,6 +15,7 @@ lost task. Light module: no torch, OpenCV or h5py import.
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import traceback
 from typing import Any, Callable, Iterable, TypeVar
@@ -132,7 +133,23 @@ def _worker_main(conn, fn, initializer) -> None:
                 message = ("ok", index, fn(item))
             except Exception as err:  # noqa: BLE001 - sent to the parent, which raises it
                 message = ("error", index, (err, traceback.format_exc()))
+            if not _send(conn, message):
+                return
+
+
+def _send(conn, message: tuple) -> bool:
+    """Send a worker's message; an exception that does not pickle goes as a ``RuntimeError`` with
+    its text. False when the parent is gone (its pipe closed): the worker then ends."""
+    try:
+        try:
             conn.send(message)
+        except (pickle.PicklingError, TypeError, AttributeError) as err:
+            status, index, _ = message
+            text = message[2][1] if status == "error" else f"its result does not pickle: {err!r}"
+            conn.send(("error", index, (RuntimeError(text.strip().splitlines()[-1]), text)))
+    except (BrokenPipeError, ConnectionError, EOFError):
+        return False
+    return True
 
 
 class _Pool:

@@ -137,7 +137,8 @@ def write_synth_dataset(
     (attrs dataset="synth", metric=False, depth_units="scene", source=SOURCE, plus synth_seed and
     synth_index); an existing complete file with the same seed, frame count and size is skipped, so
     an interrupted run can be resumed (a file made with other settings is regenerated).
-    ``workers > 1`` renders scenes in a process pool. Returns a summary dict with, per split, the
+    ``workers > 1`` renders scenes in that many processes; a killed one (out of memory) raises
+    ``parallel.WorkerDied`` naming its scene, the finished files kept for a rerun. Returns a summary dict with, per split, the
     number of scenes written and skipped, and the summed render/write seconds and wall time.
     """
     if train_scenes < 0 or val_scenes < 0:
@@ -163,13 +164,25 @@ def write_synth_dataset(
             for split, count in counts.items() for i in range(count)]
     for split in counts:
         (root / split).mkdir(parents=True, exist_ok=True)
-    results = parallel_map(_make_scene_file, jobs, ordered=False, workers=workers, chunk=1, progress=progress,
-                           desc="synth", unit="scene", describe=lambda job: f"scene {_scene_id(*job[1:3], *job[7:])}",
-                           hint="rerun the same command to resume (finished scenes are kept), "
-                                "with fewer --workers if memory is short")
+    results = _make_scene_files(jobs, workers, progress)
     summary["splits"] = {split: _write_split(root / split, split, count, results) for split, count in counts.items()}
     summary["wall_s"] = time.perf_counter() - t_start
     return summary
+
+
+def _make_scene_files(jobs: list[tuple], workers: int, progress: bool) -> list[tuple]:
+    """``_make_scene_file`` of every job, in ``workers`` processes, the results as they finish
+    (``parallel.parallel_map``); raises ``WorkerDied`` naming the scene of a killed worker."""
+    return parallel_map(_make_scene_file, jobs, ordered=False, workers=workers, chunk=1, progress=progress,
+                        desc="synth", unit="scene", describe=_job_name,
+                        hint="rerun the same command to resume (finished scenes are kept), "
+                             "with fewer --workers if memory is short")
+
+
+def _job_name(job: tuple) -> str:
+    """``"scene <scene id>"`` of a ``_make_scene_file`` job: the item a dead worker was on."""
+    _, split, index, *_, shift, style = job
+    return f"scene {_scene_id(split, index, shift, style)}"
 
 
 def _write_split(split_dir: Path, split: str, count: int, results: list[tuple]) -> dict:
