@@ -29,6 +29,11 @@ which change room size, camera baseline, camera path, field of view or object st
 Per-scene randomness comes from ``numpy.random.SeedSequence(seed, spawn_key=(split, index))``, so a
 scene depends only on (seed, split, index): runs are deterministic, resumable and train/val scenes
 never share a random stream.
+
+One module per job: ``params`` (the distribution, shifts, styles, seeds), ``scene`` (the
+dataclasses), ``rooms`` (a random room), ``textures``, ``raycast``, ``render`` (shading),
+``clearance``, ``trajectories`` (camera paths), ``cameras`` (drawing them), ``generate`` (one scene)
+and ``writer`` (the dataset); this package re-exports their public names.
 """
 
 from __future__ import annotations
