@@ -55,12 +55,13 @@ def _check(dataset_dir: str, quiet: bool) -> int:
 def run(args: argparse.Namespace) -> int:
     from ..data.convert import OWN_CAPTURES, convert
     from ..data.convert.common import ConvertError, format_summary
+    from ..data.parallel import WorkerDied
 
     try:
         cfg = config_from_args(ConvertConfig, args)
         require_output_folder(cfg.out, "--out")
         summary = convert(cfg.dataset, cfg.src, cfg.out, cfg)
-    except (ConvertError, ConfigError, ValueError) as err:
+    except (ConvertError, ConfigError, ValueError, WorkerDied) as err:
         print(f"depthpe convert: error: {err}")
         return 2
     print(format_summary(summary))

@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data.parallel import resolve_workers
+    from ..data.parallel import WorkerDied, resolve_workers
     from ..data.synth import SceneGenerationError, format_summary, write_synth_dataset
     from ..files import output_folder_problem
 
@@ -70,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     except SceneGenerationError as err:
         print(f"error: {_generation_failure(cfg, err)}", file=sys.stderr, flush=True)
         return 1
+    except WorkerDied as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 2
     print(format_summary(summary))
     return 0
 

@@ -2,8 +2,8 @@
 
 One module per dataset (co3d, wildrgbd, arkitscenes, megasynth) reads the native layout and camera
 conventions (docs/data.md); ``folder`` and ``colmap`` read a user's own captures (images + depth +
-cameras, or a COLMAP dense workspace); ``common`` holds the shared runner (splits, resizing, workers,
-resume, summary). Tiny fake datasets in each native layout, for tests and ``depthpe bench convert``,
+cameras, or a COLMAP dense workspace); the shared machinery is one module per job (``contract``,
+``readers``, ``frames``, ``splits``, ``scene``, ``runner``, ``summary``), gathered by ``common``. Tiny fake datasets in each native layout, for tests and ``depthpe bench convert``,
 live in ``depthpe.testing.fake_datasets``.
 """
 

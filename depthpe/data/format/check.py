@@ -492,7 +492,7 @@ def check_root(root: str | Path, *, limit: int | None = None, progress: bool = T
     with one_thread():
         reports = ordered_map(partial(_check_contained, kwargs=kwargs), jobs, workers=workers, progress=progress,
                               desc="checking scenes", unit="scene", initializer=use_one_thread,
-                              min_per_worker=SCENES_PER_WORKER)
+                              min_per_worker=SCENES_PER_WORKER, describe=lambda job: f"scene file {job[0]}")
     return reports, index_problems
 
 

@@ -86,7 +86,7 @@ def _scene_files(folder: Path) -> list[Path]:
 def _read_entries(files: list[Path], workers: int, progress: bool) -> list[tuple]:
     """``_read_entry`` of every file, in order (in ``workers`` processes: ``parallel.ordered_map``)."""
     return ordered_map(_read_entry, files, workers=workers, progress=progress, desc="indexing scene files",
-                       unit="file", min_per_worker=FILES_PER_WORKER)
+                       unit="file", min_per_worker=FILES_PER_WORKER, describe=lambda path: f"scene file {path}")
 
 
 def index_folder(folder: str | os.PathLike, *, dry_run: bool = False, workers: int = 1,

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import cv2
 import h5py
@@ -61,6 +61,7 @@ __all__ = [
     "write_scene",
     "write_index",
     "read_index",
+    "finished_entry",
     "SceneReader",
     "encode_image",
     "decode_image",
@@ -321,6 +322,17 @@ def read_attrs(path: str | os.PathLike) -> dict | None:
         return None
     finally:
         reader.close()
+
+
+def finished_entry(path: str | os.PathLike, same_settings: Callable[[dict], bool]) -> dict | None:
+    """The index entry (``index_entry``) of a complete scene file at ``path`` whose attributes
+    (``read_attrs``) pass ``same_settings``; None if the file is missing, unreadable or was written
+    with other settings. The one resume check of the resumable writers (``depthpe synth``,
+    ``depthpe convert``): a scene with an entry is kept on a rerun, one without is redone."""
+    attrs = read_attrs(path)
+    if attrs is None or not same_settings(attrs):
+        return None
+    return index_entry(Path(path).name, attrs)
 
 
 def _as_float32(a: np.ndarray) -> np.ndarray:
