@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import ConfigError
+from ..files import safe_component
 from .settings import GROUP_BY, PLOT_METRICS, PLOT_ROWS
 from ..run.validation import VAL_HISTORY, read_val_history
 
@@ -153,7 +154,8 @@ def plot_curves(runs: Sequence[CurveRun], out_dir: str | Path, *, metrics: Seque
         lines = [_draw_panel(ax, runs, colours, dataset, spec, decay, every) for ax, spec in zip(axes[0], specs)]
         fig.suptitle(f"{dataset}: validation (smoothed: decay {decay} per {every:g} steps)")
         fig.tight_layout()
-        png, svg = out / f"curves_{dataset}.png", out / f"curves_{dataset}.svg"
+        stem = safe_component(f"curves_{dataset}")
+        png, svg = out / f"{stem}.png", out / f"{stem}.svg"
         _save(fig, png, svg)
         figures.append(CurveFigure(dataset, png, svg, [ax.get_title() for ax in fig.axes], max(lines, default=0)))
         plt.close(fig)

@@ -16,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-from ..files import atomic_target, atomic_write_bytes
+from ..files import atomic_target, atomic_write_bytes, safe_component
 from .lift import LiftAccumulator
 
 __all__ = ["write_probe_outputs", "format_layer_table", "LIFT_COLUMNS"]
@@ -42,9 +42,9 @@ def write_probe_outputs(found: dict[str, LiftAccumulator], out_dir: str | Path, 
     paths["json"] = atomic_write_bytes(out / "summary.json", json.dumps(doc, indent=1, default=_json).encode())
     paths["md"] = atomic_write_bytes(out / "summary.md", _markdown(found, meta).encode())
     for name, acc in sorted(found.items()):
-        paths[f"lift_{name}"] = _plot_lift(acc, name, out / f"lift_{name}")
+        paths[f"lift_{name}"] = _plot_lift(acc, name, out / safe_component(f"lift_{name}"))
         if acc.anchor_rows():
-            paths[f"anchors_{name}"] = _plot_anchors(acc, name, out / f"anchors_{name}")
+            paths[f"anchors_{name}"] = _plot_anchors(acc, name, out / safe_component(f"anchors_{name}"))
     return paths
 
 

@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from ...files import atomic_write_bytes
+from ...files import atomic_write_bytes, safe_component
 from ..format.scene_file import write_index
 from ..parallel import parallel_map
 from .contract import ConvertError, SceneRef
@@ -113,7 +113,7 @@ def _write_indexes(dataset_dir: Path, name: str, results: list[dict], later_refs
             entries.setdefault(res["split"], []).append(res["entry"])
     for r in later_refs:
         split = assignment[r.scene_id]
-        entry = _existing_entry(dataset_dir / split / f"{r.scene_id}.h5", settings, options.min_frames)
+        entry = _existing_entry(dataset_dir / split / f"{safe_component(r.scene_id)}.h5", settings, options.min_frames)
         if entry is not None:
             entries.setdefault(split, []).append(entry)
     for split in sorted(set(assignment.values())):

@@ -13,6 +13,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ...files import safe_component
 from ..format.scene_file import finished_entry, write_scene
 from .contract import FrameDropped, SceneRef, SceneSkipped
 from .frames import _prepare_frame
@@ -41,7 +42,7 @@ def convert_scene(
     t0 = time.perf_counter()
     cv2.setNumThreads(1)
     module = importlib.import_module(module_name)
-    path = Path(split_dir) / f"{ref.scene_id}.h5"
+    path = Path(split_dir) / f"{safe_component(ref.scene_id)}.h5"
     settings = json.dumps(options.content_settings(), sort_keys=True)
     result = _skipped_result(ref.scene_id, split)
     entry = _existing_entry(path, settings, options.min_frames)
