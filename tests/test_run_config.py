@@ -180,4 +180,4 @@ def test_module_entry_points_take_the_same_arguments():
     assert done.returncode == 0 and yaml.safe_load(done.stdout)["train"]["steps"] == 9
     done = subprocess.run([sys.executable, "-m", "depthpe.eval", "--model", "x", "--data", "/nonexistent", "--out", "o"],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and done.stderr.strip().startswith("error: no dataset with a 'val' split")
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: --model x does not exist")

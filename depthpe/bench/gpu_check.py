@@ -184,7 +184,7 @@ def step_flops(sizes: list[tuple[int, int, int]]) -> list[int]:
     from torch.utils.flop_counter import FlopCounterMode
 
     from ..run import load_run_config
-    from .memory import Setting, build_training, host_reads_patched, make_cameras_real, train_step
+    from .memory import Setting, build_training, cuda_rules, make_cameras_real, rules_in_recomputation, train_step
 
     cfg = load_run_config("vggt1b_rope", ["model.pretrained=false"])
     fake = FakeTensorMode(allow_non_fake_inputs=True)
@@ -197,7 +197,7 @@ def step_flops(sizes: list[tuple[int, int, int]]) -> list[int]:
             inputs = {"images": torch.empty(batch, views, 3, width, width), "K": K, "w2c": w2c,
                       "depth": torch.empty(batch, views, width, width),
                       "valid": torch.empty(batch, views, width, width, dtype=torch.bool)}
-        with fake, host_reads_patched(), FlopCounterMode(display=False) as counter:
+        with fake, rules_in_recomputation(model, cuda_rules(setting)), FlopCounterMode(display=False) as counter:
             train_step(model, opt, inputs, setting)
         counts.append(int(counter.get_total_flops()))
     return counts

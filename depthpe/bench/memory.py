@@ -41,10 +41,10 @@ after resetting it through ``/proc/self/clear_refs`` minus ``VmRSS`` before the 
 ``MALLOC_MMAP_THRESHOLD_=65536`` so that freed tensors go back to the OS (the helpers of
 ``depthpe bench attention``).
 
-Model code that reads tensor values on the host cannot run on fake tensors; within this benchmark
-only, ``prepare_encoding`` runs on the real (tiny) camera tensors outside fake mode, its outputs
-still counted, and ``depth_model.check_inputs`` is replaced by a no-op in case ``forward`` calls it
-(it used to; the value checks now happen where data enters).
+Nothing in the model is patched: the model's ``forward`` reads no tensor values on the host (the
+value checks happen where data enters, ``DepthModel.check_inputs``), and the CUDA autocast rules
+reach the blocks that checkpointing recomputes through forward hooks on those blocks
+(``rules_in_recomputation``).
 """
 
 from __future__ import annotations
@@ -224,9 +224,13 @@ def train_step(model, opt, batch: dict, setting: Setting, mark=lambda phase: Non
     ``depth_loss``, backward, gradient clipping, AdamW step, ``zero_grad(set_to_none=True)``.
     ``mark(phase)`` is called when "forward", "backward" and "optimizer" begin and with "end"."""
     # CUDA's float32 rules stay on for the whole step: checkpointing recomputes blocks in backward
-    cuda_rules = setting.target == "cuda" and setting.precision != "fp32"
-    with CudaAutocastRules() if cuda_rules else contextlib.nullcontext():
+    with CudaAutocastRules() if cuda_rules(setting) else contextlib.nullcontext():
         _step_body(model, opt, batch, setting, mark)
+
+
+def cuda_rules(setting: Setting) -> bool:
+    """Whether the step applies ``CudaAutocastRules`` (a CUDA prediction in bf16 or fp16)."""
+    return setting.target == "cuda" and setting.precision != "fp32"
 
 
 def _step_body(model, opt, batch: dict, setting: Setting, mark) -> None:
@@ -338,44 +342,34 @@ def optimizer_state_bytes(opt: torch.optim.Optimizer) -> int:
 
 
 @contextlib.contextmanager
-def host_reads_patched():
-    """Within this benchmark only: skip ``DepthModel.forward``'s input validation (it reads values on
-    the host, which fake tensors do not have), run ``prepare_encoding`` on the real camera tensors
-    outside fake mode (its camera checks read values too; the tracker still counts its outputs) and
-    keep ``CudaAutocastRules`` on in the blocks that checkpointing recomputes."""
-    from unittest import mock
+def rules_in_recomputation(model, wanted: bool):
+    """Keep ``CudaAutocastRules`` on (when ``wanted``) in the aggregator blocks that checkpointing
+    recomputes in backward, where the autograd engine does not see the forward's
+    ``TorchFunctionMode``: a forward pre-hook on every block enters the rules when they are off,
+    its forward hook (``always_call``: also when checkpointing stops a recomputation early) leaves
+    them again. Hooks are removed on exit."""
+    entered: list = []
 
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    def enter(module, args):
+        active = any(isinstance(m, CudaAutocastRules) for m in torch.overrides._get_current_function_mode_stack())
+        rules = CudaAutocastRules() if wanted and not active else None
+        if rules is not None:
+            rules.__enter__()
+        entered.append(rules)
 
-    from ..model import aggregator, depth_model
+    def leave(module, args, output):
+        rules = entered.pop()
+        if rules is not None:
+            rules.__exit__(None, None, None)
 
-    real_prepare = aggregator.prepare_encoding
-
-    def prepare_outside_fake(*args, **kwargs):
-        with unset_fake_temporarily():
-            return real_prepare(*args, **kwargs)
-
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(aggregator, "checkpoint", _checkpoint_with_rules))
-        if hasattr(depth_model, "check_inputs"):
-            stack.enter_context(mock.patch.object(depth_model, "check_inputs", lambda *a, **k: None))
-        stack.enter_context(mock.patch.object(aggregator, "prepare_encoding", prepare_outside_fake))
+    agg = model.aggregator
+    handles = [h for block in [*agg.frame_blocks, *agg.global_blocks]
+               for h in (block.register_forward_pre_hook(enter), block.register_forward_hook(leave, always_call=True))]
+    try:
         yield
-
-
-def _checkpoint_with_rules(function, *args, **kwargs):
-    """``torch.utils.checkpoint.checkpoint`` whose recomputation (in backward, where the autograd
-    engine does not see the forward's ``TorchFunctionMode``) also applies ``CudaAutocastRules`` when
-    they were on in the forward."""
-    from torch.utils.checkpoint import checkpoint
-
-    active = any(isinstance(mode, CudaAutocastRules) for mode in torch.overrides._get_current_function_mode_stack())
-
-    def run(*inner_args, **inner_kwargs):
-        with CudaAutocastRules() if active else contextlib.nullcontext():
-            return function(*inner_args, **inner_kwargs)
-
-    return checkpoint(run, *args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
 
 
 # ----------------------------------------------------------------------------- prediction
@@ -415,7 +409,7 @@ def predict(setting: Setting, progress=None) -> dict:
 
     head_start = []  # live bytes when the depth head starts (aggregator activations saved by then)
     hook = model.depth_head.register_forward_pre_hook(lambda *_: head_start.append(tracker.current))
-    with fake, host_reads_patched(), tracker, warnings.catch_warnings():
+    with fake, rules_in_recomputation(model, cuda_rules(setting)), tracker, warnings.catch_warnings():
         # URoPE's saved-tensor hooks compare data pointers, which fake tensors report as 0 (shapes,
         # strides and dtypes are compared too; --measure agrees with the prediction for urope)
         warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")

@@ -9,10 +9,11 @@ What is observed, each as one JSON line in the events file (written and flushed 
 line survives the SIGKILL that ends this process):
 
 * ``start``: seconds of ``start_run`` (model built, checkpoint restored, loader built);
-* ``load_state`` (resumed runs): seconds of ``Accelerator.load_state`` (reading ``state/``);
+* ``load_state`` (resumed runs): seconds of restoring the checkpoint (``Accelerator.load_state``
+  reading ``state/``, then ``trainer_state.json``);
 * ``restored`` (resumed runs): digests of the state the run restored (``state_digests``), taken
-  right after ``start_run``, with the RNG digest taken when the loader is built (just after the
-  restore, before anything draws a random number);
+  right after ``start_run``, with the RNG digest taken just after the restore (before the loader
+  is built, before anything draws a random number);
 * ``step``: seconds of each optimizer step and its resident-memory growth: ``VmHWM`` after the
   step (reset through ``/proc/self/clear_refs`` just before it) minus ``VmRSS`` before it, in MiB
   (meaningful with ``MALLOC_MMAP_THRESHOLD_=65536`` in the environment, which the rehearsal sets);
@@ -22,26 +23,24 @@ line survives the SIGKILL that ends this process):
 * ``export``: seconds, bytes and model digest of ``final/``; ``reload``: seconds of
   ``DepthModel.from_pretrained`` and the digest of the weights it loaded.
 
-The observation wraps ``start_run``, ``run_step``, ``checkpoint`` and ``publish_final`` of
-``depthpe.run.trainer``, ``build_train_loader`` of ``depthpe.data.loaders`` and Accelerate's
-``Accelerator.load_state`` with
-``unittest.mock.patch.object``: the rehearsal must run the real training loop, and the loop has no
-hooks of its own (the same technique as ``depthpe bench memory``'s ``host_reads_patched``).
+The observer is a ``depthpe.run.callbacks.TrainingCallback`` passed as
+``train(cfg, callbacks=[...])``: the rehearsal runs the real training loop and times each part
+from its ``*_begin`` event to its end event.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import random
 import sys
 import time
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import torch
+
+from ..run.callbacks import TrainingCallback
 
 __all__ = ["Events", "read_events", "state_digests", "tensor_digest", "rng_digest", "sampler_digest", "folder_bytes",
            "main"]
@@ -135,93 +134,77 @@ def folder_bytes(folder: str | Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
 
 
-# ----------------------------------------------------------------------------- memory
-def _measured_call(fn):
-    """Call ``fn()``; returns (result, seconds, VmRSS before in MiB, VmHWM after in MiB, whether the
-    peak could be reset first), with the /proc helpers of ``depthpe bench attention``."""
-    from .attention import _reset_peak_rss, _status_mib
-
-    reset = _reset_peak_rss()
-    before = _status_mib("VmRSS")
-    t0 = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - t0, before, _status_mib("VmHWM"), reset
-
-
 # ----------------------------------------------------------------------------- the observed run
-class TrainingObserver:
-    """Wrappers of the training loop's parts that report to ``events`` (module docstring); the
-    originals come from the ``trainer`` and ``loaders`` modules given, and ``patches()`` installs
-    the wrappers there."""
+def _model_digest(run) -> str:
+    sd = run.accelerator.unwrap_model(run.model).state_dict()
+    return tensor_digest(sd[k] for k in sorted(sd))
 
-    PARTS = ("start_run", "run_step", "checkpoint", "publish_final")
 
-    def __init__(self, spec: dict, events: Events, trainer, loaders):
-        self.spec, self.events, self.trainer, self.loaders = spec, events, trainer, loaders
-        self.real = {name: getattr(trainer, name) for name in self.PARTS}
-        self.real_loader = loaders.build_train_loader
+class TrainingObserver(TrainingCallback):
+    """A ``depthpe.run.callbacks.TrainingCallback`` that times the run's parts and reports them to
+    ``events`` (module docstring); phases are timed from their ``*_begin`` event."""
+
+    def __init__(self, spec: dict, events: Events):
+        self.spec, self.events = spec, events
         self.precision = "bf16" if _override(spec, "train.mixed_precision") == "bf16" else "fp32"
-        self.rng, self.sampler = None, None  # taken when the loader is built
+        self.rng, self.resumed_from = None, None  # taken right after a restore, before anything draws from the RNGs
+        self.began: dict[str, float] = {}
+        self.step_memory = None  # (VmRSS before in MiB, whether the peak could be reset)
 
-    def patches(self) -> list:
-        """``mock.patch.object`` context managers installing every wrapper."""
-        from accelerate import Accelerator
+    def _seconds(self, phase: str) -> float:
+        return time.perf_counter() - self.began.pop(phase)
 
-        real_load_state = Accelerator.load_state
+    def on_run_begin(self, cfg) -> None:
+        self.began["start"] = time.perf_counter()
 
-        def load_state(accelerator, *args, **kwargs):  # times reading the checkpoint's state/
-            t0 = time.perf_counter()
-            result = real_load_state(accelerator, *args, **kwargs)
-            self.events.emit("load_state", seconds=time.perf_counter() - t0)
-            return result
+    def on_restore_begin(self, checkpoint) -> None:
+        self.began["load_state"], self.resumed_from = time.perf_counter(), str(checkpoint)
 
-        return [mock.patch.object(self.loaders, "build_train_loader", self.build_train_loader),
-                mock.patch.object(Accelerator, "load_state", load_state),
-                *(mock.patch.object(self.trainer, name, getattr(self, name)) for name in self.PARTS)]
+    def on_restored(self, checkpoint, state) -> None:
+        self.events.emit("load_state", seconds=self._seconds("load_state"))
+        self.rng = rng_digest()
 
-    def build_train_loader(self, *args, **kwargs):
-        self.rng = rng_digest()  # just after a restore, before anything draws from the RNGs
-        loader = self.real_loader(*args, **kwargs)
-        self.sampler = loader.batch_sampler
-        return loader
+    def on_run_start(self, run) -> None:
+        sampler = run.loader.batch_sampler
+        self.events.emit("start", seconds=self._seconds("start"), step=run.state.step, resumed_from=self.resumed_from)
+        if self.resumed_from is not None:
+            self.events.emit("restored", step=run.state.step, sampler_start=sampler.start_step,
+                             digests=state_digests(run, self.rng, sampler))
 
-    def start_run(self, cfg, checked, accelerator, *args, **kwargs):
-        t0 = time.perf_counter()
-        run = self.real["start_run"](cfg, checked, accelerator, *args, **kwargs)
-        self.events.emit("start", seconds=time.perf_counter() - t0, step=run.state.step,
-                         resumed_from=str(checked.checkpoint) if checked.checkpoint else None)
-        if checked.checkpoint is not None:
-            self.events.emit("restored", step=run.state.step, sampler_start=self.sampler.start_step,
-                             digests=state_digests(run, self.rng, self.sampler))
-        return run
+    def on_step_begin(self, run) -> None:
+        from .attention import _reset_peak_rss, _status_mib
 
-    def run_step(self, model, optimizer, batches, cfg, state, accelerator):
-        result, seconds, before, peak, reset = _measured_call(
-            lambda: self.real["run_step"](model, optimizer, batches, cfg, state, accelerator))
-        self.events.emit("step", step=state.step, seconds=seconds, precision=self.precision, rss_before_mib=before,
-                         peak_mib=peak, growth_mib=peak - before, hwm_reset=reset, loss=result.terms.get("total"))
-        return result
+        reset = _reset_peak_rss()
+        self.step_memory = (_status_mib("VmRSS"), reset)
+        self.began["step"] = time.perf_counter()
 
-    def checkpoint(self, run):
-        self.events.emit("saved", step=run.state.step, digests=state_digests(run, rng_digest(), self.sampler))
-        t0 = time.perf_counter()
-        folder = self.real["checkpoint"](run)
-        self.events.emit("checkpoint", step=run.state.step, seconds=time.perf_counter() - t0,
-                         bytes=folder_bytes(folder), path=str(folder))
+    def on_step_end(self, run, result) -> None:
+        from .attention import _status_mib
+
+        seconds, peak = self._seconds("step"), _status_mib("VmHWM")
+        before, reset = self.step_memory
+        self.events.emit("step", step=run.state.step, seconds=seconds, precision=self.precision,
+                         rss_before_mib=before, peak_mib=peak, growth_mib=peak - before, hwm_reset=reset,
+                         loss=result.terms.get("total"))
+
+    def on_checkpoint_begin(self, run, final: bool) -> None:
+        if not final:
+            self.events.emit("saved", step=run.state.step,
+                             digests=state_digests(run, rng_digest(), run.loader.batch_sampler))
+        self.began["checkpoint"] = time.perf_counter()
+
+    def on_checkpoint_saved(self, run, folder, final: bool) -> None:
+        seconds = self._seconds("checkpoint")
+        if final:
+            self.events.emit("export", seconds=seconds, bytes=folder_bytes(folder), path=str(folder),
+                             model=_model_digest(run))
+            return
+        self.events.emit("checkpoint", step=run.state.step, seconds=seconds, bytes=folder_bytes(folder),
+                         path=str(folder))
         if self.spec.get("stop_after_checkpoint") == run.state.step:
             self.events.emit("waiting_for_kill", step=run.state.step)
             while True:  # the rehearsal SIGKILLs this process now
                 time.sleep(1)
-        return folder
-
-    def publish_final(self, accelerator, model, output_dir, trainer_state, inputs):
-        t0 = time.perf_counter()
-        final = self.real["publish_final"](accelerator, model, output_dir, trainer_state, inputs)
-        seconds = time.perf_counter() - t0
-        sd = accelerator.unwrap_model(model).state_dict()
-        self.events.emit("export", seconds=seconds, bytes=folder_bytes(final), path=str(final),
-                         model=tensor_digest(sd[k] for k in sorted(sd)))
-        return final
 
 
 def _override(spec: dict, key: str) -> str | None:
@@ -231,16 +214,11 @@ def _override(spec: dict, key: str) -> str | None:
 
 
 def train_observed(spec: dict) -> None:
-    """Run ``depthpe.run.trainer.train`` for ``spec`` (module docstring) under the observers."""
-    from ..data import loaders
+    """Run ``depthpe.run.trainer.train`` for ``spec`` (module docstring) with a ``TrainingObserver``."""
     from ..run import load_run_config, trainer
 
-    events = Events(spec["events"])
     cfg = load_run_config(spec["config"], spec.get("overrides", []))
-    with contextlib.ExitStack() as stack:
-        for patch in TrainingObserver(spec, events, trainer, loaders).patches():
-            stack.enter_context(patch)
-        trainer.train(cfg, resume=spec.get("resume"))
+    trainer.train(cfg, resume=spec.get("resume"), callbacks=[TrainingObserver(spec, Events(spec["events"]))])
 
 
 def reload_observed(spec: dict) -> None:

@@ -16,7 +16,7 @@ the config, logs, checkpoints and the final model. See docs/training.md and docs
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -24,6 +24,7 @@ import torch
 from ..model.training_inputs import TrainingInputs
 from .building import (apply_optim_settings, build_model, build_optimizer, compile_blocks, default_cpu_threads,
                        deepspeed_cpu_backend, fit_deepspeed_config, loader_options)
+from .callbacks import Callbacks, TrainingCallback
 from .checkpoints import (STATE_FILE, NoSpaceError, find_checkpoint, publish_final, remove_incomplete,
                           rotate_checkpoints, save_checkpoint)
 from .distributed import LOST_PEER_EXIT_CODE, check_world_size, lost_peer, process_group_kwargs
@@ -46,7 +47,8 @@ log = get_run_logger()
 @dataclass
 class Run:
     """Everything a running training holds: config, Accelerator, prepared model and optimizer,
-    progress, batch iterator, Hub pushes (main process, or None), progress bar."""
+    progress, batch iterator, Hub pushes (main process, or None), progress bar, the training
+    DataLoader (``loader.batch_sampler``: the step-indexed sampler) and the run's callbacks."""
 
     cfg: RunConfig
     accelerator: object
@@ -56,6 +58,8 @@ class Run:
     batches: object
     hub: object
     bar: object
+    loader: object = None
+    callbacks: Callbacks = field(default_factory=Callbacks)
 
     @property
     def output_dir(self) -> Path:
@@ -73,22 +77,27 @@ def _due(every: int, step: int, total: int) -> bool:
     return bool(every) and step % every == 0 and step < total
 
 
-def train(cfg: RunConfig, *, resume: str | None = None) -> Path:
+def train(cfg: RunConfig, *, resume: str | None = None, callbacks: list[TrainingCallback] | None = None) -> Path:
     """Run training as configured; returns the exported final model folder. ``resume``: "latest",
-    "auto" (latest if any) or a checkpoint folder. Raises ``ConfigError`` before building anything
-    when the config cannot run; exits with status 143 after a checkpoint on SIGTERM (130 on SIGINT),
-    and with status 1 and one line naming the checkpoint to resume from when another process of the
-    run is gone."""
+    "auto" (latest if any) or a checkpoint folder. ``callbacks``: ``TrainingCallback`` instances
+    called at each event of the run (``depthpe.run.callbacks``; a raising callback stops the run with
+    ``CallbackError``). Raises ``ConfigError`` before building anything when the config cannot run;
+    exits with status 143 after a checkpoint on SIGTERM (130 on SIGINT), and with status 1 and one
+    line naming the checkpoint to resume from when another process of the run is gone."""
+    hooks = Callbacks(callbacks)
     checked = preflight(cfg, resume)
     accelerator = make_accelerator(cfg)
     with run_lock(cfg.output_dir, accelerator) as took_over:
         stop = StopRequest()  # before the loader forks its workers: they inherit it until they ignore signals
         try:
-            run = start_run(cfg, checked, accelerator, notes=[took_over] if took_over else [])
+            run = start_run(cfg, checked, accelerator, notes=[took_over] if took_over else [], callbacks=hooks)
             while run.state.step < cfg.train.steps:
-                log_step(run, run_step(run.model, run.optimizer, run.batches, cfg, run.state, run.accelerator))
+                hooks.on_step_begin(run)
+                result = run_step(run.model, run.optimizer, run.batches, cfg, run.state, run.accelerator)
+                log_step(run, result)
+                hooks.on_step_end(run, result)
                 if cfg.val.sources and _due(cfg.val.every, run.state.step, cfg.train.steps):
-                    validate(run)
+                    hooks.on_validation(run, validate(run))
                 stop_status = stop.requested(run.accelerator)
                 if stop_status or _due(cfg.train.checkpoint_every, run.state.step, cfg.train.steps):
                     push(run, checkpoint(run), final=False)
@@ -159,13 +168,17 @@ def _restore(accelerator, checked: Preflight, state: TrainState, optimizer, cfg:
                  f"the global batch changes from {saved_world} to {state.world_size} x grad_accum x B per step")
 
 
-def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] = ()) -> Run:
+def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] = (),
+              callbacks: Callbacks | None = None) -> Run:
     """Build everything a run needs, in an order that makes runs reproducible from ``cfg.seed``;
-    ``notes``: warnings to log once logging is set up."""
+    ``notes``: warnings to log once logging is set up; ``callbacks`` hear ``on_run_begin``, the
+    restore events and ``on_run_start``."""
     from tqdm.auto import tqdm
 
     from ..data.loaders import build_train_loader
 
+    hooks = callbacks if callbacks is not None else Callbacks()
+    hooks.on_run_begin(cfg)
     _prepare_output(cfg, accelerator)
     for warning in [*notes, *checked.warnings]:
         log.warning(warning)
@@ -181,7 +194,9 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     model, optimizer = accelerator.prepare(model, build_optimizer(model, cfg))
     state = TrainState(cfg.train.smoothing, world_size=accelerator.num_processes)
     if checked.checkpoint is not None:
+        hooks.on_restore_begin(checked.checkpoint)
         _restore(accelerator, checked, state, optimizer, cfg)
+        hooks.on_restored(checked.checkpoint, state)
     loader = build_train_loader(cfg.data, seed=cfg.seed, rank=accelerator.process_index,
                                 world_size=accelerator.num_processes, start_step=state.step, num_steps=cfg.train.steps,
                                 **loader_options(cfg, accelerator.device))
@@ -193,7 +208,9 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     bar = tqdm(total=cfg.train.steps, initial=state.step, desc="train", unit="step",
                disable=not accelerator.is_main_process, dynamic_ncols=True)
     model.train()
-    return Run(cfg, accelerator, model, optimizer, state, iter(loader), hub, bar)
+    run = Run(cfg, accelerator, model, optimizer, state, iter(loader), hub, bar, loader, hooks)
+    hooks.on_run_start(run)
+    return run
 
 
 def log_step(run: Run, result: StepResult) -> None:
@@ -278,12 +295,14 @@ def _record_validation(run: Run, result, *, first: bool, extra_rows: dict | None
 
 def checkpoint(run: Run) -> Path:
     """Write ``checkpoints/step_N`` (every process takes part) and rotate old checkpoints, sparing
-    those whose upload is still pending."""
+    those whose upload is still pending. Callbacks: ``on_checkpoint_begin`` / ``on_checkpoint_saved``."""
+    run.callbacks.on_checkpoint_begin(run, final=False)
     folder = save_checkpoint(run.accelerator, run.model, run.output_dir, run.state.step, run.state.to_json(), run.inputs,
                              optimizer=run.optimizer)
     if run.accelerator.is_main_process:
         rotate_checkpoints(run.output_dir, run.cfg.train.keep_checkpoints,
                            protected=run.hub.is_pending if run.hub else None)
+    run.callbacks.on_checkpoint_saved(run, folder, final=False)
     return folder
 
 
@@ -323,16 +342,21 @@ def _exit_lost_peer(cfg: RunConfig, accelerator, err: BaseException) -> None:
 
 def finish(run: Run) -> Path:
     """Export ``final/`` first (a failing validation never costs the trained weights), validate it,
-    push it, report the counters, wait for pending uploads. Returns the final folder."""
+    push it, report the counters, wait for pending uploads. Returns the final folder. Callbacks:
+    ``on_checkpoint_begin`` / ``on_checkpoint_saved`` (``final=True``), ``on_validation``, ``on_run_end``."""
     run.bar.close()
     state = run.state
     doc = {k: v for k, v in state.to_json().items() if k not in ("smoother", "nonfinite_in_row")}
+    run.callbacks.on_checkpoint_begin(run, final=True)
     final = publish_final(run.accelerator, run.model, run.output_dir, doc, run.inputs)
+    run.callbacks.on_checkpoint_saved(run, final, final=True)
     if run.cfg.val.sources:
         try:
-            validate(run)
+            summary = validate(run)
         except Exception as err:  # the weights are safe in final/; report and go on
             log.error(f"final validation failed: {type(err).__name__}: {err}; the final model is in {final}")
+        else:
+            run.callbacks.on_validation(run, summary)
     push(run, final, final=True)
     c, bad = state.counters, state.bad_files
     log.info(f"training done: {state.step} steps on {state.world_size} process(es), {c['nonfinite_steps']} skipped "
@@ -344,4 +368,5 @@ def finish(run: Run) -> Path:
     if run.hub is not None:  # wait (bounded by hub.wait_timeout) for uploads; never raises
         run.hub.finish()
         rotate_checkpoints(run.output_dir, run.cfg.train.keep_checkpoints, protected=run.hub.is_pending)
+    run.callbacks.on_run_end(run, final)
     return final
