@@ -2,6 +2,14 @@ import os
 
 import pytest
 
+# Fixtures shared by test modules in several folders (tests/fixtures/); plain helpers are in tests/helpers/.
+pytest_plugins = [
+    "tests.fixtures.data",
+    "tests.fixtures.models",
+    "tests.fixtures.prediction",
+    "tests.fixtures.evaluation",
+    "tests.fixtures.compare",
+]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")

@@ -1,14 +1,13 @@
 """configs/accelerate/*.yaml: accelerate (1.15) parses them as `accelerate launch --config_file` does,
 every key is one accelerate knows, and the FSDP2 file wraps what its comments say."""
 
-from pathlib import Path
 
 import pytest
 from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
-from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+from accelerate.commands.launch import launch_command_parser
 from accelerate.utils import DistributedType
+from tests.helpers.accelerate import CONFIG_DIR, launch_args
 
-CONFIG_DIR = Path(__file__).parent.parent / "configs" / "accelerate"
 EXPECTED = {
     "ddp.yaml": DistributedType.MULTI_GPU,
     "fsdp2.yaml": DistributedType.FSDP,
@@ -16,10 +15,6 @@ EXPECTED = {
 }
 
 
-def _launch_args(name: str):
-    """The argparse namespace `accelerate launch --config_file <name> train/train.py` works with."""
-    args = launch_command_parser().parse_args(["--config_file", str(CONFIG_DIR / name), "train/train.py"])
-    return _validate_launch_command(args)[0]
 
 
 def test_every_shipped_file_is_tested():
@@ -41,12 +36,12 @@ def test_config_parses_with_accelerates_loader(name):
 
 
 def test_launch_arguments_from_the_files():
-    ddp = _launch_args("ddp.yaml")
+    ddp = launch_args("ddp.yaml")
     assert ddp.multi_gpu and ddp.num_processes == 8 and ddp.mixed_precision == "bf16"
-    ds = _launch_args("deepspeed_zero2.yaml")
+    ds = launch_args("deepspeed_zero2.yaml")
     assert ds.use_deepspeed and ds.zero_stage == 2 and ds.gradient_clipping == 1.0
     assert ds.offload_optimizer_device == "none" and ds.gradient_accumulation_steps == 1
-    fsdp = _launch_args("fsdp2.yaml")
+    fsdp = launch_args("fsdp2.yaml")
     assert fsdp.use_fsdp and fsdp.fsdp_version == 2 and fsdp.fsdp_auto_wrap_policy == "TRANSFORMER_BASED_WRAP"
 
 
@@ -62,9 +57,9 @@ def test_fsdp2_plugin_wraps_the_backbone_blocks_and_no_container(monkeypatch):
 
     from depthpe.model import DepthModel
     from depthpe.run import RunConfig
-    from tests.test_training import MICRO_MODEL
+    from tests.helpers.training import MICRO_MODEL
 
-    for key, value in prepare_multi_gpu_env(_launch_args("fsdp2.yaml")).items():
+    for key, value in prepare_multi_gpu_env(launch_args("fsdp2.yaml")).items():
         monkeypatch.setenv(key, value)
     plugin = FullyShardedDataParallelPlugin()
     assert plugin.fsdp_version == 2 and plugin.reshard_after_forward is True

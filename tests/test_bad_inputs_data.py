@@ -26,7 +26,7 @@ from depthpe.data.format.scene_file import (
     write_index,
 )
 from depthpe.testing import fake_datasets as fake
-from tests.test_check import run_cli, write
+from tests.helpers.check import run_cli, write
 
 
 def _index(split_dir, *names):

@@ -8,7 +8,7 @@ import pytest
 from depthpe.bench.data import raw_decode_rate, stored_images, write_bench_scenes
 from depthpe.cli import main
 from depthpe.data.format.scene_file import SceneReader, read_index
-from tests.test_bench_training import _table
+from tests.helpers.tables import table_rows
 
 
 def test_written_scenes_are_jpeg_scene_files_with_exact_cameras(tmp_path):
@@ -37,7 +37,7 @@ def test_bench_data_on_written_jpeg_scenes_reports_per_worker_and_raw_rates(tmp_
     out = capsys.readouterr().out
     assert "width 42, views (2, 3)" in out and str(tmp_path / "bench" / "train") in out
     raw = float(out.split("one core: ")[1].split(" images/s")[0])
-    rows = _table(out, ("0", "2"))
+    rows = table_rows(out, ("0", "2"))
     assert set(rows) == {"0", "2"}
     for samples_s, images_s, per_worker, s_per_batch, relative, of_raw in rows.values():
         assert 2 <= images_s / samples_s <= 3

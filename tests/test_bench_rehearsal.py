@@ -19,7 +19,7 @@ from depthpe.bench.rehearsal_run import (Events, optimizer_digest, read_events, 
                                          tensor_digest, train_observed)
 from depthpe.cli import main
 from depthpe.config import ConfigError
-from tests.test_training import MICRO_MODEL, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import MICRO_MODEL
 
 TRUE_SIZE_ENV = "DEPTHPE_REHEARSAL_TRUE_SIZE"
 
@@ -61,7 +61,7 @@ def test_digests_see_every_bit():
     assert optimizer_digest(opt) != first
 
 
-def test_resume_restores_what_was_saved(synth_root, tmp_path):  # noqa: F811
+def test_resume_restores_what_was_saved(synth_root, tmp_path):
     out = tmp_path / "run"
     train_observed(micro_spec(synth_root, out, tmp_path / "a.jsonl"))
     first = read_events(tmp_path / "a.jsonl")
@@ -143,7 +143,7 @@ def test_report_table(tmp_path):
 @pytest.mark.slow
 def test_rehearsal_small_scale(tmp_path, monkeypatch):
     """Every stage at the quickstart size, pushing to the local Hub-compatible test server."""
-    from tests.hub_server import FakeHub
+    from tests.helpers.hub_server import FakeHub
 
     with FakeHub(lfs_from=1_000_000, lfs_chunk=4_000_000) as hub:  # the weights take the multipart LFS path
         for key, value in hub.env().items():
@@ -171,7 +171,7 @@ TRUE_WIDTH = ["model.num_blocks=4", "model.head_layers=[0,1,2,3]", "model.backbo
 @pytest.mark.slow
 # in CI: 1 min 45 s on a quiet 2-core machine (the true size itself: test_rehearsal_true_size, opt-in)
 def test_rehearsal_true_width(tmp_path, monkeypatch):
-    from tests.hub_server import FakeHub
+    from tests.helpers.hub_server import FakeHub
 
     with FakeHub(lfs_from=1_000_000, lfs_chunk=64_000_000) as hub:
         for key, value in hub.env().items():
@@ -190,7 +190,7 @@ def test_rehearsal_true_width(tmp_path, monkeypatch):
 @pytest.mark.skipif(not os.environ.get(TRUE_SIZE_ENV), reason=f"true size needs ~20 GB and ~30 min of 2 cores, more "
                     f"than CI gives next to the other slow tests; set {TRUE_SIZE_ENV}=1 to run it")
 def test_rehearsal_true_size(tmp_path, monkeypatch):
-    from tests.hub_server import FakeHub
+    from tests.helpers.hub_server import FakeHub
 
     with FakeHub(lfs_from=10_000_000, lfs_chunk=100_000_000) as hub:
         for key, value in hub.env().items():

@@ -5,7 +5,8 @@ import pytest
 import yaml
 
 from depthpe.cli import main
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.tables import table_rows
+from tests.helpers.training import run_config
 
 
 def write_config(root, tmp_path):
@@ -14,20 +15,12 @@ def write_config(root, tmp_path):
     return path
 
 
-def _table(out: str, first_cells: tuple[str, ...]) -> dict[str, list[float]]:
-    """Rows of a printed markdown table whose first cell is in ``first_cells``: {first cell: numbers}."""
-    rows = {}
-    for line in out.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and cells[0] in first_cells:
-            rows[cells[0]] = [float(c) for c in cells[1:]]
-    return rows
 
 
-def test_bench_data_rows_agree_with_the_view_range(synth_root, tmp_path, capsys):  # noqa: F811
+def test_bench_data_rows_agree_with_the_view_range(synth_root, tmp_path, capsys):
     assert main(["bench", "data", "--config", str(write_config(synth_root, tmp_path)), "--workers", "0", "1",
                  "--batches", "3"]) == 0
-    rows = _table(capsys.readouterr().out, ("0", "1"))
+    rows = table_rows(capsys.readouterr().out, ("0", "1"))
     assert set(rows) == {"0", "1"}
     for samples_s, images_s, per_worker, s_per_batch, relative in rows.values():
         assert 2 <= images_s / samples_s <= 3  # images per sample = S, drawn from data.views = [2, 3]
@@ -37,11 +30,11 @@ def test_bench_data_rows_agree_with_the_view_range(synth_root, tmp_path, capsys)
     assert rows["0"][4] == 1.0 and (a - half) / (b + half) - 0.005 <= rows["1"][4] <= (a + half) / (b - half) + 0.005
 
 
-def test_bench_train_parts_shares_and_throughput_agree(synth_root, tmp_path, capsys):  # noqa: F811
+def test_bench_train_parts_shares_and_throughput_agree(synth_root, tmp_path, capsys):
     assert main(["bench", "train", "--config", str(write_config(synth_root, tmp_path)), "--steps", "2",
                  "--num-workers", "0"]) == 0
     out = capsys.readouterr().out
-    parts = _table(out, ("data", "forward", "backward", "optimizer", "total"))
+    parts = table_rows(out, ("data", "forward", "backward", "optimizer", "total"))
     assert set(parts) == {"data", "forward", "backward", "optimizer", "total"}
     total = parts["total"][0]
     for name in ("data", "forward", "backward", "optimizer"):

@@ -16,7 +16,7 @@ from depthpe.cli import main
 from depthpe.config import ConfigError
 from depthpe.data.synth import generate_scene
 from depthpe.data.cameras import FrameCamera, find_camera, match_cameras, write_json_cameras
-from tests.test_predict import micro_model
+from tests.helpers.training import micro_model
 
 H, W = 32, 40
 

@@ -1,30 +1,19 @@
-import argparse
 import json
 
 import numpy as np
 import pytest
 
-from depthpe.commands import check as check_cmd
 from depthpe.data.format.check import check_root, check_scene
-from depthpe.data.format.scene_file import read_index, write_index, write_scene
+from depthpe.data.format.scene_file import read_index, write_index
 from depthpe.geometry import invert_w2c
-from tests.scenes import plane_scene
+from tests.helpers.scenes import plane_scene
 
 import torch
+from tests.helpers.check import run_cli, write
 
 
-def write(split_dir, name, sc=None, **overrides):
-    sc = sc or plane_scene(4, 30, 40, seed=1)
-    kw = dict(images=sc["images"], depth=sc["depth"], K=sc["K"], w2c=sc["w2c"], dataset="toy",
-              scene_id=name, split="train", metric=False, depth_units="scene")
-    kw.update(overrides)
-    return write_scene(split_dir / f"{name}.h5", **kw)
 
 
-def run_cli(argv):
-    p = argparse.ArgumentParser()
-    check_cmd.add_arguments(p)
-    return check_cmd.run(p.parse_args(argv))
 
 
 def test_consistent_scene_passes_with_tiny_disagreement(tmp_path):

@@ -23,7 +23,7 @@ from depthpe.data.synth import (
     render_views,
 )
 from depthpe.testing import fake_datasets as fake
-from tests.scenes import plane_scene
+from tests.helpers.scenes import plane_scene
 
 
 def ring_scene(seed: int, views: int = 6, height: int = 48, width: int = 64) -> dict:

@@ -19,7 +19,7 @@ import pytest
 from depthpe.cli import main
 from depthpe.run import dump_run_config
 from depthpe.run.disk_space import format_bytes, space_error
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import run_config
 
 Usage = namedtuple("Usage", "total used free")
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from depthpe.cli import main
-from tests.test_training import MICRO_MODEL, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import MICRO_MODEL
 
 
 def make_run(root, name, pe, seed):

@@ -16,6 +16,7 @@ import torch
 
 from depthpe import DepthModel
 from depthpe.pe import available_encodings
+from tests.helpers.inputs import moving_camera_inputs
 
 COMPILED_ENCODINGS = list(available_encodings())
 # Explained without the ``slow`` marker (one case keeps the property in every quick run).
@@ -30,20 +31,6 @@ def _model(global_pe: str, checkpointing: bool) -> DepthModel:
     return DepthModel.from_preset("tiny", **config).train()
 
 
-def _inputs(B: int = 1, S: int = 2, H: int = 14, W: int = 28):
-    """images (B,S,3,H,W) in [0,1]; K (B,S,3,3) pixels; w2c (B,S,4,4) normalized OpenCV
-    world-to-camera (view 0 identity, the others rotated about y and translated)."""
-    g = torch.Generator().manual_seed(0)
-    images = torch.rand(B, S, 3, H, W, generator=g)
-    K = torch.tensor([[20.0, 0, W / 2 - 0.5], [0, 18.0, H / 2 - 0.5], [0, 0, 1]]).expand(B, S, 3, 3).clone()
-    w2c = torch.eye(4).expand(B, S, 4, 4).clone()
-    for s in range(1, S):
-        a = 0.3 * s
-        w2c[:, s, 0, 0] = w2c[:, s, 2, 2] = torch.cos(torch.tensor(a))
-        w2c[:, s, 0, 2] = torch.sin(torch.tensor(a))
-        w2c[:, s, 2, 0] = -torch.sin(torch.tensor(a))
-        w2c[:, s, :3, 3] = torch.tensor([0.8, -0.1, 0.2]) * s
-    return images, K, w2c
 
 
 def _cases():
@@ -61,7 +48,7 @@ def test_every_preset_encoding_is_covered():
 def test_training_forward_has_no_graph_breaks(global_pe, checkpointing):
     torch._dynamo.reset()
     model = _model(global_pe, checkpointing)
-    explained = torch._dynamo.explain(model)(*_inputs())
+    explained = torch._dynamo.explain(model)(*moving_camera_inputs())
     reasons = [str(b.reason).splitlines()[0] for b in explained.break_reasons]
     assert explained.graph_break_count == 0, reasons
     assert explained.graph_count == 1
@@ -79,7 +66,7 @@ def test_other_modes_and_pairs_have_no_graph_breaks(global_pe, pe_options, train
     torch.manual_seed(0)
     model = DepthModel.from_preset("tiny", global_pe=global_pe, pe_options=pe_options, num_blocks=2,
                                    head_layers=[0, 0, 1, 1], gradient_checkpointing=True).train(training)
-    explained = torch._dynamo.explain(model)(*_inputs())
+    explained = torch._dynamo.explain(model)(*moving_camera_inputs())
     assert explained.graph_break_count == 0, [str(b.reason).splitlines()[0] for b in explained.break_reasons]
 
 
@@ -100,7 +87,7 @@ def test_compiled_training_step_matches_eager(global_pe):
     every gradient to 1e-5 of the largest gradient."""
     torch._dynamo.reset()
     model = _model(global_pe, checkpointing=True)
-    inputs = _inputs()
+    inputs = moving_camera_inputs()
     ref_out, ref_grads = _loss_and_grads(model, model, inputs)
     compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     out, grads = _loss_and_grads(model, compiled, inputs)

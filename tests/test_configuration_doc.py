@@ -13,7 +13,7 @@ import yaml
 
 from depthpe.model.config import PRESETS, DepthModelConfig
 from depthpe.run.schema import RunConfig
-from tests.test_run_config import BAD_CONFIGS
+from tests.helpers.bad_configs import BAD_CONFIGS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 

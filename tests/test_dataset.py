@@ -298,7 +298,7 @@ def test_nearest_view_selection_draws_close_cameras(tmp_path):
     from depthpe.data.sampling import SampleKey
     from depthpe.data.format.scene_file import write_index, write_scene
     from depthpe.geometry import camera_centers
-    from tests.scenes import plane_scene
+    from tests.helpers.scenes import plane_scene
 
     sc = plane_scene(12, 28, 28, seed=3)
     split = tmp_path / "ring" / "train"

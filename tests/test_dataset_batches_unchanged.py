@@ -18,7 +18,7 @@ from depthpe.data.dataset import MultiViewDataset, build_train_loader, collate
 from depthpe.data.sampling import DynamicBatchSampler
 from depthpe.data.format.scene_file import SceneReader, write_index, write_scene
 from depthpe.geometry import normalize_scene
-from tests.scenes import plane_scene
+from tests.helpers.scenes import plane_scene
 
 
 def _reference_sample(reader, frames, out_hw, rng, crop_scale, jitter, min_valid_fraction):

@@ -25,7 +25,7 @@ from depthpe.run.building import deepspeed_cpu_backend, fit_deepspeed_config
 from depthpe.run.distributed import process_group_kwargs
 from depthpe.run.checkpoints import checkpoint_problem
 from depthpe.run.trainer import train
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import run_config
 
 DS_FILE = Path(__file__).parent.parent / "configs" / "accelerate" / "deepspeed_zero2.yaml"
 
@@ -108,7 +108,7 @@ def _launch_deepspeed(config: Path, tmp: Path, *extra: str) -> str:
 
 
 @pytest.mark.slow
-def test_deepspeed_zero2_two_cpu_processes_checkpoint_resume_and_match_one_process(synth_root, tmp_path):  # noqa: F811
+def test_deepspeed_zero2_two_cpu_processes_checkpoint_resume_and_match_one_process(synth_root, tmp_path):
     pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (not a depthpe dependency, not in CI): "
                                             "pip install deepspeed transformers")
     pytest.importorskip("transformers", reason="accelerate's DeepSpeed path imports transformers: pip install transformers")

@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 
 from depthpe.run import dump_run_config
 from depthpe.run.trainer import train
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import run_config
 
 TRAIN_PY = Path(__file__).parent.parent / "train" / "train.py"
 pytestmark = pytest.mark.slow  # every test uses the 2-process accelerate launch run
@@ -68,7 +68,7 @@ def _config(root, out, **train_overrides):
 
 
 @pytest.fixture(scope="module")
-def two_procs(synth_root, tmp_path_factory):  # noqa: F811
+def two_procs(synth_root, tmp_path_factory):
     """Run train/train.py with 2 CPU processes; returns (output_dir, combined log text)."""
     tmp = tmp_path_factory.mktemp("ddp")
     out = tmp / "run"
@@ -124,7 +124,7 @@ def test_files_written_once_and_every_rank_saves_its_rng_state(two_procs):
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_0000002"]
 
 
-def test_matches_one_process_with_the_same_global_batch(two_procs, synth_root, tmp_path, monkeypatch):  # noqa: F811
+def test_matches_one_process_with_the_same_global_batch(two_procs, synth_root, tmp_path, monkeypatch):
     """2 processes x B == 1 process x 2 micro-batches of B: the same samples, the same loss
     normalisation, the same learning rate per step, so the same weights (on this CPU even
     bit-identical; the test allows 1e-6). Half the global batch gives clearly different weights."""

@@ -43,7 +43,7 @@ def test_make_accelerator_uses_the_configured_timeout(tmp_path, monkeypatch):
     import accelerate
 
     from depthpe.run.trainer import make_accelerator
-    from tests.test_training import run_config
+    from tests.helpers.training import run_config
 
     seen = {}
     real = accelerate.Accelerator.__init__

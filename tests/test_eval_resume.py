@@ -15,7 +15,6 @@ import pytest
 
 import depthpe.evaluation.loop as evaluation
 from depthpe.eval import main
-from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
 
 SCENES = 5
 ARGS = ["--views", "3", "--image-width", "42", "--panels", "2", "--worst", "3", "--num-workers", "0", "--cpu"]
@@ -32,7 +31,7 @@ def data(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference(data, saved_model, tmp_path_factory):  # noqa: F811
+def reference(data, saved_model, tmp_path_factory):
     """The outputs of an uninterrupted evaluation, with one thread like every run compared with it (a
     module fixture is made before the function-level thread reset of conftest.py)."""
     import torch
@@ -78,7 +77,7 @@ def _interrupt(data, model, out, monkeypatch, after: int) -> None:
 
 
 def test_an_interrupted_evaluation_resumes_and_writes_the_same_files(data, saved_model, reference, tmp_path,
-                                                                     monkeypatch, capsys):  # noqa: F811
+                                                                     monkeypatch, capsys):
     out = tmp_path / "eval"
     _interrupt(data, saved_model, out, monkeypatch, after=2)
     with open(out / "partial" / "scenes.0.jsonl", "a") as f:
@@ -94,7 +93,7 @@ def test_an_interrupted_evaluation_resumes_and_writes_the_same_files(data, saved
     assert not (out / "partial").exists()
 
 
-def test_a_killed_evaluation_resumes(data, saved_model, reference, tmp_path):  # noqa: F811
+def test_a_killed_evaluation_resumes(data, saved_model, reference, tmp_path):
     """SIGKILL of a real `depthpe eval` process once 2 scenes are kept; the rerun finishes the rest."""
     out = tmp_path / "eval"
     slow = ("import sys, time, depthpe.evaluation.loop as e; p = e.scene_prediction; "
@@ -117,7 +116,7 @@ def test_a_killed_evaluation_resumes(data, saved_model, reference, tmp_path):  #
 
 
 def test_other_settings_are_an_error_and_restart_starts_over(data, saved_model, reference, tmp_path,
-                                                            monkeypatch, capsys):  # noqa: F811
+                                                            monkeypatch, capsys):
     out = tmp_path / "eval"
     _interrupt(data, saved_model, out, monkeypatch, after=1)
     capsys.readouterr()
@@ -140,7 +139,7 @@ def test_other_settings_are_an_error_and_restart_starts_over(data, saved_model, 
     assert _files(out) == _files(reference)
 
 
-def test_a_complete_evaluation_is_not_redone(data, saved_model, reference, tmp_path, monkeypatch, capsys):  # noqa: F811
+def test_a_complete_evaluation_is_not_redone(data, saved_model, reference, tmp_path, monkeypatch, capsys):
     import shutil
 
     out = tmp_path / "eval"
@@ -155,7 +154,7 @@ def test_a_complete_evaluation_is_not_redone(data, saved_model, reference, tmp_p
 
 
 @pytest.mark.slow
-def test_two_processes_resume_one_process_run(data, saved_model, reference, tmp_path, monkeypatch):  # noqa: F811
+def test_two_processes_resume_one_process_run(data, saved_model, reference, tmp_path, monkeypatch):
     """The finished scenes of a one-process run are skipped by a 2-process rerun (accelerate launch,
     gloo on CPU), which splits the others and writes the same numbers."""
     import json
@@ -183,7 +182,7 @@ def test_two_processes_resume_one_process_run(data, saved_model, reference, tmp_
 
 
 
-def test_unreadable_partial_settings_are_an_error(data, saved_model, tmp_path, capsys):  # noqa: F811
+def test_unreadable_partial_settings_are_an_error(data, saved_model, tmp_path, capsys):
     out = tmp_path / "eval"
     (out / "partial").mkdir(parents=True)
     (out / "partial" / "settings.json").write_text("{")  # cut short

@@ -7,19 +7,8 @@ import torch
 from depthpe.evaluation.loop import discover_sources, evaluate
 from depthpe.eval import main
 from depthpe.metrics import BASELINE_MODES, MODES
-from tests.test_training import MICRO_MODEL, synth_root  # noqa: F401 (fixture)
 
 
-@pytest.fixture(scope="module")
-def saved_model(tmp_path_factory):
-    from depthpe.model import DepthModel
-    from depthpe.run import RunConfig
-
-    torch.manual_seed(0)
-    model = DepthModel(RunConfig.from_dict({"model": dict(MICRO_MODEL)}).model_config())
-    path = tmp_path_factory.mktemp("model")
-    model.save_pretrained(path)
-    return path
 
 
 def test_evaluate_script_writes_all_files(synth_root, saved_model, tmp_path, capsys):
@@ -122,7 +111,7 @@ def _close(a, b, tol=1e-6):
     return a == b
 
 
-def test_unusable_scene_is_reported_not_fatal(synth_root, saved_model, tmp_path):  # noqa: F811
+def test_unusable_scene_is_reported_not_fatal(synth_root, saved_model, tmp_path):
     import shutil
 
     root = tmp_path / "data"
@@ -135,7 +124,7 @@ def test_unusable_scene_is_reported_not_fatal(synth_root, saved_model, tmp_path)
     assert result.summary["synth"]["native"]["n_scenes"] == 1
 
 
-def test_eval_defaults_to_the_width_the_model_was_trained_at(synth_root, saved_model, tmp_path, capsys):  # noqa: F811
+def test_eval_defaults_to_the_width_the_model_was_trained_at(synth_root, saved_model, tmp_path, capsys):
     import shutil
 
     from depthpe.model.training_inputs import TrainingInputs, write_training_inputs

@@ -15,13 +15,11 @@ import pytest
 
 from depthpe.data.format.scene_file import write_index
 from depthpe.eval import main
-from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
-from tests.test_training import synth_root  # noqa: F401 (fixture)
 
 ARGS = ["--image-width", "42", "--panels", "0", "--num-workers", "0", "--cpu"]
 
 
-def _data(tmp_path, synth_root, empty=("hollow",)):  # noqa: F811
+def _data(tmp_path, synth_root, empty=("hollow",)):
     """A root with the synth val split and empty val splits for the names in ``empty``."""
     root = tmp_path / "data"
     shutil.copytree(synth_root / "synth" / "val", root / "synth" / "val")
@@ -34,7 +32,7 @@ def _eval(root, model, out, *extra):
     return main(["--model", str(model), "--data", str(root), "--out", str(out), *ARGS, *extra])
 
 
-def test_empty_split_or_dataset_is_an_error(synth_root, saved_model, tmp_path, capsys):  # noqa: F811
+def test_empty_split_or_dataset_is_an_error(synth_root, saved_model, tmp_path, capsys):
     root = _data(tmp_path, synth_root)
     assert _eval(root, saved_model, tmp_path / "o1", "--datasets", "hollow") == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -48,7 +46,7 @@ def test_empty_split_or_dataset_is_an_error(synth_root, saved_model, tmp_path, c
     assert "--views must be at least 2" in capsys.readouterr().err
 
 
-def test_an_empty_dataset_found_next_to_others_is_skipped_with_a_warning(synth_root, saved_model, tmp_path,  # noqa: F811
+def test_an_empty_dataset_found_next_to_others_is_skipped_with_a_warning(synth_root, saved_model, tmp_path,
                                                                          capsys):
     root = _data(tmp_path, synth_root)
     assert _eval(root, saved_model, tmp_path / "out", "--views", "3") == 0
@@ -56,7 +54,7 @@ def test_an_empty_dataset_found_next_to_others_is_skipped_with_a_warning(synth_r
     assert "warning: skipping dataset 'hollow'" in out and "| synth | native |" in out
 
 
-def test_all_scenes_unusable_is_an_error(synth_root, saved_model, tmp_path, capsys):  # noqa: F811
+def test_all_scenes_unusable_is_an_error(synth_root, saved_model, tmp_path, capsys):
     root = _data(tmp_path, synth_root, empty=())
     for path in (root / "synth" / "val").glob("*.h5"):
         path.write_bytes(b"not an hdf5 file")
@@ -66,7 +64,7 @@ def test_all_scenes_unusable_is_an_error(synth_root, saved_model, tmp_path, caps
     assert captured.err.splitlines()[-1].startswith("error: no scene could be evaluated: all 2 were skipped")
 
 
-def test_more_views_than_frames_warns_and_records_the_views_used(synth_root, saved_model, tmp_path,  # noqa: F811
+def test_more_views_than_frames_warns_and_records_the_views_used(synth_root, saved_model, tmp_path,
                                                                  capsys):
     out = tmp_path / "out"
     assert _eval(synth_root, saved_model, out, "--views", "6") == 0  # the scenes have 4 frames
@@ -79,7 +77,7 @@ def test_more_views_than_frames_warns_and_records_the_views_used(synth_root, sav
         assert {row["views"] for row in csv.DictReader(f)} == {"4"}
 
 
-def test_bf16_runs_and_keeps_the_views(synth_root, saved_model, tmp_path, capsys):  # noqa: F811
+def test_bf16_runs_and_keeps_the_views(synth_root, saved_model, tmp_path, capsys):
     assert _eval(synth_root, saved_model, tmp_path / "fp32", "--views", "3") == 0
     assert _eval(synth_root, saved_model, tmp_path / "bf16", "--views", "3", "--dtype", "bf16") == 0
     assert "bf16 autocast" in capsys.readouterr().out
@@ -115,7 +113,7 @@ def _strict_json(path) -> dict:
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
-def test_a_scene_without_valid_depth_is_skipped_and_counted(synth_root, saved_model, tmp_path, capsys):  # noqa: F811
+def test_a_scene_without_valid_depth_is_skipped_and_counted(synth_root, saved_model, tmp_path, capsys):
     root = _data(tmp_path, synth_root, empty=())
     _set_depth(root / "synth" / "val" / "val_000000.h5", range(4), None)
     assert _eval(root, saved_model, tmp_path / "out", "--views", "3") == 0
@@ -135,7 +133,7 @@ def test_a_scene_without_valid_depth_is_skipped_and_counted(synth_root, saved_mo
     assert _strict_json(tmp_path / "out2" / "summary.json")["summary"] == {}
 
 
-def test_a_scene_with_one_valid_pixel_is_skipped(synth_root, saved_model, tmp_path, capsys):  # noqa: F811
+def test_a_scene_with_one_valid_pixel_is_skipped(synth_root, saved_model, tmp_path, capsys):
     root = _data(tmp_path, synth_root, empty=())
     _set_depth(root / "synth" / "val" / "val_000000.h5", range(4), 1)
     assert _eval(root, saved_model, tmp_path / "out", "--views", "3") == 0
@@ -150,7 +148,7 @@ def test_a_scene_with_one_valid_pixel_is_skipped(synth_root, saved_model, tmp_pa
         assert [f["scene"] for f in doc["failures"]] == ["synth/val_000000"]
 
 
-def test_images_with_too_little_valid_depth_are_left_out_of_a_scene(synth_root, saved_model, tmp_path):  # noqa: F811
+def test_images_with_too_little_valid_depth_are_left_out_of_a_scene(synth_root, saved_model, tmp_path):
     root = _data(tmp_path, synth_root, empty=())
     _set_depth(root / "synth" / "val" / "val_000000.h5", [1, 2, 3], 1)  # frame 0 keeps its depth
     assert _eval(root, saved_model, tmp_path / "out", "--views", "4") == 0
@@ -165,7 +163,7 @@ def test_images_with_too_little_valid_depth_are_left_out_of_a_scene(synth_root, 
                                                                             (3, False)]
 
 
-def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):  # noqa: F811
+def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):
     """Validation during training logs and records ``evaluate``'s summary: it must hold finite
     values only, also when scenes and images are skipped."""
     import torch
@@ -174,7 +172,7 @@ def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):  # noqa: F8
     from depthpe.evaluation.loop import evaluate, format_summary
     from depthpe.model import DepthModel
     from depthpe.run import RunConfig
-    from tests.test_training import MICRO_MODEL
+    from tests.helpers.training import MICRO_MODEL
 
     root = _data(tmp_path, synth_root, empty=())
     _set_depth(root / "synth" / "val" / "val_000000.h5", range(4), None)

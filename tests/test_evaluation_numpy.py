@@ -5,29 +5,18 @@ the AbsRel that NumPy computes for it (per image, then per scene, then over scen
 
 import numpy as np
 import pytest
-import torch
 
 from depthpe.data.dataset import SceneEvalDataset
 from depthpe.evaluation.loop import discover_sources, evaluate
-from tests.test_training import synth_root  # noqa: F401 (fixture)
+from tests.helpers.models import GroundTruthModel
 
 VIEWS, WIDTH = 3, 42
 
 
-class GroundTruthModel(torch.nn.Module):
-    """Returns ``factor`` x the normalized GT of the scene it is called for (in evaluation order)."""
-
-    def __init__(self, gts: list[torch.Tensor], factor: float):
-        super().__init__()
-        self.p = torch.nn.Parameter(torch.zeros(1))
-        self.queue, self.factor = list(gts), factor
-
-    def forward(self, images, K, w2c):
-        return {"depth": self.queue.pop(0) * self.factor}
 
 
 @pytest.fixture(scope="module")
-def scenes(synth_root):  # noqa: F811
+def scenes(synth_root):
     sources = discover_sources(synth_root, "val")
     ds = SceneEvalDataset(sources, views=VIEWS, image_width=WIDTH)
     return sources, [ds[i] for i in range(len(ds))]

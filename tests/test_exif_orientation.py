@@ -19,7 +19,7 @@ from depthpe.data.synth import generate_scene
 from depthpe.data.cameras import FrameCamera, fit_camera, write_json_cameras
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
 from depthpe.testing.captures import read_scene_frames
-from tests.test_predict import micro_model
+from tests.helpers.training import micro_model
 
 H, W, VIEWS = 42, 56, 4  # the sensor grid (landscape); displayed upright it is 56 high, 42 wide
 PORTRAIT = 6  # EXIF orientation: rotate 90 degrees clockwise to display

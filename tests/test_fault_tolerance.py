@@ -27,7 +27,7 @@ from depthpe.run import dump_run_config
 from depthpe.run.checkpoints import find_checkpoint
 from depthpe.run.trainer import train
 from depthpe.train import main
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import run_config
 
 STEPS = 5  # checkpoints after steps 2 and 4
 CAMERA_SEED = 7  # a seed whose first 3 steps draw every scene of CAMERA_BAD
@@ -49,7 +49,7 @@ def _assert_equal(a: dict, b: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(synth_root, tmp_path_factory):  # noqa: F811
+def reference(synth_root, tmp_path_factory):
     """Final weights of the uninterrupted run."""
     return _weights(train(_config(synth_root, tmp_path_factory.mktemp("ref") / "run")))
 
@@ -108,7 +108,7 @@ def _run_killed(tmp_path: Path, cfg, fault, arg: int) -> Path:
     return config
 
 
-def test_sigkill_mid_run_then_resume_latest_is_bit_exact(synth_root, reference, tmp_path):  # noqa: F811
+def test_sigkill_mid_run_then_resume_latest_is_bit_exact(synth_root, reference, tmp_path):
     out = tmp_path / "run"
     config = _run_killed(tmp_path, _config(synth_root, out), _kill_at_loss_call, 4)  # during step 4
     assert find_checkpoint(out, "latest").name == "step_0000002"
@@ -118,7 +118,7 @@ def test_sigkill_mid_run_then_resume_latest_is_bit_exact(synth_root, reference, 
     assert json.loads((out / "final" / "trainer_state.json").read_text())["step"] == STEPS
 
 
-def test_kill_during_checkpoint_save_keeps_previous_checkpoint(synth_root, reference, tmp_path, capsys):  # noqa: F811
+def test_kill_during_checkpoint_save_keeps_previous_checkpoint(synth_root, reference, tmp_path, capsys):
     out = tmp_path / "run"
     config = _run_killed(tmp_path, _config(synth_root, out), _kill_after_state_save, 2)  # saving step 4
     partial = out / "checkpoints" / ".tmp_step_0000004"
@@ -193,7 +193,7 @@ def _signal_group_at_step(tmp_path: Path, prefix: list[str], argv: list[str], si
 @pytest.mark.slow
 @pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
 def test_stop_signal_to_the_process_group_checkpoints_that_step_and_resumes_exactly(
-        synth_root, reference, tmp_path, signum, status):  # noqa: F811
+        synth_root, reference, tmp_path, signum, status):
     """Pre-emption as schedulers do it: the signal reaches the training process and its 2 loader
     workers at once, during step 3 (between the periodic checkpoints of steps 2 and 4). The workers
     leave it to the main process, which finishes the step, writes step_3, prints one line and exits
@@ -225,7 +225,7 @@ def _pid_namespaces_work() -> bool:
 
 
 @pytest.mark.slow
-def test_a_run_killed_in_a_container_resumes_with_the_same_command(synth_root, reference, tmp_path):  # noqa: F811
+def test_a_run_killed_in_a_container_resumes_with_the_same_command(synth_root, reference, tmp_path):
     """A container restart: the run is PID 1 of a fresh PID namespace on the same host, is SIGKILLed
     during step 3, and the same command (``--resume auto``) in a new namespace, where it is PID 1
     again, takes the lock over instead of taking "pid 1 is alive" for the old run, and resumes."""
@@ -400,7 +400,7 @@ def test_invalid_cameras_make_a_file_unusable_in_training_and_evaluation(camera_
     assert result.summary["synth"]["native"]["n_scenes"] == 1
 
 
-def test_nonfinite_gradients_skip_the_step(synth_root, tmp_path, monkeypatch):  # noqa: F811
+def test_nonfinite_gradients_skip_the_step(synth_root, tmp_path, monkeypatch):
     """A finite loss whose gradient is NaN (0 * d sqrt(x)/dx at x = 0) skips exactly that step (had
     the optimizer stepped with those gradients, every trained weight would be NaN)."""
     import depthpe.run.losses as losses

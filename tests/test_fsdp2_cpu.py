@@ -34,9 +34,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.helpers.accelerate import launch_args
+from tests.helpers.training import MICRO_MODEL, run_config
 
-from tests.test_accelerate_configs import _launch_args
-from tests.test_training import MICRO_MODEL, run_config, synth_root  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow  # spawns fresh Python processes
 
@@ -64,7 +64,7 @@ def _fsdp_launch_env() -> dict[str, str]:
     each process (``FullyShardedDataParallelPlugin()`` reads its settings from them)."""
     from accelerate.utils.launch import prepare_multi_gpu_env
 
-    env = prepare_multi_gpu_env(_launch_args("fsdp2.yaml"))
+    env = prepare_multi_gpu_env(launch_args("fsdp2.yaml"))
     return {k: v for k, v in env.items() if k.startswith("FSDP_")}
 
 
@@ -223,7 +223,7 @@ def _spawn(world: int, job: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(synth_root, tmp_path_factory):  # noqa: F811
+def runs(synth_root, tmp_path_factory):
     """{"fsdp_clean": [rank 0, rank 1], "fsdp_nan": [...], "one_whole": [the 1-process run], ...}."""
     out = tmp_path_factory.mktemp("fsdp2")
     job = {"root": str(synth_root), "out": str(out), "fsdp_env": _fsdp_launch_env()}
@@ -303,7 +303,7 @@ def test_nonfinite_step_on_one_rank_is_skipped_on_every_rank(runs):
     assert _max_diff(runs["fsdp_nan"][0]["full"], runs["one_accum_nan"][0]["full"]) <= 1e-6
 
 
-def test_gathered_state_dict_loads_strictly_and_backbone_is_untouched(runs, synth_root):  # noqa: F811
+def test_gathered_state_dict_loads_strictly_and_backbone_is_untouched(runs, synth_root):
     """(c) The gathered full state dict loads into a fresh DepthModel with ``load_weights(strict=True)``
     (what export does), and the frozen backbone equals the initial one."""
     from depthpe.run.building import build_model

@@ -1,4 +1,4 @@
-"""Hub pushes against a loopback fake Hub (tests/hub_server.py): nothing leaves the machine.
+"""Hub pushes against a loopback fake Hub (tests/helpers/hub_server.py): nothing leaves the machine.
 
 Subprocesses (training, eval/evaluate.py) get HF_ENDPOINT in their environment; in-process code is
 pointed at the server by patching ``huggingface_hub.constants`` (read at import time).
@@ -18,23 +18,19 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from tests.hub_server import FakeHub
-from tests.test_training import run_config
+from tests.helpers.hub_server import FakeHub
 
 from depthpe.hub.pusher import HubPusher, resolve_model_folder, step_tag
-from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
 from depthpe.hub.card import CARD_MODES, CardInfo, card_metadata, render_model_card
-from depthpe.run.loading import dump_run_config
 from depthpe.run.pushes import TrainingPushes, card_training
 from depthpe.run.validation import VAL_SUMMARY_NAME, read_val_summary, write_val_summary
-from depthpe.run.schema import RunConfig
 from depthpe.run.checkpoints import rotate_checkpoints as _rotate_checkpoints
+from tests.helpers.training import run_config
+from tests.helpers.hub import INPUTS, SUMMARY, TOKEN, hand_made_run, model_folder, point_in_process, typed_run_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TOKEN = "hf_secret_TOKEN_1234567890"
 REPO = "alice/depth-run"
 MODEL_FILES = ("config.json", "model.safetensors", "README.md")
-INPUTS = TrainingInputs(image_width=84, aspect=(0.5, 1.0), views=(4, 8))
 
 
 def _front_matter(card: str) -> dict:
@@ -42,37 +38,10 @@ def _front_matter(card: str) -> dict:
     return yaml.safe_load(card.split("---\n")[1])
 
 
-def _point_in_process(monkeypatch, hub: FakeHub, cache: Path) -> None:
-    """Point this process's huggingface_hub at ``hub`` (online, fake token, private cache)."""
-    from huggingface_hub import constants
-
-    monkeypatch.setattr(constants, "ENDPOINT", hub.url)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
 
 
-def _model_folder(path: Path, seed: int = 0, inputs: TrainingInputs | None = None) -> Path:
-    """A fake exported model folder (random bytes as weights); ``inputs``: also training_inputs.json."""
-    path.mkdir(parents=True)
-    g = torch.Generator().manual_seed(seed)
-    (path / "config.json").write_text(json.dumps({"global_pe": "prope", "embed_dim": 32}))
-    (path / "model.safetensors").write_bytes(torch.randint(0, 256, (3000,), generator=g, dtype=torch.uint8).numpy().tobytes())
-    (path / "README.md").write_text("---\nlicense: apache-2.0\n---\ncard\n")
-    if inputs is not None:
-        write_training_inputs(path, inputs)
-    return path
 
 
-def _typed_run_config(*overrides: str, sources=None) -> RunConfig:
-    """A ``RunConfig`` as training would have it (local paths in it, hub section set)."""
-    sources = sources or [{"name": "co3d", "root": "/home/alice/data", "split": "train", "weight": 1.0},
-                          {"name": "mega", "dataset": "megasynth", "root": "/d", "split": "train"}]
-    doc = {"output_dir": "/home/alice/runs/x", "seed": 3, "model": {"preset": "tiny", "global_pe": "prope"},
-           "data": {"sources": sources, "views": [2, 8], "image_width": 518},
-           "optim": {"lr": 1e-4, "schedule": "constant"}, "train": {"steps": 240000}, "hub": {"repo_id": "alice/x"}}
-    return RunConfig.from_dict(doc, overrides)
 
 
 # ------------------------------------------------------------------------------- pusher, in-process
@@ -85,7 +54,7 @@ def online(monkeypatch):
 
 
 def test_pusher_retries_with_backoff_protects_folder_and_lands_byte_identical(tmp_path, online):
-    folder = _model_folder(tmp_path / "ckpt" / "model")
+    folder = model_folder(tmp_path / "ckpt" / "model")
     logs = []
     with FakeHub(fail={"commit": 2}) as hub:
         pusher = HubPusher(REPO, private=True, endpoint=hub.url, token=TOKEN, retries=3, retry_delay=0.2,
@@ -117,7 +86,7 @@ def test_pusher_retries_with_backoff_protects_folder_and_lands_byte_identical(tm
 def test_pusher_gives_up_without_raising_and_keeps_serving(tmp_path, monkeypatch):
     from huggingface_hub import constants
 
-    folder = _model_folder(tmp_path / "m")
+    folder = model_folder(tmp_path / "m")
     logs = []
     offline = HubPusher(REPO, endpoint="http://127.0.0.1:9", token=TOKEN, retries=5, retry_delay=10, log=logs.append)
     handle = offline.push(folder)  # HF_HUB_OFFLINE=1 (conftest): fails at once, no retries, says why
@@ -157,8 +126,8 @@ def test_rotation_spares_checkpoints_whose_upload_is_pending(tmp_path):
 
 
 def test_push_uploads_training_inputs_json_when_the_folder_has_one(tmp_path, online):
-    with_inputs = _model_folder(tmp_path / "a", inputs=INPUTS)
-    without = _model_folder(tmp_path / "b", seed=1)
+    with_inputs = model_folder(tmp_path / "a", inputs=INPUTS)
+    without = model_folder(tmp_path / "b", seed=1)
     with FakeHub() as hub:
         pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=0, log=lambda line: None)
         first = pusher.push(with_inputs, paths_in_repo=("checkpoints/step_0000001", ""), tag="t1")
@@ -173,7 +142,7 @@ def test_push_uploads_training_inputs_json_when_the_folder_has_one(tmp_path, onl
 
 
 def test_a_failed_tag_is_retried_without_a_second_commit(tmp_path, online):
-    folder = _model_folder(tmp_path / "m")
+    folder = model_folder(tmp_path / "m")
     with FakeHub(fail={"tag": 1}) as hub:
         pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=2, retry_delay=0.01, log=lambda line: None)
         handle = pusher.push(folder, tag="v1")
@@ -183,7 +152,7 @@ def test_a_failed_tag_is_retried_without_a_second_commit(tmp_path, online):
 
 
 def test_abandon_cancels_queued_uploads_and_stops_retrying(tmp_path, online):
-    first_dir, second_dir = _model_folder(tmp_path / "a"), _model_folder(tmp_path / "b", seed=1)
+    first_dir, second_dir = model_folder(tmp_path / "a"), model_folder(tmp_path / "b", seed=1)
     with FakeHub(hold_commits=True) as hub:
         pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=5, retry_delay=60, log=lambda line: None)
         first, second = pusher.push(first_dir), pusher.push(second_dir)
@@ -237,9 +206,9 @@ def _wait_until(condition, limit: float) -> bool:
 def test_push_command_returns_when_the_hub_never_answers(tmp_path, monkeypatch, capsys):
     from depthpe.cli import main
 
-    run = _hand_made_run(tmp_path)
+    run = hand_made_run(tmp_path)
     with FakeHub(stall=True) as hub:
-        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
         rc, seconds = _bounded(lambda: main(["push", str(run), "--repo-id", "bob/x", "--timeout", "1"]), 30)
         assert hub.stalled == 1 and not hub.repos  # the first request hung; nothing was retried
     out = capsys.readouterr().out
@@ -250,11 +219,11 @@ def test_push_command_returns_when_the_hub_never_answers(tmp_path, monkeypatch, 
 
 
 def test_an_upload_stuck_past_its_deadline_stops_protecting_its_checkpoint(tmp_path, online):
-    cfg = _typed_run_config(f"hub.repo_id={REPO}", "hub.retries=0", "train.checkpoint_every=1")
+    cfg = typed_run_config(f"hub.repo_id={REPO}", "hub.retries=0", "train.checkpoint_every=1")
     out = tmp_path / "run"
     ckpts = [out / "checkpoints" / f"step_{s:07d}" for s in (1, 2, 3)]
     for seed, ckpt in enumerate(ckpts):
-        _model_folder(ckpt / "model", seed=seed)
+        model_folder(ckpt / "model", seed=seed)
         (ckpt / "trainer_state.json").write_text("{}")  # a complete checkpoint: rotation may delete it
     logs = []
     with FakeHub(stall=True) as hub:
@@ -284,7 +253,7 @@ def test_an_upload_stuck_past_its_deadline_stops_protecting_its_checkpoint(tmp_p
 
 
 def test_a_request_that_comes_back_after_the_deadline_cannot_revive_its_job(tmp_path, online):
-    folder = _model_folder(tmp_path / "m")
+    folder = model_folder(tmp_path / "m")
     logs = []
     with FakeHub(hold_commits=True) as hub:
         pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=3, retry_delay=0.01, request_timeout=60,
@@ -302,7 +271,7 @@ def test_a_request_that_comes_back_after_the_deadline_cannot_revive_its_job(tmp_
 
 
 def test_a_normal_push_runs_under_a_short_request_timeout_and_deadline(tmp_path, online):
-    folder = _model_folder(tmp_path / "m", inputs=INPUTS)
+    folder = model_folder(tmp_path / "m", inputs=INPUTS)
     with FakeHub() as hub:
         pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=0, request_timeout=2, job_deadline=20,
                            log=lambda line: None)
@@ -315,17 +284,11 @@ def test_a_normal_push_runs_under_a_short_request_timeout_and_deadline(tmp_path,
 
 
 # ------------------------------------------------------------------------------------ model card
-SUMMARY = {
-    "co3d": {"native": {"abs_rel": 0.1234, "delta1": 0.9, "n_scenes": 3, "n_images": 12},
-             "scene_aligned": {"abs_rel": 0.1, "delta1": 0.92, "n_scenes": 3, "n_images": 12},
-             "image_aligned": {"abs_rel": 0.09, "delta1": 0.93, "n_scenes": 3, "n_images": 12},
-             "global_constant": {"abs_rel": 0.5, "delta1": 0.3, "n_scenes": 3, "n_images": 12, "value": 2.0}},
-}
 
 
 def test_model_card_metadata_eval_table_config_and_vggt_licence():
     info = CardInfo(model_config={"global_pe": "prope", "embed_dim": 1024}, repo_id="alice/x",
-                    revision="step-0000400", training=card_training(_typed_run_config()), step=400, total_steps=240000,
+                    revision="step-0000400", training=card_training(typed_run_config()), step=400, total_steps=240000,
                     eval_summary=SUMMARY, eval_note="Validation at optimizer step 400", training_inputs=INPUTS)
     card = render_model_card(info)
     meta = _front_matter(card)
@@ -339,13 +302,13 @@ def test_model_card_metadata_eval_table_config_and_vggt_licence():
     assert "Trained at image width 84, aspect [0.5, 1] (height / width), views [4, 8]" in card
     assert "/home/alice" not in card and "repo_id" not in card  # no local paths, no hub section
 
-    cfg = _typed_run_config("model.init_from=facebook/VGGT-1B", "model.global_pe=rope")
+    cfg = typed_run_config("model.init_from=facebook/VGGT-1B", "model.global_pe=rope")
     vggt = render_model_card(CardInfo(model_config={"global_pe": "rope"}, training=card_training(cfg)))
     meta = _front_matter(vggt)  # init_weights comes from the config's model.init_from
     assert meta["license"] == "cc-by-nc-4.0" and meta["base_model"] == "facebook/VGGT-1B"
     assert "non-commercial" in vggt and "No evaluation results yet" in vggt
     assert "model-index" not in meta and "Trained at" not in vggt
-    local = _typed_run_config("model.init_from=/home/alice/weights/vggt.pt",
+    local = typed_run_config("model.init_from=/home/alice/weights/vggt.pt",
                               "model.backbone_weights=/home/alice/weights/dinov2_vits14.safetensors")
     card = render_model_card(CardInfo(model_config={"global_pe": "prope"}, training=card_training(local)))
     assert "/home/alice" not in card and "vggt.pt" in card and "base_model" not in _front_matter(card)
@@ -353,7 +316,7 @@ def test_model_card_metadata_eval_table_config_and_vggt_licence():
     with pytest.raises(ValueError, match="init_weights"):
         CardInfo(model_config={}, init_weights="someone/else")
     with pytest.raises(TypeError, match="TrainingSection.*card_training"):
-        CardInfo(model_config={}, training=_typed_run_config())
+        CardInfo(model_config={}, training=typed_run_config())
 
 
 def test_model_card_model_index_and_datasets_metadata():
@@ -364,7 +327,7 @@ def test_model_card_model_index_and_datasets_metadata():
     sources = [{"name": n, "root": "/d"} for n in ("co3d", "wildrgbd", "arkitscenes", "synth", "mydata")]
     sources.append({"name": "mega", "dataset": "megasynth", "root": "/d"})
     info = CardInfo(model_config={"global_pe": "prope"}, repo_id="alice/depth-x", eval_summary=summary,
-                    training=card_training(_typed_run_config(sources=sources)))
+                    training=card_training(typed_run_config(sources=sources)))
     card = render_model_card(info)
     meta = _front_matter(card)
     assert meta["datasets"] == ["co3d", "hongchi/wildrgbd", "arkitscenes", "mydata", "hwjiang/MegaSynth"]
@@ -409,13 +372,13 @@ def test_val_summary_round_trip(tmp_path):
 
 
 def test_run_pushes_take_the_typed_config_and_move_a_repeated_step_tag(tmp_path, online):
-    cfg = _typed_run_config("model.init_from=facebook/VGGT-1B", "train.steps=4", "train.checkpoint_every=2",
+    cfg = typed_run_config("model.init_from=facebook/VGGT-1B", "train.steps=4", "train.checkpoint_every=2",
                             f"hub.repo_id={REPO}", "hub.retries=0")
     out = tmp_path / "run"
     ckpts = [out / "checkpoints" / f"step_{s:07d}" for s in (2, 4)]
     for seed, ckpt in enumerate(ckpts):
-        _model_folder(ckpt / "model", seed=seed, inputs=INPUTS)
-    final = _model_folder(out / "final", seed=9, inputs=INPUTS)
+        model_folder(ckpt / "model", seed=seed, inputs=INPUTS)
+    final = model_folder(out / "final", seed=9, inputs=INPUTS)
     logs = []
     with FakeHub() as hub:
         pushes = TrainingPushes(cfg, out, log=logs.append, endpoint=hub.url, token=TOKEN)
@@ -441,22 +404,14 @@ def test_run_pushes_take_the_typed_config_and_move_a_repeated_step_tag(tmp_path,
     assert main["checkpoints/step_0000004/training_inputs.json"] == (ckpts[1] / "model" / "training_inputs.json").read_bytes()
 
 
-def _hand_made_run(tmp_path: Path) -> Path:
-    """A run folder as training leaves it: config.yaml, val_summary.json, final/ with training_inputs.json."""
-    run = tmp_path / "runs" / "x"
-    _model_folder(run / "final", inputs=INPUTS)
-    (run / "final" / "trainer_state.json").write_text(json.dumps({"step": 5}))
-    (run / "config.yaml").write_text(dump_run_config(_typed_run_config("train.steps=5")))
-    write_val_summary(run, 5, SUMMARY, scenes=3, views=4)
-    return run
 
 
 def test_push_command_pushes_a_run_with_its_typed_config_and_val_summary(tmp_path, monkeypatch, capsys):
     from depthpe.cli import main
 
-    run = _hand_made_run(tmp_path)
+    run = hand_made_run(tmp_path)
     with FakeHub() as hub:
-        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
         rc = main(["push", str(run), "--repo-id", "bob/by-hand", "--retry-delay", "0.01"])
         printed = capsys.readouterr().out
         assert rc == 0, printed
@@ -475,7 +430,7 @@ def test_push_command_pushes_a_run_with_its_typed_config_and_val_summary(tmp_pat
 def test_push_command_refuses_a_run_whose_config_does_not_load(tmp_path, capsys):
     from depthpe.cli import main
 
-    run = _hand_made_run(tmp_path)
+    run = hand_made_run(tmp_path)
     card = (run / "final" / "README.md").read_bytes()
     for text, why in (("train:\n  stepz: 3\n", "train.stepz"), ("data: [\n  x: 1", "not valid YAML"),
                       ("train:\n  steps: -1\n", "train.steps must be >= 1")):
@@ -490,9 +445,9 @@ def test_push_command_refuses_a_run_whose_config_does_not_load(tmp_path, capsys)
 def test_push_command_says_in_its_own_words_that_the_upload_failed(tmp_path, monkeypatch, capsys):
     from depthpe.cli import main
 
-    run = _hand_made_run(tmp_path)
+    run = hand_made_run(tmp_path)
     with FakeHub(fail={"create": -1}) as hub:
-        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
         rc = main(["push", str(run / "final"), "--repo-id", "bob/x", "--retries", "1", "--retry-delay", "0.01"])
     out = capsys.readouterr().out
     assert rc == 1 and "giving up" in out and "Training goes on" not in out, out
@@ -501,13 +456,6 @@ def test_push_command_says_in_its_own_words_that_the_upload_failed(tmp_path, mon
 
 
 # ----------------------------------------------------------------------- training run -> fake Hub
-@pytest.fixture(scope="module")
-def synth_root(tmp_path_factory):
-    from depthpe.data.synth import write_synth_dataset
-
-    root = tmp_path_factory.mktemp("data")
-    write_synth_dataset(root, train_scenes=3, val_scenes=2, views=4, height=56, width=56, seed=0, progress=False)
-    return root
 
 
 SMALL_BATCH = {"views": [2, 2], "max_images_per_batch": 2}  # one 2-view sample per step: fast on CPU
@@ -581,7 +529,7 @@ def test_from_pretrained_loads_pushed_model_by_repo_id_and_tag(pushed_run, monke
     from depthpe.model import DepthModel
 
     hub, out, _, _ = pushed_run
-    _point_in_process(monkeypatch, hub, tmp_path / "cache")
+    point_in_process(monkeypatch, hub, tmp_path / "cache")
     for revision, local in ((None, out / "final"), ("step-0000002", out / "checkpoints" / "step_0000002" / "model")):
         model = DepthModel.from_pretrained(REPO, revision=revision)
         expected = load_file(local / "model.safetensors")
@@ -596,7 +544,7 @@ def test_evaluate_loads_pushed_model_by_repo_id(pushed_run, synth_root, tmp_path
     from depthpe.eval import main  # what `depthpe eval` runs (in-process: a subprocess costs ~15 s here)
 
     hub, _, _, _ = pushed_run
-    _point_in_process(monkeypatch, hub, tmp_path / "cache")
+    point_in_process(monkeypatch, hub, tmp_path / "cache")
     rc = main(["--model", REPO, "--revision", "step-0000002", "--data", str(synth_root), "--out", str(tmp_path / "eval"),
                "--cpu", "--scenes", "1", "--views", "2", "--num-workers", "0", "--panels", "0"])
     assert rc == 0
@@ -610,7 +558,7 @@ def test_push_command_pushes_run_final_with_card(pushed_run, monkeypatch, tmp_pa
     from depthpe.cli import main
 
     hub, out, _, _ = pushed_run
-    _point_in_process(monkeypatch, hub, tmp_path / "cache")
+    point_in_process(monkeypatch, hub, tmp_path / "cache")
     assert resolve_model_folder(out) == (out / "final", out)
     assert resolve_model_folder(out / "checkpoints" / "step_0000002") == (out / "checkpoints" / "step_0000002" / "model", out)
     rc = main(["push", str(out), "--repo-id", "bob/by-hand", "--private", "--revision", "exp", "--tag", "v1",
@@ -632,7 +580,7 @@ def test_training_survives_a_hub_that_always_fails(synth_root, tmp_path, monkeyp
     from depthpe.run.trainer import train
 
     with FakeHub(fail={"create": -1}) as hub:
-        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
         cfg = run_config(synth_root, tmp_path / "run", data=SMALL_BATCH,
                          train={"steps": 2, "checkpoint_every": 1, "keep_checkpoints": 1, "torch_threads": 1},
                          hub={"repo_id": REPO, "retries": 1, "retry_delay": 0.01, "wait_timeout": 30})
@@ -646,7 +594,7 @@ def test_training_survives_a_hub_that_always_fails(synth_root, tmp_path, monkeyp
 
 
 def test_a_refused_token_is_not_retried_and_says_why(tmp_path, online):
-    folder = _model_folder(tmp_path / "model")
+    folder = model_folder(tmp_path / "model")
     logs = []
     with FakeHub(fail={"create": -1}, fail_status=401) as hub:
         pusher = HubPusher(REPO, endpoint=hub.url, token=TOKEN, retries=3, retry_delay=0.1, log=logs.append)

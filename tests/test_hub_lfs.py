@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from depthpe.model import DepthModel, DepthModelConfig
-from tests.hub_server import FakeHub
-from tests.test_training import MICRO_MODEL
+from tests.helpers.hub_server import FakeHub
+from tests.helpers.training import MICRO_MODEL
 
 CHUNK = 256 * 1024
 

@@ -1,6 +1,6 @@
 """An invalid or unwritable ``hub.repo_id`` stops a run in preflight, before the run folder exists;
 ``depthpe push --repo-id`` is checked the same way (huggingface_hub's own validator). The Hub side
-runs against the loopback fake Hub (tests/hub_server.py)."""
+runs against the loopback fake Hub (tests/helpers/hub_server.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from depthpe.cli import main
 from depthpe.config import ConfigError
 from depthpe.run import dump_run_config
 from depthpe.run.preflight import check_hub_repo
-from tests.hub_server import FakeHub
-from tests.test_hub import TOKEN, _hand_made_run, _point_in_process
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.hub_server import FakeHub
+from tests.helpers.training import run_config
+from tests.helpers.hub import TOKEN, hand_made_run, point_in_process
 
 
 @pytest.mark.parametrize("repo_id", ["a/b/c", "bob/x y"])
@@ -30,33 +30,33 @@ def test_an_invalid_repo_id_stops_training_before_the_run_folder_exists(synth_ro
 def test_a_repo_the_hub_refuses_stops_preflight_and_a_writable_one_passes(synth_root, tmp_path, monkeypatch):
     cfg = run_config(synth_root, tmp_path / "run", hub={"repo_id": "alice/depth-run", "private": True})
     with FakeHub(fail={"create": -1}, fail_status=403) as hub:
-        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
         with pytest.raises(ConfigError, match=r"^hub.repo_id: the Hub refused to create or write to alice/depth-run "
                                               r"\(HTTP 403: .*with write access") as refused:
             check_hub_repo(cfg)
         assert TOKEN not in str(refused.value) and "\n" not in str(refused.value)
     with FakeHub() as hub:
-        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
         check_hub_repo(cfg)
         assert hub.repo("alice/depth-run").private
     with FakeHub(fail={"create": -1}) as hub:  # a Hub in trouble (HTTP 500) is no verdict: pushes retry later
-        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
         check_hub_repo(cfg)
     monkeypatch.delenv("HF_TOKEN")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "no_token_here"))
     with FakeHub(fail={"create": -1}, fail_status=403) as hub:  # no token: nothing asked, nothing refused
-        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
         monkeypatch.delenv("HF_TOKEN")
         check_hub_repo(cfg)
         assert hub.requests == []
 
 
 def test_push_refuses_an_invalid_repo_id_before_touching_the_folder(tmp_path, monkeypatch, capsys):
-    run = _hand_made_run(tmp_path)
+    run = hand_made_run(tmp_path)
     card = (run / "final" / "README.md")
     before = card.read_bytes() if card.exists() else None
     with FakeHub() as hub:
-        _point_in_process(monkeypatch, hub, tmp_path / "cache")
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
         with pytest.raises(SystemExit) as stop:
             main(["push", str(run / "final"), "--repo-id", "bob/x y", "--retries", "0"])
         assert stop.value.code == 2 and hub.requests == []

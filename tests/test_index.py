@@ -10,7 +10,7 @@ import pytest
 from depthpe.cli import main
 from depthpe.data.format.reindex import index_folder
 from depthpe.data.format.scene_file import SceneFileError, read_index, write_scene
-from tests.scenes import plane_scene
+from tests.helpers.scenes import plane_scene
 
 
 def write(folder, name, scene_id=None, dataset="toy", split="train", **overrides):

@@ -14,8 +14,7 @@ from depthpe.data.config import SourceConfig
 from depthpe.geometry import DegenerateSceneError
 from depthpe.model import DepthModel
 from depthpe.model.training_inputs import read_training_inputs
-from tests.test_predict import inputs, micro_model, model_dir, scene  # noqa: F401 (fixtures)
-from tests.test_training import synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import micro_model
 
 
 def _as_model_input(frames):
@@ -26,7 +25,7 @@ def _as_model_input(frames):
     return images, K, w2c
 
 
-def test_predict_command_equals_depthmodel_predict(model_dir, inputs, tmp_path):  # noqa: F811
+def test_predict_command_equals_depthmodel_predict(model_dir, inputs, tmp_path):
     out = tmp_path / "pred"
     assert main(["predict", "--model", str(model_dir), "--images", str(inputs / "images"), "--cameras",
                  str(inputs / "cams.json"), "--out", str(out), "--max-views", "4"]) == 0
@@ -39,7 +38,7 @@ def test_predict_command_equals_depthmodel_predict(model_dir, inputs, tmp_path):
         assert written.dtype == np.float32 and np.array_equal(written, direct[i]), frame.name
 
 
-def test_evaluation_goes_through_predict_depth(model_dir, synth_root, monkeypatch):  # noqa: F811
+def test_evaluation_goes_through_predict_depth(model_dir, synth_root, monkeypatch):
     calls = []
     real = evaluation.predict_depth
 

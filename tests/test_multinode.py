@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from depthpe.run import dump_run_config
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import run_config
 
 pytestmark = pytest.mark.slow  # accelerate launch, several processes
 
@@ -89,7 +89,7 @@ def _assert_same(a: dict, b: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def single_node(synth_root, tmp_path_factory):  # noqa: F811
+def single_node(synth_root, tmp_path_factory):
     """The reference: one machine, 2 processes (ACCELERATE_USE_CPU=1, as docs/distributed.md says)."""
     tmp = tmp_path_factory.mktemp("single")
     config = _config_file(tmp, synth_root, tmp / "run")
@@ -101,7 +101,7 @@ def single_node(synth_root, tmp_path_factory):  # noqa: F811
     return _weights(tmp / "run" / "final")
 
 
-def test_two_machines_train_checkpoint_and_resume_like_one(single_node, synth_root, tmp_path):  # noqa: F811
+def test_two_machines_train_checkpoint_and_resume_like_one(single_node, synth_root, tmp_path):
     config = _config_file(tmp_path, synth_root, tmp_path / "nodes")
     results = _two_nodes(config, _env(tmp_path))
     assert [code for code, _ in results] == [0, 0], results[0][1][-3000:] + results[1][1][-3000:]
@@ -118,7 +118,7 @@ def test_two_machines_train_checkpoint_and_resume_like_one(single_node, synth_ro
     _assert_same(_weights(resumed / "final"), single_node)
 
 
-def test_machines_that_do_not_form_one_group_are_an_error(synth_root, tmp_path):  # noqa: F811
+def test_machines_that_do_not_form_one_group_are_an_error(synth_root, tmp_path):
     """Without train.cpu=true on CPU machines every "node" would train alone (world size 1)."""
     config = _config_file(tmp_path, synth_root, tmp_path / "alone", cpu=False)
     results = _two_nodes(config, _env(tmp_path), timeout=240)
@@ -128,7 +128,7 @@ def test_machines_that_do_not_form_one_group_are_an_error(synth_root, tmp_path):
     assert not (tmp_path / "alone" / "checkpoints").exists()
 
 
-def test_a_dead_machine_ends_the_survivor_with_one_line(synth_root, tmp_path):  # noqa: F811
+def test_a_dead_machine_ends_the_survivor_with_one_line(synth_root, tmp_path):
     config = _config_file(tmp_path, synth_root, tmp_path / "killed", steps=2000, checkpoint_every=1,
                           keep_checkpoints=2)
     port = _port()

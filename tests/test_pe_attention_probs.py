@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from depthpe.pe import prepare_encoding
-from tests.test_pe_support import GRID, IMAGE, random_cameras, random_qkv
+from tests.helpers.pe import GRID, IMAGE, random_cameras, random_qkv
 
 B, H, S, NS = 1, 4, 3, 2
 T = NS + GRID[0] * GRID[1]

@@ -13,7 +13,7 @@ from depthpe.geometry import invert_intrinsics, invert_w2c, normalize_intrinsics
 from depthpe.pe import check_encoding_cameras, multiview_attention, prepare_encoding, validate_cameras
 from depthpe.pe.camera import lift_intrinsics, projection_matrices
 from depthpe.pe.dppe import tadd_blockwise_channels
-from tests.test_pe_support import (
+from tests.helpers.pe import (
     DT,
     GRID,
     IMAGE,

@@ -17,7 +17,7 @@ from depthpe.pe import (
 )
 from depthpe.pe import registry
 from depthpe.pe.spec import PRESET_PAIRS
-from tests.test_pe_support import GRID, IMAGE, random_cameras, random_qkv, rel_err
+from tests.helpers.pe import GRID, IMAGE, random_cameras, random_qkv, rel_err
 
 B, H, S, NS = 2, 4, 3, 5
 T = NS + GRID[0] * GRID[1]

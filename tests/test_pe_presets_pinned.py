@@ -1,5 +1,5 @@
 """Every ``global_pe`` preset keeps the output (and gradients) it had before the composable
-``{qk, vo}`` encodings: tests/data/pe_presets_before.pt was written by tests/pe_preset_fixture.py
+``{qk, vo}`` encodings: tests/helpers/pe_presets_before.pt was written by tests/helpers/pe_preset_fixture.py
 with the code of commit b9c5e9b."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.pe_preset_fixture import CASES, CONFIGS, FIXTURE, run_case
+from tests.helpers.pe_preset_fixture import CASES, CONFIGS, FIXTURE, run_case
 
 SAVED = torch.load(FIXTURE)
 

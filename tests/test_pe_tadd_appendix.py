@@ -13,7 +13,7 @@ import torch
 
 from depthpe.geometry import normalize_intrinsics
 from depthpe.pe import prepare_encoding
-from tests.test_pe_support import random_cameras, random_qkv, random_rotations
+from tests.helpers.pe import random_cameras, random_qkv, random_rotations
 
 IMAGE, GRID, NS, S = (28, 42), (2, 3), 5, 3
 APPENDIX = {"qk": "KRtAdd2d", "vo": "KRtAdd2d"}

@@ -10,8 +10,8 @@ import torch
 
 from depthpe.pe import apply_rope_2d, encoding_state, prepare_encoding, token_positions
 from depthpe.pe.urope import LearnableAnchors, default_anchors
-from tests.test_pe_support import GRID, IMAGE, rel_err
-from tests.test_pe_urope import B, NS, N, S, T, naive_key_positions, setup, tiny_inputs
+from tests.helpers.pe import GRID, IMAGE, rel_err
+from tests.helpers.urope import NS, S, T, naive_key_positions, setup, tiny_inputs
 
 TODAY = dict(num_anchors=4, anchor_near=0.5, anchor_far=8.0, anchor_spacing="log", anchor_assignment="heads",
              learnable_anchors=False)

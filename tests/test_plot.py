@@ -42,7 +42,7 @@ def history_line(step, dataset, abs_rel, loss=None):
 
 def write_run(root, name, pe, seed, lines):
     from depthpe.run import RunConfig, save_run_config
-    from tests.test_training import MICRO_MODEL
+    from tests.helpers.training import MICRO_MODEL
 
     run = root / name
     run.mkdir()

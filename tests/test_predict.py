@@ -13,51 +13,24 @@ import torch
 import depthpe
 from depthpe.cli import main
 from depthpe.config import ConfigError
-from depthpe.data.synth import camera_rays, cast_rays, generate_scene
-from depthpe.data.cameras import FrameCamera, write_colmap_text, write_json_cameras
+from depthpe.data.synth import camera_rays, cast_rays
+from depthpe.data.cameras import FrameCamera
 from depthpe.prediction.files import read_depth_png, read_ply
 from depthpe.prediction.result import fuse_points
-from depthpe.model import DepthModel, DepthModelConfig
+from depthpe.model import DepthModel
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
 from depthpe.prediction.api import plan_views
-from tests.test_training import MICRO_MODEL, run_config, synth_root  # noqa: F401 (fixture)
-
-H, W, VIEWS = 40, 64, 4  # aspect 0.625: cropped to 60x40, resized to the trained 42x28
-OUT_HW = (28, 42)
+from tests.fixtures.prediction import H, OUT_HW, VIEWS, W
+from tests.helpers.training import micro_model
 
 
-@pytest.fixture(scope="module")
-def scene():
-    return generate_scene(11, views=VIEWS, height=H, width=W)
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory, scene):
-    """images/ (PNG), a COLMAP text model in colmap/sparse/0 and cams.json for the scene."""
-    root = tmp_path_factory.mktemp("inputs")
-    (root / "images").mkdir()
-    cams = {}
-    for i in range(VIEWS):
-        cv2.imwrite(str(root / "images" / f"v{i}.png"), cv2.cvtColor(scene["images"][i], cv2.COLOR_RGB2BGR))
-        cams[f"v{i}.png"] = FrameCamera(f"v{i}.png", scene["K"][i], scene["w2c"][i], W, H)
-    write_colmap_text(root / "colmap" / "sparse" / "0", cams)
-    write_json_cameras(root / "cams.json", cams)
-    return root
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, synth_root):  # noqa: F811
-    """A tiny model trained for 2 steps (exports final/ with training_inputs.json: width 42, aspect [0.5, 1])."""
-    from depthpe.run.trainer import train
-
-    out = tmp_path_factory.mktemp("run")
-    return train(run_config(synth_root, out, train={"steps": 2, "checkpoint_every": 0}))
 
 
-def micro_model(global_pe="rope"):
-    cfg = DepthModelConfig.from_preset("tiny", **{k: v for k, v in MICRO_MODEL.items() if k != "preset"},
-                                       global_pe=global_pe)
-    return DepthModel(cfg, load_backbone_weights=False).eval()
+
 
 
 def test_cli_colmap_and_json(model_dir, inputs, tmp_path, capsys):

@@ -110,9 +110,9 @@ def _tiny(global_pe: str, **config) -> DepthModel:
 
 
 def _inputs():
-    from tests.test_compile import _inputs as compile_inputs
+    from tests.helpers.inputs import moving_camera_inputs
 
-    return compile_inputs(S=3)
+    return moving_camera_inputs(S=3)
 
 
 @pytest.mark.parametrize("global_pe", ["prope", "urope", "dppe_tadd"])

@@ -11,11 +11,11 @@ import pytest
 
 from depthpe.cli import main
 from depthpe.run.validation import read_val_history
-from tests.test_training import MICRO_MODEL, run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import MICRO_MODEL, run_config
 
 
 @pytest.fixture(scope="module")
-def probed_run(tmp_path_factory, synth_root):  # noqa: F811
+def probed_run(tmp_path_factory, synth_root):
     """A tiny URoPE model trained for 2 steps, validated at the end with ``val.correspondence`` on."""
     from depthpe.run.trainer import train
 
@@ -43,7 +43,7 @@ def test_validation_logs_the_lift_and_plot_draws_it(probed_run, tmp_path, capsys
     assert "(2 panels)" in capsys.readouterr().out and (tmp_path / "curves_synth.png").is_file()
 
 
-def test_probe_command_writes_tables_and_figures(probed_run, synth_root, tmp_path, capsys):  # noqa: F811
+def test_probe_command_writes_tables_and_figures(probed_run, synth_root, tmp_path, capsys):
     out = tmp_path / "probe"
     argv = ["probe", "attention", "--model", str(probed_run / "final"), "--data", str(synth_root), "--out", str(out),
             "--views", "3", "--scenes", "2"]

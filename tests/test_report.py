@@ -12,19 +12,11 @@ import pytest
 
 from depthpe.cli import main
 from depthpe.evaluation.worst import WorstImages
-from tests.test_compare import SEEDS, study  # noqa: F401 (fixture)
-from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
-from tests.test_training import synth_root  # noqa: F401 (fixture)
-
-WORST = 3
+from tests.fixtures.evaluation import WORST
+from tests.helpers.compare import SEEDS
 
 
-@pytest.fixture(scope="module")
-def eval_dir(tmp_path_factory, saved_model, synth_root):  # noqa: F811
-    out = tmp_path_factory.mktemp("eval")
-    assert main(["eval", "--model", str(saved_model), "--data", str(synth_root), "--views", "3", "--image-width",
-                 "42", "--out", str(out), "--panels", "1", "--worst", str(WORST), "--num-workers", "0", "--cpu"]) == 0
-    return out
+
 
 
 def native_rows(folder) -> list[dict]:
@@ -88,7 +80,7 @@ def test_worst_images_with_equal_abs_rel_do_not_depend_on_the_order():
     assert kept == [["s1"]] * 4
 
 
-def test_compare_report_has_the_tables_of_compare_md(study, tmp_path):  # noqa: F811
+def test_compare_report_has_the_tables_of_compare_md(study, tmp_path):
     _, numbers = study
     out = tmp_path / "cmp"
     inputs = [str(numbers[(pe, s)]["eval"]) for pe in ("rope", "prope") for s in SEEDS]

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from tests.browser import artifacts_dir, launch_or_skip, sync_playwright_or_skip
-from tests.test_compare import SEEDS, study  # noqa: F401 (fixture)
-from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
-from tests.test_report import WORST, eval_dir  # noqa: F401 (fixture)
-from tests.test_training import synth_root  # noqa: F401 (fixture)
+from tests.helpers.browser import artifacts_dir, launch_or_skip, sync_playwright_or_skip
 from depthpe.cli import main
+from tests.fixtures.evaluation import WORST
+from tests.helpers.compare import SEEDS
 
 BROKEN_IMAGES = "Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).length"
 
@@ -27,7 +25,7 @@ def open_page(browser, path):
     return page, remote
 
 
-def test_eval_report_renders_offline(eval_dir):  # noqa: F811
+def test_eval_report_renders_offline(eval_dir):
     with sync_playwright_or_skip() as p:
         browser = launch_or_skip(p)
         page, remote = open_page(browser, eval_dir / "report.html")
@@ -46,7 +44,7 @@ def test_eval_report_renders_offline(eval_dir):  # noqa: F811
         browser.close()
 
 
-def test_compare_report_renders_offline(study, tmp_path):  # noqa: F811
+def test_compare_report_renders_offline(study, tmp_path):
     _, numbers = study
     out = tmp_path / "cmp"
     assert main(["compare", *[str(numbers[(pe, s)]["eval"]) for pe in ("rope", "prope") for s in SEEDS],

@@ -14,7 +14,7 @@ from depthpe.run.building import compile_blocks, loader_options
 from depthpe.run.checkpoints import find_checkpoint
 from depthpe.run.step import MODEL_INPUTS, batch_to_device
 from depthpe.run.trainer import train
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import run_config
 
 
 def _config(root, out, compile: bool, **train):
@@ -23,7 +23,7 @@ def _config(root, out, compile: bool, **train):
                       train={"compile": compile, "steps": 4, "checkpoint_every": 2, "torch_threads": 1, **train})
 
 
-def test_compile_blocks_compiles_in_place_and_keeps_state_dict_keys(synth_root):  # noqa: F811
+def test_compile_blocks_compiles_in_place_and_keeps_state_dict_keys(synth_root):
     cfg = _config(synth_root, "unused", True)
     eager, compiled = DepthModel(cfg.model_config()), DepthModel(cfg.model_config())
     assert compile_blocks(compiled) == 2 * cfg.model_config().num_blocks
@@ -36,7 +36,7 @@ def test_compile_blocks_compiles_in_place_and_keeps_state_dict_keys(synth_root):
         compile_blocks(torch.nn.Linear(2, 2))
 
 
-def test_loader_pins_memory_only_for_cuda_and_keeps_workers(synth_root):  # noqa: F811
+def test_loader_pins_memory_only_for_cuda_and_keeps_workers(synth_root):
     cfg = _config(synth_root, "unused", False, num_workers=2, grad_accum=3)
     assert loader_options(cfg, torch.device("cuda", 1)) == {"num_workers": 2, "grad_accum": 3, "pin_memory": True}
     assert loader_options(cfg, "cpu")["pin_memory"] is False
@@ -69,7 +69,7 @@ def test_batch_copies_are_asynchronous_on_cuda_and_no_copies_on_cpu():
 
 
 @pytest.mark.slow
-def test_compiled_run_resumes_exactly_and_checkpoints_load_across_eager_and_compiled(synth_root, tmp_path):  # noqa: F811
+def test_compiled_run_resumes_exactly_and_checkpoints_load_across_eager_and_compiled(synth_root, tmp_path):
     compiled_out, eager_out = tmp_path / "compiled", tmp_path / "eager"
     compiled = load_file(train(_config(synth_root, compiled_out, True)) / "model.safetensors")
     ckpt = find_checkpoint(compiled_out, "latest")
@@ -91,7 +91,7 @@ def test_compiled_run_resumes_exactly_and_checkpoints_load_across_eager_and_comp
 
 
 @pytest.mark.slow
-def test_two_processes_train_compiled_like_one_eager_process(synth_root, tmp_path):  # noqa: F811
+def test_two_processes_train_compiled_like_one_eager_process(synth_root, tmp_path):
     """``accelerate launch --multi_gpu --num_processes 2`` (gloo, CPU) with train.compile: the blocks are
     compiled before DDP wraps the model, checkpoints keep the eager keys, and the weights equal those of
     one eager process with the same global batch (2 micro-batches) up to kernel rounding."""

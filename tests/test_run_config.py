@@ -10,7 +10,8 @@ from depthpe.cli import main
 from depthpe.config import ConfigError
 from depthpe.run import RunConfig, dump_run_config, load_run_config
 from depthpe.run.loading import SHIPPED_CONFIGS, shipped_config_names
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.bad_configs import BAD_CONFIGS
+from tests.helpers.training import run_config
 
 
 def test_overrides_types_interpolation_and_list_indices(tmp_path):
@@ -89,33 +90,10 @@ def nothing_is_built(monkeypatch):
     monkeypatch.setattr(DepthModel, "__init__", refuse)
 
 
-# (arguments after `depthpe train`, a fragment of the one error line). The same table is in docs/configuration.md.
-BAD_CONFIGS = [
-    (["train.stepz=3"], "unknown config key 'train.stepz' (did you mean 'train.steps'?)"),
-    (["train.steps=abc"], "train.steps: abc is not an integer"),
-    (["train.steps=1e3"], "train.steps: 1000.0 is not an integer"),
-    (["optim.lr=abc"], "optim.lr: abc is not a number"),
-    (["data.views=[8,2]"], "data.views = [8, 2] has min > max"),
-    (["model.global_pe=prop"], "unknown encoding 'prop' (did you mean 'prope'?"),
-    (["data.sources.0.root=@missing"], "index.json not found"),
-    (["val.sources=[{name: synth, root: @missing, split: val}]"], "val.sources.0 (synth): "),
-    (["output_dir=@file"], "is a file, not a folder"),
-    (["--resume", "latest"], "--resume latest: no complete checkpoint"),
-    (["--resume", "@ckpt", "model.global_pe=urope"], "holds another model: model.global_pe"),
-    (["train.report_to=[tb]"], "unknown tracker 'tb'"),
-    (["--config", "@malformed"], "is not valid YAML"),
-    (["model.preset=huge"], "unknown preset 'huge'"),
-    (["optim.grad_clip=0"], "optim.grad_clip must be > 0"),
-    (["--config", "no_such_config"], "no shipped config of that name"),
-    (["data.aspect=0.5"], "data.aspect: must be a [min, max] list"),
-    (["train.steps=0"], "train.steps must be >= 1"),
-    (["train.cpu=maybe"], "train.cpu: maybe is not true or false"),
-    (["data.patch_size=16", "data.image_width=112"], "data.patch_size=16 differs from model.patch_size=14"),
-]
 
 
 @pytest.fixture(scope="module")
-def bad_config_setup(synth_root, tmp_path_factory):  # noqa: F811
+def bad_config_setup(synth_root, tmp_path_factory):
     """A config file, a finished tiny run (for the resume cases), a file and a malformed YAML."""
     from depthpe.run.trainer import train
 

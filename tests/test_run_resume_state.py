@@ -12,7 +12,7 @@ import pytest
 from depthpe.run.checkpoints import STATE_FILE
 from depthpe.run.state import Smoother, TrainState
 from depthpe.run.trainer import train
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import run_config
 
 
 def weighted_mean(values: list[float], beta: float) -> float:
@@ -69,7 +69,7 @@ def test_trainer_state_json_restores_step_counters_and_smoother():
 DETERMINISTIC = ("loss/", "lr", "grad_norm")  # smoothed scalars that do not depend on timing
 
 
-def test_resumed_run_continues_counters_and_smoothed_metrics(synth_root, tmp_path):  # noqa: F811
+def test_resumed_run_continues_counters_and_smoothed_metrics(synth_root, tmp_path):
     """Resuming at step 1 writes the same checkpoint of step 2 and the same final counters as the
     uninterrupted run: counters and the smoother are restored, not started afresh."""
     out = tmp_path / "run"

@@ -13,7 +13,7 @@ from depthpe.config import ConfigError
 from depthpe.run import RunConfig, dump_run_config
 from depthpe.run.checkpoints import remove_incomplete
 from depthpe.run.trainer import train
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import run_config
 
 
 def test_an_interrupted_final_publish_is_completed_by_the_next_start(synth_root, tmp_path):

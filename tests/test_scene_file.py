@@ -13,7 +13,7 @@ from depthpe.data.format.scene_file import (
     write_index,
     write_scene,
 )
-from tests.scenes import plane_scene
+from tests.helpers.scenes import plane_scene
 
 
 def write(tmp_path, name="s0", **overrides):

@@ -17,7 +17,7 @@ from depthpe.data.dataset import SceneEvalDataset
 from depthpe.data.format.scene_file import SceneReader, write_index, write_scene
 from depthpe.geometry import DegenerateSceneError, normalize_scene
 from depthpe.model.inference import predict_depth
-from tests.scenes import plane_scene
+from tests.helpers.scenes import plane_scene
 
 SCALES = (1e-6, 1.0, 1e3)  # km stored in units of 1e-6, metres, millimetres
 

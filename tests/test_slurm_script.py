@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from depthpe.run import dump_run_config
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import run_config
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm" / "train.sbatch"
 
@@ -83,7 +83,7 @@ def test_the_batch_script_starts_one_launcher_per_machine(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_slurm_tasks_train_as_one_run_and_sigterm_requeues(synth_root, tmp_path):  # noqa: F811
+def test_two_slurm_tasks_train_as_one_run_and_sigterm_requeues(synth_root, tmp_path):
     out = tmp_path / "run"
     config = tmp_path / "run.yaml"
     config.write_text(dump_run_config(run_config(synth_root, out, train={

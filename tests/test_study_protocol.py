@@ -10,11 +10,11 @@ import pytest
 from depthpe.cli import main
 from depthpe.run.trainer import train
 from depthpe.run.validation import read_val_history
-from tests.test_training import MICRO_MODEL, run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import MICRO_MODEL, run_config
 
 
 @pytest.mark.slow
-def test_two_encodings_validate_on_one_manifest_and_compare(synth_root, tmp_path, capsys):  # noqa: F811
+def test_two_encodings_validate_on_one_manifest_and_compare(synth_root, tmp_path, capsys):
     val = {"sources": [{"name": "synth", "root": str(synth_root), "split": "val"}], "every": 2, "views": 3,
            "selection": "random", "max_scenes": 2, "seed": 1, "panels": 0}
     first_manifest = tmp_path / "rope_s0" / "val_manifest.json"

@@ -203,7 +203,7 @@ def test_evaluation_accepts_shifted_scenes(tmp_path):
     """A model returning the normalized ground truth scores AbsRel 0 on a shifted set."""
     from depthpe.data.dataset import SceneEvalDataset
     from depthpe.evaluation.loop import discover_sources, evaluate
-    from tests.test_evaluation_numpy import GroundTruthModel
+    from tests.helpers.models import GroundTruthModel
 
     synth.write_synth_dataset(tmp_path, train_scenes=0, val_scenes=2, views=3, height=28, width=28, seed=1,
                               progress=False, shift=["all"])

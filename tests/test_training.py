@@ -9,34 +9,12 @@ from depthpe.run import OptimConfig, RunConfig
 from depthpe.run.checkpoints import find_checkpoint
 from depthpe.run.step import lr_at
 from depthpe.run.trainer import train
-
-MICRO_MODEL = dict(preset="tiny", backbone_blocks=1, embed_dim=32, num_blocks=4, num_heads=2,
-                   head_features=16, head_out_channels=[8, 16, 32, 32], head_layers=[0, 1, 2, 3])
+from tests.helpers.training import MICRO_MODEL, run_config
 
 
-@pytest.fixture(scope="module")
-def synth_root(tmp_path_factory):
-    from depthpe.data.synth import write_synth_dataset
-
-    root = tmp_path_factory.mktemp("data")
-    write_synth_dataset(root, train_scenes=3, val_scenes=2, views=4, height=56, width=56, seed=0, progress=False)
-    return root
 
 
-def run_config(root, out, **sections):
-    d = {
-        "output_dir": str(out),
-        "seed": 0,
-        "model": dict(MICRO_MODEL),
-        "data": {"sources": [{"name": "synth", "root": str(root), "split": "train"}], "views": [2, 3],
-                 "aspect": [0.5, 1.0], "image_width": 42, "max_images_per_batch": 6},
-        "optim": {"lr": 1e-3, "warmup_steps": 2},
-        "train": {"steps": 4, "num_workers": 0, "log_every": 1, "checkpoint_every": 2, "cpu": True},
-        "val": {"sources": [], "every": 0},
-    }
-    for k, v in sections.items():
-        d[k] = {**d.get(k, {}), **v} if isinstance(v, dict) else v
-    return RunConfig.from_dict(d)
+
 
 
 def test_micro_model_preset_is_valid():

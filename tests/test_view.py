@@ -3,7 +3,6 @@ predict folder and a held-out scene, the settings' errors, and the viser server 
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
@@ -11,33 +10,11 @@ import pytest
 from depthpe.cli import main
 from depthpe.view.config import ViewConfig
 from depthpe.view.scene import Selection, ViewFrame, ViewScene, select_points, side_offset, subsample
-from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
-from tests.test_predict import inputs, scene  # noqa: F401 (fixture)
-from tests.test_training import synth_root  # noqa: F401 (fixture)
+from tests.helpers.view import expected_count
 
 
-@pytest.fixture(scope="module")
-def pred_dir(tmp_path_factory, saved_model, inputs):  # noqa: F811
-    """A `depthpe predict` output of the 4 test images (42x28) with their cameras."""
-    out = tmp_path_factory.mktemp("pred")
-    assert main(["predict", "--model", str(saved_model), "--images", str(inputs / "images"), "--cameras",
-                 str(inputs / "cams.json"), "--image-width", "42", "--out", str(out)]) == 0
-    return out
 
 
-def expected_count(folder, conf_threshold=None, views=None) -> int:
-    """Pixels with positive finite depth (and confidence >= threshold) counted from the files."""
-    total = 0
-    for i, entry in enumerate(json.loads((folder / "prediction.json").read_text())["frames"]):
-        if views is not None and not views[i]:
-            continue
-        stem = entry["name"].rsplit(".", 1)[0]
-        depth, conf = np.load(folder / f"{stem}_depth.npy"), np.load(folder / f"{stem}_conf.npy")
-        keep = np.isfinite(depth) & (depth > 0)
-        if conf_threshold is not None:
-            keep &= conf >= conf_threshold
-        total += int(keep.sum())
-    return total
 
 
 def toy_scene(with_gt=True) -> ViewScene:
@@ -89,7 +66,7 @@ def test_load_prediction_dir_matches_the_files(pred_dir):
         load_prediction_dir(pred_dir / "nothing")
 
 
-def test_eval_scene_is_the_evaluated_scene(saved_model, synth_root):  # noqa: F811
+def test_eval_scene_is_the_evaluated_scene(saved_model, synth_root):
     from depthpe.evaluation.scene import EvalSceneSpec, predict_eval_scene, scene_metrics
     from depthpe.metrics import scene_rows
 
@@ -127,7 +104,7 @@ def test_viewer_serves_and_saves(pred_dir, tmp_path):
     from depthpe.prediction.files import read_ply
     from depthpe.view.app import Viewer
     from depthpe.view.loaders import load_prediction_dir
-    from tests.browser import free_port
+    from tests.helpers.browser import free_port
 
     viewer = Viewer(load_prediction_dir(pred_dir), port=free_port(), max_points=500, save_path=tmp_path / "f.ply")
     try:

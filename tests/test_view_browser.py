@@ -1,7 +1,7 @@
 """`depthpe view` in a real browser (headless system Chromium through playwright): the canvas is
 not blank, the point count the panel reports equals the points sent, and the confidence slider
 changes it. Skipped, with the reason, where Chromium, playwright or viser is missing. Screenshots
-are kept in test-artifacts/ (tests/browser.py)."""
+are kept in test-artifacts/ (tests/helpers/browser.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from tests.browser import artifacts_dir, free_port, launch_or_skip, pixel_std, sync_playwright_or_skip
-from tests.test_evaluation import saved_model  # noqa: F401 (fixture)
-from tests.test_predict import inputs, scene  # noqa: F401 (fixture)
-from tests.test_training import synth_root  # noqa: F401 (fixture)
-from tests.test_view import expected_count, pred_dir  # noqa: F401 (fixture)
+from tests.helpers.browser import artifacts_dir, free_port, launch_or_skip, pixel_std, sync_playwright_or_skip
+from tests.helpers.view import expected_count
 
 pytest.importorskip("viser", reason="the view extra (viser) is not installed: pip install 'depthpe[view]'")
 
@@ -81,7 +78,7 @@ def open_viewer(browser, url):
     return page, requests
 
 
-def test_viewer_of_a_prediction(pred_dir):  # noqa: F811
+def test_viewer_of_a_prediction(pred_dir):
     proc, url = start_view([str(pred_dir)])
     try:
         with sync_playwright_or_skip() as p:
@@ -105,7 +102,7 @@ def test_viewer_of_a_prediction(pred_dir):  # noqa: F811
         proc.wait()
 
 
-def test_viewer_of_a_held_out_scene(saved_model, synth_root):  # noqa: F811
+def test_viewer_of_a_held_out_scene(saved_model, synth_root):
     proc, url = start_view(["--model", str(saved_model), "--data", str(synth_root), "--scene", "val_000000",
                             "--views", "3", "--image-width", "42", "--max-points", "1500"])
     try:

@@ -1,7 +1,7 @@
 """Inputs and outputs that pin every ``global_pe`` preset to its output before the composable
 encodings existed (tests/test_pe_presets_pinned.py).
 
-``python -m tests.pe_preset_fixture`` rewrote ``tests/data/pe_presets_before.pt`` once, with the
+``python -m tests.helpers.pe_preset_fixture`` rewrote ``tests/helpers/pe_presets_before.pt`` once, with the
 code of commit b9c5e9b (before depthpe.pe.pairs); do not regenerate it with newer code.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 from depthpe.pe import prepare_encoding
-from tests.test_pe_support import random_cameras, random_qkv
+from tests.helpers.pe import random_cameras, random_qkv
 
-FIXTURE = Path(__file__).parent / "data" / "pe_presets_before.pt"
+FIXTURE = Path(__file__).parent / "pe_presets_before.pt"
 IMAGE, GRID = (28, 42), (2, 3)  # (H, W) pixels, (h, w) patches
 B, HEADS, S, NS = 1, 2, 3, 5
 T = NS + GRID[0] * GRID[1]

@@ -43,7 +43,7 @@ def sync_playwright_or_skip():
 
 def artifacts_dir() -> Path:
     """Folder for screenshots kept after the tests (created)."""
-    folder = Path(os.environ.get("DEPTHPE_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
+    folder = Path(os.environ.get("DEPTHPE_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -7,7 +7,7 @@ and attention is an explicit softmax. Conventions of the official code: tokens v
 view ``num_special`` special tokens (RoPE position 0, their view's camera) then patches row-major
 with x fastest at (x, y) (no +1 offset); SDPA scale 1/sqrt(d).
 
-``python -m tests.dppe_official_reference`` prints the largest difference per transform between
+``python -m tests.helpers.dppe_official_reference`` prints the largest difference per transform between
 depthpe and this reference (the table in docs/encodings.md).
 """
 
@@ -155,7 +155,7 @@ def attention(q, k, v, qk: str, vo: str, K, w2c, image_size, grid, num_special):
 def max_differences(seed: int = 0) -> dict[str, float]:
     """Largest |depthpe - reference| per transform over q/k/v/o transforms and outputs, all pairs
     containing it, head dims 48 and 64, 0 and 5 special tokens (float64)."""
-    from tests.test_pe_pairs import compare_pair
+    from tests.helpers.pe_pairs import compare_pair
 
     worst = {name: 0.0 for name in OFFICIAL_TRANSFORMS}
     for d in (48, 64):
