@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover
     pass
 
 # Tests that use these fixtures share a real training run started in another process
-# (train/train.py pushing to the fake Hub in test_hub.py), so they are ``slow`` without a decorator.
+# (train/train.py pushing to the fake Hub in tests/hub/test_hub.py), so they are ``slow`` without a decorator.
 SUBPROCESS_RUN_FIXTURES = {"pushed_run"}
 
 

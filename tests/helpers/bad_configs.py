@@ -1,4 +1,4 @@
-"""Bad `depthpe train` arguments and the one error line each gives (tested by test_run_config.py, listed in docs/configuration.md)."""
+"""Bad `depthpe train` arguments and the one error line each gives (tests/run/test_run_config.py runs them; docs/configuration.md lists them)."""
 
 # (arguments after `depthpe train`, a fragment of the one error line). The same table is in docs/configuration.md.
 BAD_CONFIGS = [

@@ -1,5 +1,5 @@
 """An independent statement of the official DPPE code's formulas (sbintuitions/dppe, dppe/torch.py),
-written from its description in docs/encodings.md for tests/test_pe_pairs.py.
+written from its description in docs/encodings.md for tests/pe/test_pe_pairs.py.
 
 It shares nothing with depthpe.pe: matrices are built directly and inverted with
 ``torch.linalg.inv``, transforms use explicit per-chunk products, RoPE is written per channel pair

@@ -50,6 +50,7 @@ def random_cameras(B: int, S: int, gen: torch.Generator, image=IMAGE, trans: flo
 
 
 def random_qkv(B, H, N, d, gen, dtype=DT):
+    """q, k, v: three standard-normal (B, H, N, d) tensors from ``gen``."""
     return tuple(torch.randn(B, H, N, d, generator=gen, dtype=dtype) for _ in range(3))
 
 
@@ -131,4 +132,5 @@ def kbar_rt(K, w2c, image=IMAGE):
 
 
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a - b| / max |b| (unitless)."""
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))

@@ -1,5 +1,5 @@
 """Inputs and outputs that pin every ``global_pe`` preset to its output before the composable
-encodings existed (tests/test_pe_presets_pinned.py).
+encodings existed (tests/pe/test_pe_presets_pinned.py).
 
 ``python -m tests.helpers.pe_preset_fixture`` rewrote ``tests/helpers/pe_presets_before.pt`` once, with the
 code of commit b9c5e9b (before depthpe.pe.pairs); do not regenerate it with newer code.

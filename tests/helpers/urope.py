@@ -13,6 +13,7 @@ N = S * T
 
 
 def setup(seed, d=16, trans=0.3):
+    """(generator, K (B,S,3,3) pixels, w2c (B,S,4,4) slightly rotated, q, k, v (B,H,N,d)) for ``seed``."""
     g = torch.Generator().manual_seed(seed)
     K, w2c = random_cameras(B, S, g, trans=trans)
     # small random rotations: cameras roughly face the same way, most projections are in front

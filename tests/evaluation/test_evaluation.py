@@ -83,7 +83,7 @@ def test_two_processes_give_the_same_table(synth_root, saved_model, tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).parent.parent / "eval" / "evaluate.py"
+    script = Path(__file__).resolve().parents[2] / "eval" / "evaluate.py"
     args = ["--model", str(saved_model), "--data", str(synth_root), "--views", "3", "--image-width", "42",
             "--panels", "0", "--num-workers", "0", "--cpu"]
     main([*args, "--out", str(tmp_path / "one")])

@@ -9,7 +9,7 @@ from pathlib import Path
 from depthpe.cli import COMMANDS
 from depthpe.commands.bench import BENCHMARKS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
 
 

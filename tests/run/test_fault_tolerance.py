@@ -160,8 +160,8 @@ def waiting_child(at_step: str, marker: str, *argv: str) -> None:
     raise SystemExit(main(list(argv)))
 
 
-ROOT = Path(__file__).resolve().parent.parent
-WAITING_CHILD = [sys.executable, "-c", "import sys; from tests.test_fault_tolerance import waiting_child; "
+ROOT = Path(__file__).resolve().parents[2]
+WAITING_CHILD = [sys.executable, "-c", "import sys; from tests.run.test_fault_tolerance import waiting_child; "
                                        "waiting_child(*sys.argv[1:])"]
 
 

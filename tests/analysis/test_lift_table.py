@@ -4,7 +4,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "lift_table.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "lift_table.py"
 
 
 def load_script():

@@ -22,7 +22,7 @@ import itertools
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Files whose references are checked (relative glob patterns; configs/ may be a link into depthpe/).
 SCANNED = ("README.md", "docs/**/*.md", "depthpe/**/*.py", "depthpe/**/*.yaml", "configs/**/*.yaml",

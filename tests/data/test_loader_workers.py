@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from depthpe.data.dataset import loader_kwargs, worker_init_fn
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Pids(Dataset):

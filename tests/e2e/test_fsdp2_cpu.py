@@ -18,7 +18,7 @@ One 2-process job (``torch.multiprocessing`` spawn, 1 torch thread each) runs tw
 ``STEPS`` steps: a clean one, and one whose loss is NaN on rank 1 only at step ``NAN_STEP``. A
 1-process job trains the same unsharded model three times: on the whole global batch of each step
 (both ranks' halves concatenated), on the two halves as 2 micro-batches (``grad_accum`` 2, the
-arithmetic of the DDP run that tests/test_distributed.py checks), and so with the NaN at the same
+arithmetic of the DDP run that tests/e2e/test_distributed.py checks), and so with the NaN at the same
 place. Results come back as files written with ``torch.save``.
 """
 
@@ -261,7 +261,7 @@ def test_plan_shards_every_block_and_the_root(runs):
 def test_three_steps_match_one_process_with_the_same_two_halves(runs):
     """(a) 3 FSDP2 steps on 2 ranks (half the global batch each) give the full weights of 3 steps of one
     unsharded process on the same halves as 2 micro-batches, within 1e-6 (bit-identical on this CPU):
-    the arithmetic of the DDP run, which tests/test_distributed.py matches to the same reference."""
+    the arithmetic of the DDP run, which tests/e2e/test_distributed.py matches to the same reference."""
     fsdp, one = runs["fsdp_clean"][0], runs["one_accum"][0]
     assert _max_diff(fsdp["full"], one["full"]) <= 1e-6
     assert [s["grad_norm"] for s in fsdp["steps"]] == pytest.approx([s["grad_norm"] for s in one["steps"]], rel=1e-6)

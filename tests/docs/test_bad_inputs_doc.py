@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "bad-inputs.md"
 
 _COUNT = re.compile(r"The table below has (\d+) cases, and every row names the test")

@@ -65,7 +65,7 @@ def test_every_shipped_config_loads_with_the_encoding_its_name_says():
         if not expected.startswith("rope"):
             assert cfg.model.global_pe == expected, name
         assert cfg.data.sources, name
-    repo_configs = Path(__file__).resolve().parent.parent / "configs"
+    repo_configs = Path(__file__).resolve().parents[2] / "configs"
     assert load_run_config(repo_configs / "quickstart.yaml") == load_run_config("quickstart")
 
 

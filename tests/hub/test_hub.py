@@ -28,7 +28,7 @@ from depthpe.run.checkpoints import rotate_checkpoints as _rotate_checkpoints
 from tests.helpers.training import run_config
 from tests.helpers.hub import INPUTS, SUMMARY, TOKEN, hand_made_run, model_folder, point_in_process, typed_run_config
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 REPO = "alice/depth-run"
 MODEL_FILES = ("config.json", "model.safetensors", "README.md")
 

@@ -25,7 +25,7 @@ from depthpe.run import dump_run_config
 from depthpe.run.trainer import train
 from tests.helpers.training import run_config
 
-TRAIN_PY = Path(__file__).parent.parent / "train" / "train.py"
+TRAIN_PY = Path(__file__).resolve().parents[2] / "train" / "train.py"
 pytestmark = pytest.mark.slow  # every test uses the 2-process accelerate launch run
 
 STEPS = 3

@@ -18,7 +18,7 @@ import pytest
 from depthpe.run import dump_run_config
 from tests.helpers.training import run_config
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm" / "train.sbatch"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm" / "train.sbatch"
 
 # srun: one task per node (SLURM_JOB_NUM_NODES), SLURM_NODEID and SLURM_PROCID set; SIGTERM is passed on to
 # the tasks; the exit status is the largest of the tasks'. scontrol: `show hostnames` -> this machine,

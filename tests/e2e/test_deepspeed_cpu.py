@@ -27,7 +27,7 @@ from depthpe.run.checkpoints import checkpoint_problem
 from depthpe.run.trainer import train
 from tests.helpers.training import run_config
 
-DS_FILE = Path(__file__).parent.parent / "configs" / "accelerate" / "deepspeed_zero2.yaml"
+DS_FILE = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "deepspeed_zero2.yaml"
 
 
 def _deepspeed_checkpoint(folder: Path) -> Path:

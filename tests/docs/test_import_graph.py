@@ -8,7 +8,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "depthpe"
 DOC = ROOT / "docs" / "architecture.md"
 

@@ -13,7 +13,7 @@ from depthpe.cli import main
 from depthpe.config import ConfigError
 from depthpe.run import RunConfig
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 @pytest.mark.parametrize("optim", [{"lr": 1e-4, "min_lr": 2e-4}, {"lr": 1e-4, "min_lr": -1e-6}])

@@ -1,6 +1,6 @@
 """The guards of runs of several processes, in process: the collective timeout reaches the process
 group, a launch whose processes did not join one group is a config error, and which exceptions mean
-that another process is gone (the end-to-end runs are in tests/test_multinode.py)."""
+that another process is gone (the end-to-end runs are in tests/e2e/test_multinode.py)."""
 
 from __future__ import annotations
 

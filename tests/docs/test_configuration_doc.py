@@ -1,5 +1,5 @@
 """docs/configuration.md stays complete: every key of the run-config schema has a row with its
-default, and every bad configuration of tests/test_run_config.py's BAD_CONFIGS is in the
+default, and every bad configuration of BAD_CONFIGS (tests/helpers/bad_configs.py) is in the
 "Bad configurations" table."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from depthpe.model.config import PRESETS, DepthModelConfig
 from depthpe.run.schema import RunConfig
 from tests.helpers.bad_configs import BAD_CONFIGS
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 # list[SourceConfig] fields are documented per entry, with N standing for the list index.
 _INDEX = "N"
