@@ -16,7 +16,7 @@ import sys
 from .commands.subcommands import add_lazy_subcommands, configure_parser
 
 # name -> (module, one-line help); a module is imported only when its command runs (``depthpe --help``
-# imports none: tests/test_cli_imports.py).
+# imports none: tests/commands/test_cli_imports.py).
 COMMANDS = {
     "train": ("depthpe.commands.train",
               "train a model from a run config (one process; `accelerate launch -m depthpe.train` for several)"),

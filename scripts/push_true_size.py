@@ -1,7 +1,7 @@
 """Push a large export (the true-size rehearsal's final/, 3.77 GB) to the test suite's Hub-compatible
 server over the LFS multipart path: a push killed after 3 of its parts, its rerun, and a rerun with
 nothing new; prints JSON (docs/benchmarks.md). Run from a repository checkout (it uses
-tests/hub_server.py) after `depthpe bench rehearsal --config vggt1b_prope --out /tmp/rehearsal`:
+tests/helpers/hub_server.py) after `depthpe bench rehearsal --config vggt1b_prope --out /tmp/rehearsal`:
 
     python scripts/push_true_size.py [FINAL_DIR]      # default /tmp/rehearsal/run/final
 """
@@ -9,7 +9,7 @@ import hashlib, json, os, re, subprocess, sys, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.hub_server import FakeHub  # noqa: E402
+from tests.helpers.hub_server import FakeHub  # noqa: E402
 
 FINAL = sys.argv[1] if len(sys.argv) > 1 else "/tmp/rehearsal/run/final"
 REPO = "user/vggt1b-prope"

@@ -2,6 +2,14 @@ import os
 
 import pytest
 
+# Fixtures shared by test modules in several folders (tests/fixtures/); plain helpers are in tests/helpers/.
+pytest_plugins = [
+    "tests.fixtures.data",
+    "tests.fixtures.models",
+    "tests.fixtures.prediction",
+    "tests.fixtures.evaluation",
+    "tests.fixtures.compare",
+]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -16,7 +24,7 @@ except ImportError:  # pragma: no cover
     pass
 
 # Tests that use these fixtures share a real training run started in another process
-# (train/train.py pushing to the fake Hub in test_hub.py), so they are ``slow`` without a decorator.
+# (train/train.py pushing to the fake Hub in tests/hub/test_hub.py), so they are ``slow`` without a decorator.
 SUBPROCESS_RUN_FIXTURES = {"pushed_run"}
 
 

@@ -1,0 +1,1 @@
+"""Tests of depthpe.analysis: `depthpe compare`, `depthpe plot` and study tables."""

@@ -1,0 +1,1 @@
+"""Tests of depthpe.commands: the command line."""

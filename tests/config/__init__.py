@@ -1,0 +1,1 @@
+"""Tests of depthpe.config: typed command options."""

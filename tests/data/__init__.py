@@ -1,0 +1,1 @@
+"""Tests of depthpe.data: synthetic data, datasets, sampling, augmentation and loader workers."""

@@ -1,0 +1,1 @@
+"""Tests of depthpe.data.convert: `depthpe convert` for each source dataset."""

@@ -1,0 +1,1 @@
+"""The docs/ pages and the architecture tables stay true to the code."""

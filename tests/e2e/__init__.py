@@ -1,0 +1,1 @@
+"""End-to-end runs in fresh processes (distributed launches, Slurm, a study)."""

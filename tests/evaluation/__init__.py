@@ -1,0 +1,1 @@
+"""Tests of depthpe.evaluation: `depthpe eval`."""

@@ -1,0 +1,1 @@
+"""Plain helpers shared by test modules (builders, references, fake servers); no fixtures, no tests."""

@@ -1,0 +1,1 @@
+"""Tests of depthpe.hub: pushes to a (fake, loopback) Hub."""

@@ -1,0 +1,1 @@
+"""Tests of depthpe.model: the depth model, its weights and inference path."""

@@ -1,0 +1,1 @@
+"""Tests of depthpe.pe: the camera positional encodings."""

@@ -1,0 +1,1 @@
+"""Tests of depthpe.prediction: `depthpe predict` and its files."""

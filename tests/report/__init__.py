@@ -1,0 +1,1 @@
+"""Tests of depthpe.report: HTML reports and figures."""

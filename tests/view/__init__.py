@@ -1,0 +1,1 @@
+"""Tests of depthpe.view: `depthpe view`."""
