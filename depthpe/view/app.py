@@ -10,7 +10,7 @@ Only pages served by this viewer may connect: a browser tab of another site coul
 viewer registers a first connect callback on viser's websocket server that closes, before anything
 is sent, every connection whose ``Origin`` header is not this server's own address (a connection
 without one, i.e. not from a browser, is allowed: a local program could read the files anyway).
-It reads viser's private ``_websock_server`` and ``_live_connections``; tests/test_view_origin.py
+It reads viser's private ``_websock_server`` and ``_live_connections``; tests/view/test_view_origin.py
 fails if a viser release renames them. A busy ``--port`` is an error, never a silent move to
 another port (viser tries the next ones).
 

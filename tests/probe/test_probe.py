@@ -18,21 +18,10 @@ from depthpe import DepthModel
 from depthpe.probe.capture import capture_global_attention
 from depthpe.probe.correspondence import patch_matches
 from depthpe.probe.lift import LiftAccumulator
-
-H, W, GRID, NS = 14, 42, (1, 3), 1  # one special token per view
-T = NS + 3
-N = 2 * T  # 8 tokens
+from tests.helpers.probe import GRID, NS, hand_probs, two_views
 
 
-def two_views(occlude_target_of_last_patch: bool = False):
-    """depth (1, 2, H, W), valid, K (1, 2, 3, 3), w2c (1, 2, 4, 4) of the hand-built case."""
-    depth = torch.full((1, 2, H, W), 2.0)
-    if occlude_target_of_last_patch:  # something at depth 1 around pixel (6, 20) of view 1, where (0, c2) lands
-        depth[0, 1, 5:8, 19:23] = 1.0
-    K = torch.tensor([[56.0, 0, (W - 1) / 2], [0, 56.0, (H - 1) / 2], [0, 0, 1]]).expand(1, 2, 3, 3)
-    w2c = torch.eye(4).repeat(1, 2, 1, 1)
-    w2c[0, 1, 0, 3] = -0.5  # camera 1 centred at x = +0.5
-    return depth, depth > 0, K, w2c
+
 
 
 def test_hand_built_matches_and_the_depth_test():
@@ -48,14 +37,6 @@ def test_hand_built_matches_and_the_depth_test():
     assert occluded.ok[0, 1].sum() == 2  # view 1's own patch depths (medians) are unchanged
 
 
-def hand_probs():
-    """(1, 2 heads, N, N): head 0 uniform except that query (view 0, patch 2) puts 0.65 on key
-    (view 1, patch 1), its true match, and 0.05 on each other key; head 1 uniform."""
-    probs = torch.full((1, 2, N, N), 1 / N)
-    query, key = 0 * T + NS + 2, 1 * T + NS + 1
-    probs[0, 0, query] = 0.05
-    probs[0, 0, query, key] = 0.65
-    return probs
 
 
 def test_hand_built_lift():

@@ -10,6 +10,7 @@ from depthpe.run.checkpoints import find_checkpoint
 from depthpe.run.step import lr_at
 from depthpe.run.trainer import train
 from tests.helpers.training import MICRO_MODEL, run_config
+from tests.helpers.locks import HOLD_LOCK
 
 
 
@@ -336,14 +337,6 @@ def test_resume_latest_falls_back_past_a_broken_checkpoint(synth_root, tmp_path,
     assert all(torch.equal(reference[k], resumed[k]) for k in reference)  # still bit-exact from step 2
 
 
-HOLD_LOCK = """
-import sys
-from pathlib import Path
-from depthpe.run.lock import acquire_lock
-held = acquire_lock(Path(sys.argv[1]))  # kept: the lock lives as long as its object
-print("held", flush=True)
-sys.stdin.read()  # hold the lock until the test kills this process
-"""
 
 
 def test_a_live_run_holds_its_output_dir_and_a_dead_ones_lock_is_taken_over(synth_root, tmp_path, capsys):

@@ -7,7 +7,7 @@ import pytest
 
 from depthpe.run.callbacks import CallbackError, Callbacks, TrainingCallback
 from depthpe.run.trainer import train
-from tests.test_training import run_config, synth_root  # noqa: F401 (fixture)
+from tests.helpers.training import run_config
 
 
 class Recorder(TrainingCallback):
@@ -57,7 +57,7 @@ def _val(root) -> dict:
     return {"sources": [{"name": "synth", "root": str(root), "split": "val"}], **VAL}
 
 
-def test_events_in_order_with_their_arguments(synth_root, tmp_path):  # noqa: F811
+def test_events_in_order_with_their_arguments(synth_root, tmp_path):
     rec = Recorder()
     final = train(run_config(synth_root, tmp_path / "run", train={"steps": 4, "checkpoint_every": 2},
                              val=_val(synth_root)), callbacks=[rec])
@@ -76,7 +76,7 @@ def test_events_in_order_with_their_arguments(synth_root, tmp_path):  # noqa: F8
     assert "abs_rel" in next(v for mode, v in summary.items() if mode != "loss")
 
 
-def test_resume_hears_the_restore(synth_root, tmp_path):  # noqa: F811
+def test_resume_hears_the_restore(synth_root, tmp_path):
     cfg = run_config(synth_root, tmp_path / "run", train={"steps": 2, "checkpoint_every": 1})
     train(cfg)
     rec = Recorder()
@@ -94,7 +94,7 @@ class Exploding(TrainingCallback):
         raise ValueError("boom")
 
 
-def test_a_raising_callback_is_a_clear_error(synth_root, tmp_path):  # noqa: F811
+def test_a_raising_callback_is_a_clear_error(synth_root, tmp_path):
     with pytest.raises(CallbackError, match=r"training callback Exploding\.on_step_end failed at step 1: "
                                             r"ValueError: boom"):
         train(run_config(synth_root, tmp_path / "run", train={"steps": 2}), callbacks=[Exploding()])

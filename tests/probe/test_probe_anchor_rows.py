@@ -9,7 +9,7 @@ import torch
 
 from depthpe.probe.correspondence import patch_matches
 from depthpe.probe.lift import LiftAccumulator
-from tests.test_probe import GRID, N, NS, hand_probs, two_views
+from tests.helpers.probe import GRID, N, NS, hand_probs, two_views
 
 PEAKED, UNIFORM = 2.05, 1.0  # r = 0 lifts of hand_probs' head 0 and head 1 (test_probe.py)
 

@@ -12,7 +12,7 @@ from depthpe.data.cameras import FrameCamera, read_cameras
 from depthpe.data.format.limits import w2c_problems
 from depthpe.data.format.scene_file import write_scene
 from depthpe.prediction.api import _match_cameras
-from tests.scenes import plane_scene
+from tests.helpers.scenes import plane_scene
 
 K = [[30.0, 0, 19.5], [0, 30.0, 14.5], [0, 0, 1]]
 

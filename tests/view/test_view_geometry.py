@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from depthpe.view.scene import camera_pose
-from tests.scenes import look_at_w2c
+from tests.helpers.scenes import look_at_w2c
 
 CENTRES = [(2.0, -1.0, 1.5), (-0.3, 4.0, -2.0), (0.0, 0.0, 0.0)]
 

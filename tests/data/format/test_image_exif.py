@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from depthpe.data.format.image_bytes import decode_rgb, exif_orientation
-from tests.test_exif_orientation import PORTRAIT, jpeg_with_orientation
+from tests.helpers.exif import PORTRAIT, jpeg_with_orientation
 
 RGB = np.random.default_rng(0).integers(0, 256, (6, 8, 3), dtype=np.uint8)
 _IHDR_END = 8 + 25  # signature, then the IHDR chunk (13 bytes of data + length, type, CRC)

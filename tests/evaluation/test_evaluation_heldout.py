@@ -13,7 +13,7 @@ import torch
 
 from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
 from depthpe.evaluation.protocol import discover_sources
-from tests.test_training import MICRO_MODEL
+from tests.helpers.training import MICRO_MODEL
 
 VIEWS, WIDTH = 3, 28
 

@@ -13,7 +13,7 @@ import torch
 
 from depthpe.config import ConfigError
 from depthpe.run.lock import OWNER_FILE, lock_problem, run_lock
-from tests.test_training import HOLD_LOCK
+from tests.helpers.locks import HOLD_LOCK
 
 
 class _Accelerator:
