@@ -7,7 +7,7 @@ import sys
 
 from ..config import ConfigError
 
-__all__ = ["report_errors", "require_output_folder", "USAGE_ERROR_STATUS"]
+__all__ = ["report_errors", "require_output_folder", "add_config_arguments", "run_config_command", "USAGE_ERROR_STATUS"]
 
 USAGE_ERROR_STATUS = 2
 
@@ -32,3 +32,25 @@ def require_output_folder(path, label: str) -> None:
     problem = output_folder_problem(path, label)
     if problem:
         raise ConfigError(problem)
+
+
+def add_config_arguments(parser, cls) -> None:
+    """The options of a command whose settings are the dataclass ``cls`` (``config.options.add_options``:
+    its fields, ``--config FILE``, ``key=value``), and ``--debug``."""
+    from ..config.options import add_options
+
+    add_options(parser, cls)
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+
+
+def run_config_command(args, cls, run) -> int:
+    """Build ``cls`` from the parsed ``args``, check its ``out`` folder and call ``run(cfg)``; a
+    ``ConfigError`` anywhere is one ``error:`` line and status 2 (``report_errors``)."""
+    from ..config.options import config_from_args
+
+    with report_errors(args.debug):
+        cfg = config_from_args(cls, args)
+        require_output_folder(cfg.out, "--out")
+        run(cfg)
+        return 0
+    return USAGE_ERROR_STATUS

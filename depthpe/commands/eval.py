@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..config.inference import EvalConfig
-from ..config.options import add_options, config_from_args
-from .errors import USAGE_ERROR_STATUS, report_errors, require_output_folder
+from .errors import add_config_arguments, run_config_command
 
 DESCRIPTION = """\
 Evaluate a depthpe model on the held-out scenes of every dataset under --data (ROOT/<dataset>/<split>/
@@ -26,16 +25,14 @@ max_scenes: 4) and key=value overrides. The protocol: docs/evaluation.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_options(parser, EvalConfig)
-    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    add_config_arguments(parser, EvalConfig)
 
 
 def run(args: argparse.Namespace) -> int:
-    with report_errors(args.debug):
-        cfg = config_from_args(EvalConfig, args)
-        require_output_folder(cfg.out, "--out")
-        from ..evaluation.command import run_evaluation
+    return run_config_command(args, EvalConfig, _run)
 
-        run_evaluation(cfg)
-        return 0
-    return USAGE_ERROR_STATUS
+
+def _run(cfg: EvalConfig) -> None:
+    from ..evaluation.command import run_evaluation
+
+    run_evaluation(cfg)

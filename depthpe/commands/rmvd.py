@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..config.options import add_options, config_from_args
 from ..rmvd.config import RmvdConfig
-from .errors import USAGE_ERROR_STATUS, report_errors, require_output_folder
+from .errors import add_config_arguments, run_config_command
 
 DESCRIPTION = """\
 Score the depth maps another program wrote (--predictions DIR: DIR/<dataset>/<sample>.npy in metres;
@@ -21,16 +20,14 @@ of 1..N source views per sample, chosen with the GT). Protocol: docs/rmvd.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_options(parser, RmvdConfig)
-    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    add_config_arguments(parser, RmvdConfig)
 
 
 def run(args: argparse.Namespace) -> int:
-    with report_errors(args.debug):
-        cfg = config_from_args(RmvdConfig, args)
-        require_output_folder(cfg.out, "--out")
-        from ..rmvd.harness import run_rmvd
+    return run_config_command(args, RmvdConfig, _run)
 
-        run_rmvd(cfg)
-        return 0
-    return USAGE_ERROR_STATUS
+
+def _run(cfg: RmvdConfig) -> None:
+    from ..rmvd.harness import run_rmvd
+
+    run_rmvd(cfg)
