@@ -33,7 +33,7 @@ def reference(data, saved_model, tmp_path_factory):
     return out
 
 
-def test_an_interrupted_evaluation_resumes_and_writes_the_sameoutput_files(data, saved_model, reference, tmp_path,
+def test_an_interrupted_evaluation_resumes_and_writes_the_same_files(data, saved_model, reference, tmp_path,
                                                                      monkeypatch, capsys):
     out = tmp_path / "eval"
     interrupt(data, saved_model, out, monkeypatch, after=2)
