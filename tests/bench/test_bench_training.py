@@ -44,7 +44,7 @@ def test_bench_train_parts_shares_and_throughput_agree(synth_root, tmp_path, cap
     # every batch holds floor(6 / S) * S = 6 images for S in data.views = [2, 3]
     assert result["images"] == 2 * 6
     assert result["images_per_s"] * result["step_s"] == pytest.approx(6, rel=1e-9)
-    parts = _table(out, ("data", "forward", "backward", "optimizer", "total"))
+    parts = table_rows(out, ("data", "forward", "backward", "optimizer", "total"))
     for name, seconds in result["seconds"].items():  # the table prints exactly these numbers, rounded
         assert parts[name] == [round(seconds / 2, 4), round(seconds / 2 / result["step_s"], 2)], name
     assert parts["total"] == [round(result["step_s"], 4), 1.0]
