@@ -5,8 +5,12 @@ Events, in the order a run meets them (every process calls its callbacks; act on
 ``run.accelerator.is_main_process``): ``on_run_begin`` (before anything is built),
 ``on_restore_begin`` / ``on_restored`` (resumed runs), ``on_run_start``, then per optimizer step
 ``on_step_begin`` / ``on_step_end``, maybe ``on_validation``, maybe ``on_checkpoint_begin`` /
-``on_checkpoint_saved``; at the end ``on_checkpoint_begin`` / ``on_checkpoint_saved`` with
-``final=True`` for ``final/``, ``on_validation`` of the final model, ``on_run_end``.
+``on_checkpoint_saved``, and after a pre-emption checkpoint ``on_stop``; at the end
+``on_checkpoint_begin`` / ``on_checkpoint_saved`` with ``final=True`` for ``final/``,
+``on_validation`` of the final model, ``on_run_end``. A callback that still reads a checkpoint
+folder (an upload in flight) says so in ``protects``: checkpoint rotation spares that folder.
+The Hub pushes (``depthpe.run.pushes.HubPushes``) and the trackers' step scalars
+(``depthpe.run.tracking.TrackerLogging``) are callbacks the trainer puts before the user's.
 An exception raised by a callback stops the run as ``CallbackError`` naming the callback and event.
 See docs/training.md ("Hooks").
 """
@@ -57,8 +61,17 @@ class TrainingCallback:
     def on_checkpoint_saved(self, run, folder: Path, final: bool) -> None:
         """``folder`` (``checkpoints/step_N`` or ``final/``) is complete on disk, before its Hub push."""
 
+    def on_stop(self, run, status: int) -> None:
+        """Pre-emption: the checkpoint of step ``run.state.step`` is written and the process exits
+        next with ``status`` (143 after SIGTERM, 130 after SIGINT)."""
+
     def on_run_end(self, run, final: Path) -> None:
         """Training is done; ``final``: the exported ``final/`` folder."""
+
+    def protects(self, path: Path) -> bool:
+        """Whether this callback still reads ``path`` (a ``checkpoints/step_N`` folder), so that
+        checkpoint rotation must not delete it yet. Not an event: rotation asks it."""
+        return False
 
 
 EVENTS = tuple(name for name in vars(TrainingCallback) if name.startswith("on_"))
@@ -79,6 +92,10 @@ class Callbacks:
         if event not in EVENTS:
             raise AttributeError(event)
         return lambda *args, **kwargs: self.dispatch(event, *args, **kwargs)
+
+    def protects(self, path: Path) -> bool:
+        """Whether any callback still reads ``path`` (``TrainingCallback.protects``)."""
+        return any(cb.protects(Path(path)) for cb in self.callbacks)
 
     def dispatch(self, event: str, *args, **kwargs) -> None:
         """``getattr(cb, event)(*args, **kwargs)`` for each callback."""

@@ -4,7 +4,9 @@
 the final model go to the repository (layout in ``depthpe.hub.repo``), each with a model card regenerated
 from the run config and the latest validation. ``card_training`` turns a ``RunConfig`` into the plain
 values a card shows (``depthpe.hub.card.TrainingSection``), for these pushes and for
-``depthpe push``. The uploads themselves are ``depthpe.hub.pusher.HubPusher``'s.
+``depthpe push``. ``HubPushes`` is the training callback that drives them (the trainer adds it to
+every run; it does nothing without ``hub.repo_id``). The uploads themselves are
+``depthpe.hub.pusher.HubPusher``'s.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from ..hub.card import (
     public_location,
     write_model_card,
 )
+from .callbacks import TrainingCallback
+from .checkpoints import rotate_checkpoints
 from .schema import RunConfig
+from .tracking import get_run_logger
 from .validation import validation_card_fields
 
-__all__ = ["TrainingPushes", "card_training"]
+__all__ = ["TrainingPushes", "HubPushes", "card_training"]
 
 
 def card_training(cfg: RunConfig) -> TrainingSection:
@@ -164,3 +169,42 @@ class TrainingPushes:
         else:
             self.log(f"hub: all {len(self.pusher.results)} push(es) to {self.cfg.repo_id} succeeded")
         return not failed
+
+
+class HubPushes(TrainingCallback):
+    """The training callback of the Hub pushes (main process, ``hub.repo_id`` set; otherwise it
+    does nothing): every ``hub.push_every``-th checkpoint once saved and rotated, the final model at
+    the end of the run with the card of the final validation; it remembers each validation for the
+    cards, drops queued uploads on pre-emption, spares checkpoints still being uploaded from
+    rotation and, at the end, waits (at most ``hub.wait_timeout`` s) and rotates what it spared.
+    ``pusher_kwargs``: passed to ``TrainingPushes`` (token, endpoint, api, timeouts)."""
+
+    def __init__(self, **pusher_kwargs):
+        self.pusher_kwargs, self.pushes = pusher_kwargs, None
+
+    def on_run_start(self, run) -> None:
+        if run.accelerator.is_main_process and run.cfg.hub.repo_id:
+            self.pushes = TrainingPushes(run.cfg, run.output_dir, log=get_run_logger().info, **self.pusher_kwargs)
+
+    def on_validation(self, run, summary: dict) -> None:
+        if self.pushes is not None:
+            self.pushes.record_validation(run.state.step, summary, scenes=run.cfg.val.max_scenes, views=run.cfg.val.views)
+
+    def on_checkpoint_saved(self, run, folder: Path, final: bool) -> None:
+        if self.pushes is not None and not final:
+            self.pushes.after_checkpoint(folder, run.state.step)
+
+    def on_stop(self, run, status: int) -> None:
+        if self.pushes is not None:
+            self.pushes.abandon()
+
+    def on_run_end(self, run, final: Path) -> None:
+        """Push ``final/``, wait for every upload (never raises), then rotate the spared checkpoints."""
+        if self.pushes is None:
+            return
+        self.pushes.after_final(final, run.state.step)
+        self.pushes.finish()
+        rotate_checkpoints(run.output_dir, run.cfg.train.keep_checkpoints, protected=self.pushes.is_pending)
+
+    def protects(self, path: Path) -> bool:
+        return self.pushes is not None and self.pushes.is_pending(path)

@@ -4,7 +4,9 @@ Messages go through Python ``logging`` (the ``depthpe`` logger, wrapped by Accel
 ``get_logger`` so that only the main process speaks): to the console through ``tqdm.write`` (progress
 bars stay intact) and to ``<output_dir>/train.log`` (appended to on resume). Scalars and depth
 panels go to the trackers of ``train.report_to`` (Accelerate's TensorBoard and W&B trackers;
-``wandb`` is an optional extra, ``pip install "depthpe[wandb]"``).
+``wandb`` is an optional extra, ``pip install "depthpe[wandb]"``). ``TrackerLogging`` is the
+training callback that starts the trackers and sends them each step's scalars (the trainer adds it to
+every run); validation sends its own tables and panels (``depthpe.run.trainer``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from .callbacks import TrainingCallback
+
 __all__ = ["LOG_FILE", "FILE_ONLY", "get_run_logger", "setup_logging", "close_logging", "tracker_init_kwargs",
-           "flat_hparams", "log_panels"]
+           "flat_hparams", "log_panels", "step_scalars", "TrackerLogging"]
 
 LOG_FILE = "train.log"
 _LOGGER = "depthpe.run"
@@ -111,3 +115,34 @@ def log_panels(trackers, panels: list[tuple[str, np.ndarray]], step: int, prefix
                 tracker.log_images({f"{prefix}/{name}": [panel]}, step=step)
         sent += 1
     return sent
+
+
+def step_scalars(result, world_size: int) -> dict[str, float]:
+    """The scalars of one optimizer step, by tracker name: ``loss/<term>``, ``lr``, ``grad_norm``,
+    ``images_per_s`` (images of all ``world_size`` processes per second of this process's step)
+    and ``data_time_fraction``. ``result``: the step's ``depthpe.run.step.StepResult``."""
+    scalars = {f"loss/{k}": v for k, v in result.terms.items()}
+    scalars.update({"lr": result.lr, "grad_norm": result.grad_norm,
+                    "images_per_s": result.images * world_size / result.seconds,
+                    "data_time_fraction": result.data_time / result.seconds})
+    return scalars
+
+
+class TrackerLogging(TrainingCallback):
+    """The training callback of the trackers (``train.report_to``): starts them with the run's
+    hyper-parameters (``flat_hparams``) and, every ``train.log_every`` steps and at the last, sends
+    the step's scalars, their smoothed values (``smooth/...``, the run's ``Smoother``) and the
+    counters (``counters/...``). Accelerate sends from the main process only."""
+
+    def on_run_start(self, run) -> None:
+        run.accelerator.init_trackers("train", config=flat_hparams(run.cfg.to_dict()),
+                                      init_kwargs=tracker_init_kwargs(run.output_dir))
+
+    def on_step_end(self, run, result) -> None:
+        state, t = run.state, run.cfg.train
+        if not run.accelerator.is_main_process or (state.step % t.log_every and state.step != t.steps):
+            return
+        logged = {f"smooth/{k}": v for k, v in state.smoother.get().items()}
+        logged.update(step_scalars(result, run.accelerator.num_processes))
+        logged.update({f"counters/{k}": v for k, v in state.counters.items()})
+        run.accelerator.log(logged, step=state.step)

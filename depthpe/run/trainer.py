@@ -2,8 +2,9 @@
 
 ``preflight`` checks the config before anything is built; ``start_run`` builds the Accelerator,
 logging, model, optimizer, state and data; each iteration is ``run_step`` (one optimizer step),
-``log_step``, maybe ``validate``, maybe ``checkpoint`` + ``push``; ``finish`` exports ``final/``,
-validates it and pushes it. A resumed run (``--resume latest``) restores the model, optimizer, RNG
+``log_step``, maybe ``validate``, maybe ``checkpoint``; ``finish`` exports ``final/`` and validates it.
+The trackers' step scalars and the Hub pushes are built-in callbacks (``TrackerLogging``,
+``HubPushes``) that hear the same events as the user's. A resumed run (``--resume latest``) restores the model, optimizer, RNG
 states and ``TrainState``; the learning rate is a pure function of the step and the sampler is
 indexed by the step, so it continues exactly like an uninterrupted run (bit-for-bit on CPU in fp32).
 
@@ -37,9 +38,11 @@ from .state import TrainState
 from .step import StepResult, run_step
 from .validation import (append_val_history, loss_terms_fn, read_val_manifest, trim_val_history,
                          val_manifest_file, write_val_summary)
-from .tracking import FILE_ONLY, close_logging, flat_hparams, get_run_logger, log_panels, setup_logging, tracker_init_kwargs
+from .pushes import HubPushes
+from .tracking import FILE_ONLY, TrackerLogging, close_logging, get_run_logger, log_panels, setup_logging, step_scalars
 
-__all__ = ["Run", "train", "make_accelerator", "start_run", "log_step", "validate", "checkpoint", "push", "finish"]
+__all__ = ["Run", "train", "builtin_callbacks", "make_accelerator", "start_run", "log_step", "validate", "checkpoint",
+           "finish"]
 
 log = get_run_logger()
 
@@ -47,8 +50,8 @@ log = get_run_logger()
 @dataclass
 class Run:
     """Everything a running training holds: config, Accelerator, prepared model and optimizer,
-    progress, batch iterator, Hub pushes (main process, or None), progress bar, the training
-    DataLoader (``loader.batch_sampler``: the step-indexed sampler) and the run's callbacks."""
+    progress, batch iterator, progress bar, the training DataLoader (``loader.batch_sampler``: the
+    step-indexed sampler) and the run's callbacks (the built-in ones first)."""
 
     cfg: RunConfig
     accelerator: object
@@ -56,7 +59,6 @@ class Run:
     optimizer: torch.optim.Optimizer
     state: TrainState
     batches: object
-    hub: object
     bar: object
     loader: object = None
     callbacks: Callbacks = field(default_factory=Callbacks)
@@ -77,6 +79,11 @@ def _due(every: int, step: int, total: int) -> bool:
     return bool(every) and step % every == 0 and step < total
 
 
+def builtin_callbacks() -> list[TrainingCallback]:
+    """The callbacks every run has, before the user's: the trackers' step scalars, the Hub pushes."""
+    return [TrackerLogging(), HubPushes()]
+
+
 def train(cfg: RunConfig, *, resume: str | None = None, callbacks: list[TrainingCallback] | None = None) -> Path:
     """Run training as configured; returns the exported final model folder. ``resume``: "latest",
     "auto" (latest if any) or a checkpoint folder. ``callbacks``: ``TrainingCallback`` instances
@@ -84,7 +91,7 @@ def train(cfg: RunConfig, *, resume: str | None = None, callbacks: list[Training
     ``CallbackError``). Raises ``ConfigError`` before building anything when the config cannot run;
     exits with status 143 after a checkpoint on SIGTERM (130 on SIGINT), and with status 1 and one
     line naming the checkpoint to resume from when another process of the run is gone."""
-    hooks = Callbacks(callbacks)
+    hooks = Callbacks([*builtin_callbacks(), *(callbacks or [])])
     checked = preflight(cfg, resume)
     accelerator = make_accelerator(cfg)
     with run_lock(cfg.output_dir, accelerator) as took_over:
@@ -100,7 +107,7 @@ def train(cfg: RunConfig, *, resume: str | None = None, callbacks: list[Training
                     hooks.on_validation(run, validate(run))
                 stop_status = stop.requested(run.accelerator)
                 if stop_status or _due(cfg.train.checkpoint_every, run.state.step, cfg.train.steps):
-                    push(run, checkpoint(run), final=False)
+                    checkpoint(run)
                 if stop_status:
                     _exit_preempted(run, stop_status)
             return finish(run)
@@ -183,8 +190,6 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     for warning in [*notes, *checked.warnings]:
         log.warning(warning)
     accelerator.wait_for_everyone()
-    accelerator.init_trackers("train", config=flat_hparams(cfg.to_dict()),
-                              init_kwargs=tracker_init_kwargs(Path(cfg.output_dir)))
     with accelerator.main_process_first():  # init_from: the main process downloads, the others read the cache
         model = build_model(cfg, resuming=checked.checkpoint is not None)
     if cfg.train.compile:  # in place, before DDP/FSDP wrap it: state-dict keys stay the eager ones
@@ -200,38 +205,25 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     loader = build_train_loader(cfg.data, seed=cfg.seed, rank=accelerator.process_index,
                                 world_size=accelerator.num_processes, start_step=state.step, num_steps=cfg.train.steps,
                                 **loader_options(cfg, accelerator.device))
-    hub = None
-    if accelerator.is_main_process and cfg.hub.repo_id:
-        from .pushes import TrainingPushes
-
-        hub = TrainingPushes(cfg, cfg.output_dir, log=log.info)
     bar = tqdm(total=cfg.train.steps, initial=state.step, desc="train", unit="step",
                disable=not accelerator.is_main_process, dynamic_ncols=True)
     model.train()
-    run = Run(cfg, accelerator, model, optimizer, state, iter(loader), hub, bar, loader, hooks)
+    run = Run(cfg, accelerator, model, optimizer, state, iter(loader), bar, loader, hooks)
     hooks.on_run_start(run)
     return run
 
 
 def log_step(run: Run, result: StepResult) -> None:
-    """Progress bar, newly met unusable files, and (every ``train.log_every`` steps) the trackers."""
-    state, t = run.state, run.cfg.train
+    """Progress bar (smoothed loss, lr, images per second) and newly met unusable files; the
+    trackers get the step from ``TrackerLogging``."""
+    state = run.state
     known = len(state.bad_files) - len(result.new_bad_files)
     for i, (_, reason) in enumerate(result.new_bad_files, start=1):
         log.info(f"step {state.step}: skipping unusable scene file ({known + i} so far): {reason}")
-    world = run.accelerator.num_processes
-    scalars = {f"loss/{k}": v for k, v in result.terms.items()}
-    scalars.update({"lr": result.lr, "grad_norm": result.grad_norm, "images_per_s": result.images * world / result.seconds,
-                    "data_time_fraction": result.data_time / result.seconds})
-    smooth = state.smoother.update(scalars)
+    smooth = state.smoother.update(step_scalars(result, run.accelerator.num_processes))
     run.bar.update(1)
     run.bar.set_postfix(loss=f"{smooth.get('loss/total', float('nan')):.4f}", lr=f"{result.lr:.2e}",
                         img_s=f"{smooth.get('images_per_s', 0):.1f}")
-    if run.accelerator.is_main_process and (state.step % t.log_every == 0 or state.step == t.steps):
-        logged = {f"smooth/{k}": v for k, v in smooth.items()}
-        logged.update(scalars)
-        logged.update({f"counters/{k}": v for k, v in state.counters.items()})
-        run.accelerator.log(logged, step=state.step)
 
 
 def validate(run: Run) -> dict | None:
@@ -289,39 +281,26 @@ def _record_validation(run: Run, result, *, first: bool, extra_rows: dict | None
         write_manifest(val_manifest_file(cfg), result.manifest, seed=cfg.val.seed, views=cfg.val.views)
     write_val_summary(run.output_dir, step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
     append_val_history(run.output_dir, step, result.summary, extra_rows)
-    if run.hub is not None:
-        run.hub.record_validation(step, result.summary, scenes=cfg.val.max_scenes, views=cfg.val.views)
 
 
 def checkpoint(run: Run) -> Path:
     """Write ``checkpoints/step_N`` (every process takes part) and rotate old checkpoints, sparing
-    those whose upload is still pending. Callbacks: ``on_checkpoint_begin`` / ``on_checkpoint_saved``."""
+    those a callback still reads (``protects``: an upload in flight). Callbacks: ``on_checkpoint_begin`` / ``on_checkpoint_saved``."""
     run.callbacks.on_checkpoint_begin(run, final=False)
     folder = save_checkpoint(run.accelerator, run.model, run.output_dir, run.state.step, run.state.to_json(), run.inputs,
                              optimizer=run.optimizer)
     if run.accelerator.is_main_process:
         rotate_checkpoints(run.output_dir, run.cfg.train.keep_checkpoints,
-                           protected=run.hub.is_pending if run.hub else None)
+                           protected=run.callbacks.protects)
     run.callbacks.on_checkpoint_saved(run, folder, final=False)
     return folder
 
 
-def push(run: Run, folder: Path, *, final: bool) -> None:
-    """Queue the upload of a checkpoint (its ``model/``) or of ``final/`` when ``hub.repo_id`` is set."""
-    if run.hub is None:
-        return
-    if final:
-        run.hub.after_final(folder, run.state.step)
-    else:
-        run.hub.after_checkpoint(folder, run.state.step)
-
-
 def _exit_preempted(run: Run, status: int) -> None:
-    """After the pre-emption checkpoint: drop queued uploads (only one in flight finishes), exit with
-    ``status`` (143 after SIGTERM, 130 after SIGINT)."""
+    """After the pre-emption checkpoint: ``on_stop`` (the Hub pushes drop queued uploads; one in
+    flight finishes), exit with ``status`` (143 after SIGTERM, 130 after SIGINT)."""
     run.bar.close()
-    if run.hub is not None:
-        run.hub.abandon()
+    run.callbacks.on_stop(run, status)
     name = {code: sig.name for sig, code in STOP_SIGNALS.items()}[status]
     log.info(f"{name} received: checkpoint written at step {run.state.step}; continue with --resume latest")
     run.accelerator.end_training()
@@ -342,8 +321,9 @@ def _exit_lost_peer(cfg: RunConfig, accelerator, err: BaseException) -> None:
 
 def finish(run: Run) -> Path:
     """Export ``final/`` first (a failing validation never costs the trained weights), validate it,
-    push it, report the counters, wait for pending uploads. Returns the final folder. Callbacks:
-    ``on_checkpoint_begin`` / ``on_checkpoint_saved`` (``final=True``), ``on_validation``, ``on_run_end``."""
+    report the counters. Returns the final folder. Callbacks: ``on_checkpoint_begin`` /
+    ``on_checkpoint_saved`` (``final=True``), ``on_validation``, ``on_run_end`` (where the Hub
+    pushes push ``final/`` and wait for their uploads)."""
     run.bar.close()
     state = run.state
     doc = {k: v for k, v in state.to_json().items() if k not in ("smoother", "nonfinite_in_row")}
@@ -357,7 +337,6 @@ def finish(run: Run) -> Path:
             log.error(f"final validation failed: {type(err).__name__}: {err}; the final model is in {final}")
         else:
             run.callbacks.on_validation(run, summary)
-    push(run, final, final=True)
     c, bad = state.counters, state.bad_files
     log.info(f"training done: {state.step} steps on {state.world_size} process(es), {c['nonfinite_steps']} skipped "
              f"(non-finite loss or gradients), {c['redraws']} draws redrawn (degenerate or too little valid depth), "
@@ -365,8 +344,5 @@ def finish(run: Run) -> Path:
              f"{': ' + ', '.join(sorted(bad)[:10]) if bad else ''}; final model in {final}")
     run.accelerator.wait_for_everyone()
     run.accelerator.end_training()
-    if run.hub is not None:  # wait (bounded by hub.wait_timeout) for uploads; never raises
-        run.hub.finish()
-        rotate_checkpoints(run.output_dir, run.cfg.train.keep_checkpoints, protected=run.hub.is_pending)
     run.callbacks.on_run_end(run, final)
     return final

@@ -106,3 +106,53 @@ def test_callbacks_must_be_training_callbacks():
     assert Callbacks().on_step_end(object(), None) is None  # no callbacks: every event is a no-op
     with pytest.raises(AttributeError):
         Callbacks().on_not_an_event
+
+
+class Protector(TrainingCallback):
+    """Claims to still read checkpoint ``step_0000001`` (as an upload in flight would); records the
+    callbacks the run holds and the pre-emption event."""
+
+    def __init__(self):
+        self.held, self.stops = [], []
+
+    def on_run_start(self, run):
+        self.held = [type(cb).__name__ for cb in run.callbacks.callbacks]
+
+    def on_stop(self, run, status):
+        self.stops.append((run.state.step, status))
+
+    def protects(self, path):
+        return Path(path).name == "step_0000001"
+
+
+def test_builtin_callbacks_come_first_and_rotation_spares_what_a_callback_protects(synth_root, tmp_path):
+    guard = Protector()
+    out = tmp_path / "run"
+    train(run_config(synth_root, out, train={"steps": 4, "checkpoint_every": 1, "keep_checkpoints": 1}),
+          callbacks=[guard])
+    assert guard.held == ["TrackerLogging", "HubPushes", "Protector"]
+    # keep_checkpoints=1 keeps the newest (step 3; step 4 is final/) and the protected step 1
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_0000001", "step_0000003"]
+    assert guard.stops == []
+
+
+def test_preemption_is_heard_as_on_stop_after_its_checkpoint(synth_root, tmp_path, monkeypatch):
+    import signal
+
+    import depthpe.run.losses as losses
+
+    real, calls = losses.depth_loss, {"n": 0}
+
+    def sigterm_on_second_step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            signal.raise_signal(signal.SIGTERM)  # its handler has run when this returns
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(losses, "depth_loss", sigterm_on_second_step)
+    guard, rec = Protector(), Recorder()
+    with pytest.raises(SystemExit) as exit_info:
+        train(run_config(synth_root, tmp_path / "run", train={"checkpoint_every": 0}), callbacks=[guard, rec])
+    assert exit_info.value.code == 143 and guard.stops == [(2, 143)]
+    assert [e[0] for e in rec.events[-2:]] == ["checkpoint_begin", "checkpoint_saved"]
+    assert "run_end" not in [e[0] for e in rec.events]

@@ -272,12 +272,15 @@ def test_train_log_training_inputs_and_val_panels_in_every_tracker(synth_root, t
     assert json.loads((out / "val_summary.json").read_text())["step"] == 2
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    image_tags = []
+    image_tags, scalar_tags = [], []
     for events in (out / "logs").rglob("events.out.tfevents*"):
         acc = EventAccumulator(str(events))
         acc.Reload()
         image_tags += acc.Tags().get("images", [])
+        scalar_tags += acc.Tags().get("scalars", [])
     assert any(t.startswith("val_panels/") for t in image_tags), image_tags
+    # the step scalars (the TrackerLogging callback) and validation's table
+    assert {"loss/total", "smooth/loss/total", "lr", "counters/images", "val/synth/loss/total"} <= set(scalar_tags), scalar_tags
     assert list((out / "wandb").rglob("media/images/val_panels/*.png"))  # W&B (offline) got the panel too
 
 
