@@ -177,3 +177,55 @@ def test_scale_reference_all_includes_the_reference_camera():
     assert torch.allclose(d_all, d_others * 4 / 3)
     with pytest.raises(ValueError, match="scale_reference"):
         mean_center_distance(w2c, "mean")
+
+
+def _random_cameras(S: int, seed: int = 0):
+    """(K (S, 3, 3), w2c (S, 4, 4)) float64: random rotations and centres."""
+    gen = torch.Generator().manual_seed(seed)
+    axes = torch.nn.functional.normalize(torch.randn(S, 3, generator=gen, dtype=torch.float64), dim=-1)
+    R = G.axis_angle_rotation(axes, torch.rand(S, generator=gen, dtype=torch.float64) * 3)
+    c = torch.randn(S, 3, generator=gen, dtype=torch.float64)
+    w2c = torch.eye(4, dtype=torch.float64).repeat(S, 1, 1)
+    w2c[:, :3, :3], w2c[:, :3, 3] = R, -(R @ c[..., None])[..., 0]
+    K = torch.tensor([[120.0, 0, 40], [0, 110.0, 30], [0, 0, 1]], dtype=torch.float64).repeat(S, 1, 1)
+    return K, w2c
+
+
+def _angle_deg(Ra: torch.Tensor, Rb: torch.Tensor) -> torch.Tensor:
+    rel = Ra @ Rb.transpose(-1, -2)
+    return torch.rad2deg(torch.arccos(((rel.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1, 1)))
+
+
+def test_axis_angle_rotation_is_a_rotation_by_that_angle():
+    axis = torch.tensor([[0.0, 0.0, 1.0]], dtype=torch.float64)
+    R = G.axis_angle_rotation(axis, torch.tensor([math.pi / 2], dtype=torch.float64))
+    assert torch.allclose(R[0] @ torch.tensor([1.0, 0, 0], dtype=torch.float64),
+                          torch.tensor([0.0, 1, 0], dtype=torch.float64), atol=1e-12)
+
+
+def test_perturbed_cameras_err_by_exactly_the_levels_and_the_reference_keeps_its_pose():
+    K, w2c = _random_cameras(5)
+    K2, w2 = G.perturb_cameras(K, w2c, rotation_deg=3.0, translation=0.2, focal=0.1,
+                                      generator=torch.Generator().manual_seed(7))
+    assert torch.equal(w2[0], w2c[0])  # the reference, exactly
+    assert torch.allclose(_angle_deg(w2[1:, :3, :3], w2c[1:, :3, :3]), torch.full((4,), 3.0, dtype=torch.float64))
+    moved = (G.camera_centers(w2) - G.camera_centers(w2c)).norm(dim=-1)
+    baseline = G.mean_center_distance(w2c)
+    assert torch.allclose(moved[1:] / baseline, torch.full((4,), 0.2, dtype=torch.float64))
+    factors = K2[:, 0, 0] / K[:, 0, 0]
+    assert torch.allclose((factors - 1).abs(), torch.full((5,), 0.1, dtype=torch.float64))
+    assert torch.allclose(K2[:, 1, 1] / K[:, 1, 1], factors) and torch.equal(K2[:, :2, 2], K[:, :2, 2])
+    G.check_rotation(w2)  # still rigid
+
+
+def test_perturbation_is_seeded_and_zero_levels_return_the_inputs():
+    K, w2c = _random_cameras(4)
+    draw = lambda seed: G.perturb_cameras(K, w2c, rotation_deg=1.0, translation=0.1,  # noqa: E731
+                                                 generator=torch.Generator().manual_seed(seed))
+    assert all(torch.equal(a, b) for a, b in zip(draw(1), draw(1)))
+    assert not torch.equal(draw(1)[1], draw(2)[1])
+    same_K, same_w2c = G.perturb_cameras(K, w2c, generator=torch.Generator().manual_seed(1))
+    assert same_K is K and same_w2c is w2c
+    # 3x4 in, 3x4 out, float32 kept
+    K3, w3 = G.perturb_cameras(K.float(), w2c[:, :3].float(), focal=0.05, generator=torch.Generator().manual_seed(0))
+    assert w3.shape == (4, 3, 4) and w3.dtype == torch.float32 and K3.dtype == torch.float32

@@ -17,6 +17,7 @@ from typing import Optional
 
 from ..metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS
 from . import require
+from .camera_noise import CameraNoiseOptions
 from .choices import DTYPES
 from .options import REQUIRED, check_required, flag_of, option
 
@@ -91,7 +92,7 @@ class HeldOutScenes(ViewProtocol, ModelInput):
 
 
 @dataclass
-class EvalConfig(HeldOutScenes):
+class EvalConfig(CameraNoiseOptions, HeldOutScenes):
     """``depthpe eval``: metrics of ``model`` on the held-out scenes of every dataset under ``data``
     (``data/<dataset>/<split>/index.json``), written to ``out`` (docs/evaluation.md).
 
@@ -99,7 +100,8 @@ class EvalConfig(HeldOutScenes):
     min_valid_fraction: valid depth an image needs to be scored (``metrics.MIN_VALID_FRACTION``,
     with at least ``metrics.MIN_VALID_PIXELS`` pixels; sparser scenes are skipped); num_workers: data
     loader workers; cpu: run on the CPU even with a GPU; restart: discard the partial results of an
-    interrupted evaluation in ``out`` instead of resuming it."""
+    interrupted evaluation in ``out`` instead of resuming it; rotation_noise, translation_noise,
+    focal_noise, noise_seed: perturb the input cameras (``CameraNoiseOptions``; GT untouched)."""
 
     panels: int = option(4, help="scenes rendered as PNG panels")
     worst: int = option(8, help="images with the largest native AbsRel shown with their panels in report.html")
@@ -116,6 +118,7 @@ class EvalConfig(HeldOutScenes):
                  "--panels, --worst and --num-workers must be >= 0")
         require(0 <= self.min_valid_fraction <= 1,
                  f"--min-valid-fraction must be in [0, 1], got {self.min_valid_fraction}")
+        self._check_camera_noise()
 
 
 @dataclass

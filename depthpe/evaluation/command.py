@@ -68,7 +68,8 @@ def _evaluate_into(cfg: EvalConfig, held_out: HeldOutSet, warnings: list[str], a
         for line in warnings:
             print(line, flush=True)
         print(f"evaluating at {held_out.size.note}" + (", bf16 autocast" if cfg.dtype == "bf16" else ""), flush=True)
-    options = EvalOptions(num_workers=cfg.num_workers, panels=cfg.panels, worst=cfg.worst, dtype=cfg.dtype)
+    options = EvalOptions(num_workers=cfg.num_workers, panels=cfg.panels, worst=cfg.worst, dtype=cfg.dtype,
+                          camera_noise=cfg.camera_noise(), noise_seed=cfg.noise_seed)
     result = evaluate(model, held_out, options, accelerator=accelerator, partial=partial)
     if accelerator.is_main_process:
         write_outputs(result, cfg.out, meta=_meta(cfg, held_out, model, accelerator), fingerprint=fingerprint)
@@ -86,7 +87,8 @@ def _meta(cfg: EvalConfig, held_out: HeldOutSet, model, accelerator) -> dict:
     return {"model": cfg.model, "revision": cfg.revision, "data": cfg.data, "split": cfg.split,
             "views": cfg.views, "seed": cfg.seed, "image_width": size.image_width, "aspect": size.aspect,
             "global_pe": model.config.global_pe, "processes": accelerator.num_processes, "dtype": cfg.dtype,
-            "scale_reference": size.scale_reference, "min_valid_fraction": cfg.min_valid_fraction}
+            "scale_reference": size.scale_reference, "min_valid_fraction": cfg.min_valid_fraction,
+            **cfg.camera_noise_entry()}
 
 
 @contextlib.contextmanager

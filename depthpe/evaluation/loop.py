@@ -15,6 +15,10 @@ Protocol (docs/evaluation.md):
   ``image_aligned`` (median scale per image) and the two baselines ``global_constant`` (the median
   normalized GT over the evaluated set of the dataset) and ``scene_constant`` (per-scene median GT,
   an oracle). Per-image rows are averaged per scene, then over scenes (``depthpe.metrics``).
+* Noisy cameras (``EvalOptions.camera_noise``): the model is given perturbed copies of the
+  scene's normalized cameras (``geometry.perturb_cameras``, seeded per scene from
+  ``noise_seed`` and its key); GT depth, validity and the scene's normalization stay those of the
+  true cameras.
 * Two passes over the scenes: the first collects the GT median per dataset for the
   global-constant baseline (a histogram, exact to 3e-4 relative), the second runs the model.
 * Several processes (``accelerate launch``) split the scenes round-robin; rows are gathered and
@@ -31,9 +35,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from ..config.camera_noise import CameraNoise, scene_noise_seed
 from ..config.choices import DTYPES
 from ..data.batching import collate_eval
 from ..data.loaders import loader_kwargs
+from ..geometry import perturb_cameras
 from ..metrics import StreamingMedian, aggregate, baseline_rows, scene_rows
 from ..model.inference import predict_depth
 from .heldout import HeldOutSet
@@ -41,7 +47,8 @@ from .partial import PartialEvaluation
 from .record import SceneRecord
 from .worst import WorstImages
 
-__all__ = ["EvalOptions", "EvalResult", "evaluate", "finite_values", "non_finite", "scene_loader", "scene_prediction"]
+__all__ = ["EvalOptions", "EvalResult", "evaluate", "finite_values", "non_finite", "scene_loader", "scene_prediction",
+           "noisy_cameras"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,9 @@ class EvalOptions:
     many images with the largest native AbsRel; dtype: "fp32" or "bf16" (the model runs under
     ``torch.autocast`` with bfloat16 on its device; metrics in float32); loss_fn(pred, gt, valid,
     conf) -> {term: float}: the training loss terms of one scene (normalized units, (1, S, H, W)
-    tensors), averaged over scenes into ``summary[dataset]["loss"]``; progress: progress bars."""
+    tensors), averaged over scenes into ``summary[dataset]["loss"]``; progress: progress bars;
+    camera_noise: perturb the cameras the model is given (None or all levels 0: the true ones),
+    each scene seeded from ``noise_seed`` and its key."""
 
     num_workers: int = 0
     panels: int = 0
@@ -60,6 +69,8 @@ class EvalOptions:
     dtype: str = "fp32"
     loss_fn: Callable | None = None
     progress: bool = True
+    camera_noise: CameraNoise | None = None
+    noise_seed: int = 0
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -265,6 +276,19 @@ def scene_prediction(model, batch: dict, dtype: str = "fp32") -> dict[str, torch
     return predict_depth(model, batch["images"], batch["K"], batch["w2c"], scale=1.0, dtype=dtype)
 
 
+def noisy_cameras(batch: dict, options: EvalOptions, key: str) -> dict:
+    """``batch`` with its K and w2c perturbed as ``options.camera_noise`` says (the draw seeded from
+    ``options.noise_seed`` and the scene ``key``); ``batch`` itself when there is no noise. Only the
+    cameras change: images, depth and valid are the batch's own."""
+    noise = options.camera_noise
+    if noise is None or noise.is_zero:
+        return batch
+    generator = torch.Generator().manual_seed(scene_noise_seed(options.noise_seed, key))
+    K, w2c = perturb_cameras(batch["K"], batch["w2c"], rotation_deg=noise.rotation_deg,
+                             translation=noise.translation, focal=noise.focal, generator=generator)
+    return {**batch, "K": K, "w2c": w2c}
+
+
 def _predict_scenes(model, loader, options: EvalOptions, global_value: dict, panel_keys: Collection[str],
                     progress: bool, worst: WorstImages, partial: PartialEvaluation | None) -> list[SceneRecord]:
     """Pass 2: run the model on this process's scenes; returns one record per scene, each also kept
@@ -293,7 +317,7 @@ def _score_scene(model, batch: dict, record: SceneRecord, options: EvalOptions, 
     (with the baselines; ``global_value``: the dataset's global-constant depth) and loss terms.
     Returns (the predicted depth (S, H, W) on the CPU, the images of it that entered ``worst``)."""
     record.frames = [int(i) for i in batch["frames"][0]]
-    out = scene_prediction(model, batch, options.dtype)
+    out = scene_prediction(model, noisy_cameras(batch, options, record.key), options.dtype)
     pred = out["depth"][0].cpu()
     gt, valid = batch["depth"][0], batch["valid"][0]
     if options.loss_fn is not None:

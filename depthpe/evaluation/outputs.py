@@ -68,7 +68,7 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
             writer.writerow(row)
     paths["rows"] = atomic_write_bytes(out / "metrics_per_image.csv", buf.getvalue().encode())
     paths["manifest"] = write_manifest(out / "manifest.json", result.manifest, seed=(meta or {}).get("seed"),
-                                       views=(meta or {}).get("views"))
+                                       views=(meta or {}).get("views"), camera_noise=(meta or {}).get("camera_noise"))
     paths["table"] = atomic_write_bytes(out / "summary.md", (format_summary(result.summary) + "\n").encode())
     for name, panel in result.panels:
         paths[f"panel_{name}"] = save_png(out / "panels" / safe_component(f"{name}.png"), panel)

@@ -53,6 +53,7 @@ _DESCRIBED = {
     "scale_reference": "the scale reference of --model (training_inputs.json)",
     "device": "the device (--cpu, or the GPU)",
     "depthpe": "the depthpe version",
+    "camera_noise": "the camera noise (--rotation-noise, --translation-noise, --focal-noise, --noise-seed)",
 }
 
 
@@ -101,7 +102,8 @@ def eval_fingerprint(cfg: EvalConfig, held_out, device: str) -> dict:
             "manifest": _sha256(Path(cfg.manifest)) if cfg.manifest else None, "image_width": size.image_width,
             "aspect": size.aspect, "scale_reference": size.scale_reference, "dtype": cfg.dtype,
             "min_valid_fraction": cfg.min_valid_fraction, "panels": cfg.panels, "worst": cfg.worst,
-            "device": device, "depthpe": __version__}
+            "device": device, "depthpe": __version__,
+            **cfg.camera_noise_entry()}
 
 
 def settings_hash(fingerprint: dict) -> str:

@@ -48,9 +48,12 @@ def read_source(source: SourceConfig | dict | SourceScenes) -> SourceScenes:
     return SourceScenes(source, tuple(read_index(source.split_dir)))
 
 
-def write_manifest(path: str | Path, scenes: dict, *, seed=None, views=None) -> Path:
-    """Write an evaluation manifest {"seed", "views", "scenes": {"<source>/<scene_id>": [frames]}} atomically."""
+def write_manifest(path: str | Path, scenes: dict, *, seed=None, views=None, camera_noise: dict | None = None) -> Path:
+    """Write an evaluation manifest {"seed", "views", "scenes": {"<source>/<scene_id>": [frames]}} atomically,
+    with "camera_noise" (the levels and seed of the input-camera perturbation) when one was applied."""
     doc = {"seed": seed, "views": views, "scenes": scenes}
+    if camera_noise:
+        doc["camera_noise"] = camera_noise
     return atomic_write_bytes(Path(path), json.dumps(doc, indent=1).encode())
 
 

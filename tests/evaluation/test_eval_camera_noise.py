@@ -1,0 +1,125 @@
+"""`depthpe eval` with noisy input cameras: zero noise is today's evaluation bit for bit, the
+ground truth is never perturbed, the same seed gives the same perturbation, and the levels are
+recorded in summary.json, the manifest and the settings fingerprint."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import torch
+
+import depthpe.evaluation.loop as loop
+from depthpe.cli import main
+from depthpe.config.camera_noise import CameraNoise
+from tests.helpers.training import MICRO_MODEL
+
+ARGS = ["--views", "3", "--image-width", "42", "--panels", "0", "--worst", "0", "--num-workers", "0", "--cpu"]
+
+
+def _eval(saved_model, synth_root, out, *extra) -> int:
+    return main(["eval", "--model", str(saved_model), "--data", str(synth_root), "--out", str(out), *ARGS, *extra])
+
+
+def _rows(out) -> list[dict]:
+    with open(out / "metrics_per_image.csv") as f:
+        return list(csv.DictReader(f))
+
+
+NOISE = ["--rotation-noise", "5", "--translation-noise", "0.2", "--focal-noise", "0.1"]
+
+
+@pytest.fixture(scope="module")
+def camera_model(tmp_path_factory):
+    """The micro model with PRoPE in its global attention (it sees the cameras), random weights."""
+    from depthpe.model import DepthModel
+    from depthpe.run import RunConfig
+
+    torch.manual_seed(0)
+    model = DepthModel(RunConfig.from_dict({"model": {**MICRO_MODEL, "global_pe": "prope"}}).model_config())
+    path = tmp_path_factory.mktemp("prope_model")
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def clean(camera_model, synth_root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("clean") / "eval"
+    assert _eval(camera_model, synth_root, out) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def noisy(camera_model, synth_root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("noisy") / "eval"
+    assert _eval(camera_model, synth_root, out, *NOISE, "--noise-seed", "3") == 0
+    return out
+
+
+def test_zero_noise_is_todays_evaluation_bit_for_bit(clean, camera_model, synth_root, tmp_path):
+    out = tmp_path / "zero"
+    assert _eval(camera_model, synth_root, out, "--rotation-noise", "0", "--noise-seed", "5") == 0
+    assert (out / "metrics_per_image.csv").read_bytes() == (clean / "metrics_per_image.csv").read_bytes()
+    assert "camera_noise" not in json.loads((out / "summary.json").read_text())["meta"]
+
+
+def test_noise_changes_the_prediction_but_never_the_ground_truth(clean, noisy):
+    before, after = _rows(clean), _rows(noisy)
+    assert [(r["scene"], r["mode"]) for r in before] == [(r["scene"], r["mode"]) for r in after]
+    gt_only = ("scene_constant", "global_constant")  # baselines made from the GT alone
+    for a, b in zip(before, after):
+        if a["mode"] in gt_only:
+            assert a == b, a["mode"]
+    native = lambda rows: [r["abs_rel"] for r in rows if r["mode"] == "native"]  # noqa: E731
+    assert native(before) != native(after)
+    doc = json.loads((noisy / "summary.json").read_text())
+    levels = {"rotation_deg": 5.0, "translation": 0.2, "focal": 0.1, "seed": 3}
+    assert doc["meta"]["camera_noise"] == levels and doc["fingerprint"]["camera_noise"] == levels
+    assert json.loads((noisy / "manifest.json").read_text())["camera_noise"] == levels
+    assert "camera_noise" in (noisy / "report.html").read_text()
+
+
+def test_the_same_seed_gives_the_same_perturbation_and_another_seed_another(noisy, camera_model, synth_root,
+                                                                            tmp_path):
+    again, other = tmp_path / "again", tmp_path / "other"
+    assert _eval(camera_model, synth_root, again, *NOISE, "--noise-seed", "3") == 0
+    assert (again / "metrics_per_image.csv").read_bytes() == (noisy / "metrics_per_image.csv").read_bytes()
+    assert _eval(camera_model, synth_root, other, *NOISE, "--noise-seed", "4") == 0
+    assert (other / "metrics_per_image.csv").read_bytes() != (noisy / "metrics_per_image.csv").read_bytes()
+
+
+def test_a_model_that_ignores_cameras_is_not_moved_by_their_noise(saved_model, synth_root, tmp_path):
+    """The saved micro model uses RoPE (no cameras): its native rows do not change with noise."""
+    assert _eval(saved_model, synth_root, tmp_path / "a") == 0
+    assert _eval(saved_model, synth_root, tmp_path / "b", *NOISE) == 0
+    assert _rows(tmp_path / "a") == _rows(tmp_path / "b")
+
+
+def test_only_the_cameras_of_the_batch_change():
+    gen = torch.Generator().manual_seed(0)
+    batch = {"images": torch.rand(1, 3, 3, 14, 14, generator=gen), "depth": torch.rand(1, 3, 14, 14, generator=gen),
+             "valid": torch.ones(1, 3, 14, 14, dtype=torch.bool), "K": torch.eye(3).repeat(1, 3, 1, 1) * 20,
+             "w2c": torch.eye(4).repeat(1, 3, 1, 1)}
+    batch["K"][..., 2, 2] = 1
+    batch["w2c"][0, 1, 0, 3], batch["w2c"][0, 2, 1, 3] = -1.0, -1.0
+    options = loop.EvalOptions(camera_noise=CameraNoise(rotation_deg=2, translation=0.1), noise_seed=1)
+    noisy = loop.noisy_cameras(batch, options, "synth/scene_0")
+    assert all(noisy[k] is batch[k] for k in ("images", "depth", "valid"))
+    assert not torch.equal(noisy["w2c"], batch["w2c"]) and torch.equal(noisy["w2c"][0, 0], batch["w2c"][0, 0])
+    assert loop.noisy_cameras(batch, loop.EvalOptions(), "synth/scene_0") is batch
+
+
+def test_another_noise_level_into_the_same_out_is_refused(noisy, camera_model, synth_root, capsys):
+    assert _eval(camera_model, synth_root, noisy, "--rotation-noise", "1", "--noise-seed", "3") == 2
+    captured = capsys.readouterr()
+    assert "the camera noise (--rotation-noise" in captured.err + captured.out
+
+
+@pytest.mark.parametrize("flag,value,message", [("--rotation-noise", "-1", "--rotation-noise must be a finite number >= 0"),
+                                                ("--rotation-noise", "200", "at most 180"),
+                                                ("--focal-noise", "1.5", "--focal-noise must be below 1")])
+def test_bad_noise_levels_are_one_line(flag, value, message, saved_model, synth_root, tmp_path, capsys):
+    assert _eval(saved_model, synth_root, tmp_path / "x", flag, value) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err + captured.out
