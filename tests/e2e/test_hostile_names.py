@@ -5,27 +5,15 @@ before and after each command."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 
 from depthpe.cli import main
+from tests.helpers.trees import assert_only_inside, tree_hashes
 
 HOSTILE_SCENE = "x/../../../../victim"
-
-
-def _tree(root: Path, skip: Path) -> dict[str, str]:
-    """sha256 of every file under ``root`` outside ``skip``."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and skip not in p.parents}
-
-
-def _only_inside(root: Path, out: Path, before: dict[str, str]) -> None:
-    assert _tree(root, out) == before, "a file outside the output folder was created, changed or removed"
-    assert all(out in p.resolve().parents or p.resolve() == out for p in out.rglob("*"))
 
 
 def test_eval_writes_a_hostile_scene_id_inside_out(resume_data, saved_model, tmp_path):
@@ -38,10 +26,10 @@ def test_eval_writes_a_hostile_scene_id_inside_out(resume_data, saved_model, tmp
     doc["scenes"][1]["scene_id"] = ".hidden scene\u00e9"
     index.write_text(json.dumps(doc))
     out = work / "nested" / "eval"
-    before = _tree(tmp_path, out)
+    before = tree_hashes(tmp_path, out)
     assert main(["eval", "--model", str(saved_model), "--data", str(data), "--out", str(out), "--views", "2",
                  "--image-width", "42", "--panels", "5", "--worst", "5", "--num-workers", "0", "--cpu"]) == 0
-    _only_inside(tmp_path, out, before)
+    assert_only_inside(tmp_path, out, before)
     panels = sorted(p.name for p in (out / "panels").iterdir())
     assert any(name.startswith("synth_x_.._") for name in panels) and len(panels) == 5
     worst = json.loads((out / "worst.json").read_text())
@@ -55,9 +43,9 @@ def test_plot_writes_a_hostile_dataset_name_inside_out(tmp_path):
     lines = [{"step": s, "dataset": "../../../victim", "native": {"abs_rel": 0.5 - 0.1 * s}} for s in (1, 2)]
     (run / "val_history.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     out = tmp_path / "runs" / "plots"
-    before = _tree(tmp_path, out)
+    before = tree_hashes(tmp_path, out)
     code = main(["plot", str(run), "--out", str(out)])
-    _only_inside(tmp_path, out, before)
+    assert_only_inside(tmp_path, out, before)
     pngs = list(out.rglob("*.png"))
     assert code == 0 and len(pngs) == 1 and pngs[0].parent == out and pngs[0].name.startswith("curves_.._")
 
@@ -70,7 +58,7 @@ def test_predict_image_names_stay_inside_out(tmp_path):
                               conf=np.ones((2, 3), np.float32), K=np.eye(3), w2c=np.eye(4)[:3], views=[0])
               for name in ("../../victim.png", "a/..hidden.png")]
     out = tmp_path / "pred"
-    before = _tree(tmp_path, out)
+    before = tree_hashes(tmp_path, out)
     write_prediction(PredictionResult(frames=frames, size=(2, 3), unit="normalized", mode="all",
                                       views_per_prediction=2, notes=[]), out)
-    _only_inside(tmp_path, out, before)
+    assert_only_inside(tmp_path, out, before)
