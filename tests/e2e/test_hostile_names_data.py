@@ -10,13 +10,14 @@ import json
 import os
 import shutil
 
+import h5py
 import pytest
 
 from depthpe.cli import main
 from depthpe.data.format.scene_file import SceneReader, read_index
 from depthpe.files import safe_component
 from depthpe.testing.captures import export_capture, export_colmap_workspace
-from depthpe.testing.fake_datasets import make_scenes, write_fake_co3d, write_fake_megasynth
+from depthpe.testing.fake_datasets import make_scenes, write_fake_co3d, write_fake_megasynth, write_fake_wildrgbd
 from tests.helpers.trees import assert_only_inside, tree_hashes
 
 # Folder names a file system allows: spaces, names equal after cleaning ("a b", "a_b"; ".x", "x"),
@@ -102,3 +103,66 @@ def test_convert_refuses_a_split_file_whose_split_climbs_out(tmp_path, capsys):
                        "name (letters, digits and ._+=@,-, not starting with '.'); rename it, or delete the file "
                        "to draw a new split")
     assert not list(out.rglob("*.h5"))
+
+
+def test_convert_wildrgbd_hostile_category_folders_stay_apart(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "out"
+    categories = [".hidden", "a b", "a_b", "z" * 200]
+    for i, category in enumerate(categories):
+        write_fake_wildrgbd(src, make_scenes(1, views=3, height=24, width=32, seed=7 + i), category=category)
+    before = tree_hashes(tmp_path, out)
+    assert main(["convert", "wildrgbd", "--src", str(src), "--out", str(out), "--workers", "1"]) == 0
+    assert_only_inside(tmp_path, out, before)
+    files, ids = _scene_files(out / "wildrgbd" / "train")
+    assert sorted(ids) == sorted(f"{c}__scene_000" for c in categories) and all(map(_plain, files))
+
+
+def test_synth_writes_only_inside_out_and_refuses_hostile_labels(tmp_path):
+    out = tmp_path / "nested" / "out"
+    before = tree_hashes(tmp_path, out)
+    for override in ("shift=[../../../victim]", "style=../../../victim"):
+        with pytest.raises(SystemExit, match="must be one of"):
+            main(["synth", "--out", str(out), "--train-scenes", "1", "--val-scenes", "0", override])
+    assert not out.exists()
+    assert main(["synth", "--out", str(out), "--train-scenes", "1", "--val-scenes", "1", "--views", "2",
+                 "--height", "14", "--width", "14", "--workers", "1", "--quiet"]) == 0
+    assert_only_inside(tmp_path, out, before)
+    assert sorted(p.name for p in out.rglob("*.h5")) == ["train_000000.h5", "val_000000.h5"]
+
+
+def _hostile_data(synth_root, root):
+    """A copy of ``synth_root`` whose scene files say hostile scene ids, dataset and split names."""
+    shutil.copytree(synth_root, root)
+    for number, path in enumerate(sorted(root.rglob("*.h5"))):
+        with h5py.File(path, "r+") as f:
+            f.attrs["scene_id"] = HOSTILE_NAMES[number % len(HOSTILE_NAMES)] + f"_{number}"
+            f.attrs["dataset"], f.attrs["split"] = "../../../victim", "/abs/victim"
+    return root
+
+
+def test_index_writes_only_index_files_for_hostile_attributes(synth_root, tmp_path):
+    root = _hostile_data(synth_root, tmp_path / "work" / "data")
+    for index in root.rglob("index.json"):
+        index.unlink()
+    before = tree_hashes(tmp_path, root)
+    assert main(["index", str(root), "--workers", "1", "--quiet"]) == 0
+    assert_only_inside(tmp_path, root, before)
+    for split, count in (("train", 3), ("val", 2)):
+        entries = read_index(root / "synth" / split)
+        assert len(entries) == count and all(e["scene_id"].startswith(tuple(HOSTILE_NAMES)) for e in entries)
+    assert sorted(p.name for p in root.rglob("index.json*")) == ["index.json", "index.json"]
+
+
+def test_check_report_is_the_one_file_written_for_hostile_names(synth_root, tmp_path):
+    root = _hostile_data(synth_root, tmp_path / "work" / "data")
+    for index in root.rglob("index.json"):
+        doc = json.loads(index.read_text())
+        for number, entry in enumerate(doc["scenes"]):
+            entry["scene_id"] = HOSTILE_NAMES[number]
+        index.write_text(json.dumps(doc))
+    report = tmp_path / "reports" / "check.json"
+    before = tree_hashes(tmp_path, report.parent)
+    assert main(["check", str(root), "--json", str(report), "--workers", "1", "--quiet"]) == 0
+    assert_only_inside(tmp_path, report.parent, before)
+    assert [p.name for p in report.parent.iterdir()] == ["check.json"]
+    assert len(json.loads(report.read_text())["reports"]) == 5
