@@ -11,6 +11,7 @@ import shutil
 import numpy as np
 
 from depthpe.cli import main
+from depthpe.files import safe_component
 from tests.helpers.trees import assert_only_inside, tree_hashes
 
 HOSTILE_SCENE = "x/../../../../victim"
@@ -62,3 +63,19 @@ def test_predict_image_names_stay_inside_out(tmp_path):
     write_prediction(PredictionResult(frames=frames, size=(2, 3), unit="normalized", mode="all",
                                       views_per_prediction=2, notes=[]), out)
     assert_only_inside(tmp_path, out, before)
+
+
+def test_probe_gives_every_dataset_its_own_figures(resume_data, saved_model, tmp_path):
+    data = tmp_path / "work" / "data"
+    names = ("synth.v2", "synth.v3", ".hidden x")  # with_suffix once made lift_synth.png of the first two
+    for name in names:
+        shutil.copytree(resume_data / "synth", data / name)
+    out = tmp_path / "work" / "nested" / "probe"
+    before = tree_hashes(tmp_path, out)
+    assert main(["probe", "attention", "--model", str(saved_model), "--data", str(data), "--out", str(out),
+                 "--views", "2", "--scenes", "1", "--image-width", "42", "--cpu"]) == 0
+    assert_only_inside(tmp_path, out, before)
+    for name in names:
+        for suffix in (".png", ".svg"):
+            assert (out / (safe_component(f"lift_{name}") + suffix)).is_file(), (name, suffix)
+    assert len(list(out.glob("lift_*"))) == 2 * len(names)
