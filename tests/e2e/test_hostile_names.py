@@ -9,6 +9,7 @@ import json
 import shutil
 
 import numpy as np
+import pytest
 
 from depthpe.cli import main
 from depthpe.files import safe_component
@@ -79,3 +80,35 @@ def test_probe_gives_every_dataset_its_own_figures(resume_data, saved_model, tmp
         for suffix in (".png", ".svg"):
             assert (out / (safe_component(f"lift_{name}") + suffix)).is_file(), (name, suffix)
     assert len(list(out.glob("lift_*"))) == 2 * len(names)
+
+
+def test_view_saves_each_hostile_scene_to_its_own_file_here(resume_data, saved_model, tmp_path, monkeypatch):
+    pytest.importorskip("viser", reason="the view extra (viser) is not installed")
+    from depthpe.view.app import Viewer
+    from depthpe.view.config import ViewConfig
+    from depthpe.view.serve import scene_for
+    from tests.helpers.browser import free_port
+
+    data = tmp_path / "work" / "data"
+    shutil.copytree(resume_data, data)
+    index = data / "synth" / "val" / "index.json"
+    doc = json.loads(index.read_text())
+    names = ["a:b/../../../victim", "a:c/../../../victim", "q" * 300]  # once view_synth_a.ply twice, and too long
+    for entry, name in zip(doc["scenes"], names):
+        entry["scene_id"] = name
+    index.write_text(json.dumps(doc))
+    here = tmp_path / "work" / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    paths = [scene_for(ViewConfig(model=str(saved_model), data=str(data), scene=name, views=2, image_width=42,
+                                  device="cpu")) for name in names]
+    assert len({path for _, path in paths}) == len(names) and all(len(path.parts) == 1 for _, path in paths)
+    before = tree_hashes(tmp_path, here)
+    for scene, path in paths:
+        viewer = Viewer(scene, port=free_port(), max_points=100, save_path=path)
+        try:
+            assert viewer.save() == path
+        finally:
+            viewer.stop()
+    assert_only_inside(tmp_path, here, before)
+    assert sorted(p.name for p in here.iterdir()) == sorted(path.name for _, path in paths)
