@@ -112,3 +112,24 @@ def test_view_saves_each_hostile_scene_to_its_own_file_here(resume_data, saved_m
             viewer.stop()
     assert_only_inside(tmp_path, here, before)
     assert sorted(p.name for p in here.iterdir()) == sorted(path.name for _, path in paths)
+
+
+def test_compare_writes_a_hostile_dataset_name_inside_out(study, tmp_path):
+    root = tmp_path / "work" / "study"
+    shutil.copytree(study[0], root)
+    hostile = "../../../victim"
+    for run in sorted(root.iterdir()):
+        for name in ("summary.json", "manifest.json", "metrics_per_image.csv"):
+            path = run / "eval" / name
+            path.write_text(path.read_text().replace('"synth"', json.dumps(hostile))
+                            .replace('"synth/', f'"{hostile}/').replace("\nsynth,", f"\n{hostile},"))
+        lines = [{"step": s, "dataset": hostile, "native": {"abs_rel": 0.5 - 0.1 * s}} for s in (1, 2)]
+        (run / "val_history.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "work" / "nested" / "cmp"
+    before = tree_hashes(tmp_path, out)
+    assert main(["compare", *map(str, sorted(root.iterdir())), "--bootstrap", "50", "--out", str(out)]) == 0
+    assert_only_inside(tmp_path, out, before)
+    assert hostile in json.loads((out / "compare.json").read_text())["result"]["datasets"]
+    curves = sorted(p.name for p in (out / "curves").iterdir())
+    assert curves == [safe_component(f"curves_{hostile}") + suffix for suffix in (".png", ".svg")]
+    assert {p.name for p in out.iterdir()} == {"compare.md", "compare.json", "report.html", "curves"}
