@@ -49,7 +49,7 @@ def scene_for(cfg: ViewConfig) -> tuple[ViewScene, Path]:
         scene = _eval_scene(cfg)
     except (ValueError, FileNotFoundError) as err:
         raise ConfigError(str(err)) from None
-    return scene, Path(cfg.save or safe_component(f"view_{scene.name}.ply"))
+    return scene, Path(cfg.save or safe_component(f"view_{scene.name}") + ".ply")
 
 
 def serve(cfg: ViewConfig) -> int:

@@ -34,8 +34,10 @@ def test_eval_writes_a_hostile_scene_id_inside_out(resume_data, saved_model, tmp
     assert_only_inside(tmp_path, out, before)
     panels = sorted(p.name for p in (out / "panels").iterdir())
     assert any(name.startswith("synth_x_.._") for name in panels) and len(panels) == 5
+    assert all(name.endswith(".png") for name in panels)  # the hash goes before the suffix
     worst = json.loads((out / "worst.json").read_text())
     assert all((out / w["file"]).is_file() and "/" not in w["file"].removeprefix("worst/") for w in worst)
+    assert all(w["file"].endswith(".png") for w in worst)
 
 
 def test_plot_writes_a_hostile_dataset_name_inside_out(tmp_path):
@@ -102,7 +104,8 @@ def test_view_saves_each_hostile_scene_to_its_own_file_here(resume_data, saved_m
     monkeypatch.chdir(here)
     paths = [scene_for(ViewConfig(model=str(saved_model), data=str(data), scene=name, views=2, image_width=42,
                                   device="cpu")) for name in names]
-    assert len({path for _, path in paths}) == len(names) and all(len(path.parts) == 1 for _, path in paths)
+    assert len({path for _, path in paths}) == len(names)
+    assert all(len(path.parts) == 1 and path.suffix == ".ply" for _, path in paths)
     before = tree_hashes(tmp_path, here)
     for scene, path in paths:
         viewer = Viewer(scene, port=free_port(), max_points=100, save_path=path)
