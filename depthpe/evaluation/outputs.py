@@ -71,7 +71,7 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
                                        views=(meta or {}).get("views"), camera_noise=(meta or {}).get("camera_noise"))
     paths["table"] = atomic_write_bytes(out / "summary.md", (format_summary(result.summary) + "\n").encode())
     for name, panel in result.panels:
-        paths[f"panel_{name}"] = save_png(out / "panels" / safe_component(f"{name}.png"), panel)
+        paths[f"panel_{name}"] = save_png(out / "panels" / f"{safe_component(name)}.png", panel)
     paths.update(_write_worst(result.worst, out))
     from ..report.eval_report import write_eval_report
 
@@ -85,7 +85,8 @@ def _write_worst(items: list[dict], out: Path) -> dict[str, Path]:
 
     listed, paths = [], {}
     for rank, item in enumerate(items):
-        name = "worst/" + safe_component(f"{rank:02d}_{item['dataset']}_{item['scene']}_v{item['image']}.png")
+        stem = safe_component(f"{rank:02d}_{item['dataset']}_{item['scene']}_v{item['image']}")
+        name = f"worst/{stem}.png"
         paths[f"worst_{rank}"] = save_png(out / name, item["panel"])
         listed.append({**{k: v for k, v in item.items() if k != "panel"}, "file": name})
     paths["worst"] = atomic_write_bytes(out / "worst.json", json.dumps(listed, indent=1).encode())

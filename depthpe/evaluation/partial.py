@@ -220,7 +220,7 @@ class PartialEvaluation:
         """Write a uint8 panel as ``png/<name>.png``; returns the name to store in a record."""
         from ..report.viz import save_png
 
-        name = safe_component(f"{name}.png")
+        name = f"{safe_component(name)}.png"
         save_png(self.folder / "png" / name, panel)
         return name
 

@@ -147,12 +147,13 @@ def _pyplot():
 
 
 def _save(plt, fig, stem: Path) -> Path:
-    """Write ``stem``.png and .svg atomically, close the figure; returns the PNG path."""
+    """Write ``stem``.png and .svg atomically, close the figure; returns the PNG path. The suffix is
+    appended, never swapped for a dot in the name (``lift_synth.v2`` -> ``lift_synth.v2.png``)."""
     for suffix in ("png", "svg"):
-        with atomic_target(stem.with_suffix(f".{suffix}")) as tmp:
+        with atomic_target(stem.with_name(f"{stem.name}.{suffix}")) as tmp:
             fig.savefig(tmp, format=suffix, dpi=110)
     plt.close(fig)
-    return stem.with_suffix(".png")
+    return stem.with_name(f"{stem.name}.png")
 
 
 def _num(value):

@@ -13,6 +13,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from .fake_datasets import write_image
+
 __all__ = ["read_scene_frames", "export_capture", "export_colmap_workspace"]
 
 
@@ -44,7 +46,7 @@ def _write_images(folder: Path, sc: dict) -> None:
     """The scene's images as lossless PNGs ``folder/<name>``."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, image in zip(sc["names"], sc["images"]):
-        cv2.imwrite(str(folder / name), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+        write_image(folder / name, cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
 
 
 def _write_depth(path: Path, depth: np.ndarray, depth_format: str, depth_scale: float) -> None:
@@ -56,7 +58,7 @@ def _write_depth(path: Path, depth: np.ndarray, depth_format: str, depth_scale: 
 
         write_exr(path.with_suffix(".exr"), depth)
     elif depth_format == "png":
-        cv2.imwrite(str(path.with_suffix(".png")), np.round(depth * depth_scale).astype(np.uint16))
+        write_image(path.with_suffix(".png"), np.round(depth * depth_scale).astype(np.uint16))
     else:
         raise ValueError(f"depth_format must be npy, exr or png, got {depth_format!r}")
 

@@ -34,6 +34,7 @@ __all__ = [
     "write_fake_arkitscenes",
     "write_fake_megasynth",
     "write_exr",
+    "write_image",
     "compare_to_ground_truth",
     "WRITERS",
 ]
@@ -74,10 +75,16 @@ def with_shared_intrinsics(scene: dict) -> dict:
     return {**scene, "images": images, "depth": depth, "K": K}
 
 
-def _write_png(path: Path, array: np.ndarray, params: Sequence[int] = ()) -> None:
+def write_image(path: Path, array: np.ndarray, params: Sequence[int] = ()) -> None:
+    """Write ``array`` (BGR, or one channel) as the image format of ``path``'s suffix, creating the
+    folder. Encoded in memory (``cv2.imencode``) and written by Python, so that any file name works
+    (``cv2.imwrite`` crashes on a name that is not valid UTF-8)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not cv2.imwrite(str(path), array, list(params)):
-        raise OSError(f"could not write {path}")
+    ok, encoded = cv2.imencode(path.suffix, array, list(params))
+    if not ok:
+        raise OSError(f"could not encode {path}")
+    path.write_bytes(encoded.tobytes())
 
 
 def _bgr(image: np.ndarray) -> np.ndarray:
@@ -127,12 +134,12 @@ def _write_co3d_frame(root: Path, category: str, seq: str, sc: dict, v: int, fmt
     image, depth = sc["images"][v], sc["depth"][v]
     if blank:
         image, depth = np.zeros_like(image), np.zeros_like(depth)
-    _write_png(root / rel / "images" / f"{stem}.jpg", _bgr(image), [cv2.IMWRITE_JPEG_QUALITY, 98])
+    write_image(root / rel / "images" / f"{stem}.jpg", _bgr(image), [cv2.IMWRITE_JPEG_QUALITY, 98])
     bits = (depth / sa).astype(np.float16).view(np.uint16)
-    _write_png(root / rel / "depths" / f"{stem}.jpg.geometric.png", bits)
+    write_image(root / rel / "depths" / f"{stem}.jpg.geometric.png", bits)
     mask = np.full((H, W), 255, np.uint8)
     mask[:, :mask_columns] = 0
-    _write_png(root / rel / "depth_masks" / f"{stem}.png", mask, [cv2.IMWRITE_PNG_BILEVEL, 1])
+    write_image(root / rel / "depth_masks" / f"{stem}.png", mask, [cv2.IMWRITE_PNG_BILEVEL, 1])
     return {
         "sequence_name": seq,
         "frame_number": v,
@@ -155,6 +162,7 @@ def write_fake_co3d(
     scale_adjustments: Sequence[float] = (1.0,),
     blackout: dict[int, list[int]] | None = None,
     mask_columns: int = 3,
+    sequence_names: Sequence[str] | None = None,
 ) -> dict[str, FakeScene]:
     """Write ``root/<category>/<sequence>/...`` plus the category's annotation files.
 
@@ -162,7 +170,10 @@ def write_fake_co3d(
     ``scale_adjustments[i % len]`` (PNG = float16 bits of depth / scale_adjustment). The depth mask
     of every frame removes the ``mask_columns`` leftmost columns. ``blackout[i]`` lists frames
     written as challenge targets (black image, zero depth). Image files are numbered from 1 while
-    ``frame_number`` starts at 0, and annotations are stored in reverse order.
+    ``frame_number`` starts at 0, and annotations are stored in reverse order. ``sequence_names[i]``:
+    the ``sequence_name`` the annotations give scene i (default: its folder's name
+    ``<100+i>_<1000+i>_<2000+i>``); the files stay in that folder, so that names from a hostile
+    annotation file (``../../x``) write nothing outside ``root``. Keys: ``<category>__<sequence_name>``.
     """
     root = Path(root)
     blackout = blackout or {}
@@ -170,6 +181,7 @@ def write_fake_co3d(
     frame_anns, seq_anns, out = [], [], {}
     for i, sc in enumerate(scenes):
         seq = f"{100 + i}_{1000 + i}_{2000 + i}"
+        name = seq if sequence_names is None else sequence_names[i]
         fmt = formats[i % len(formats)]
         sa = float(scale_adjustments[i % len(scale_adjustments)])
         V, H, W = sc["depth"].shape
@@ -177,11 +189,12 @@ def write_fake_co3d(
         invalid[:, :, :mask_columns] = True
         for v in range(V):
             blank = v in blackout.get(i, [])
-            frame_anns.append(_write_co3d_frame(root, category, seq, sc, v, fmt, sa, blank, mask_columns))
-        seq_anns.append({"sequence_name": seq, "category": category, "video": {"path": "", "length": V},
+            frame_anns.append({**_write_co3d_frame(root, category, seq, sc, v, fmt, sa, blank, mask_columns),
+                               "sequence_name": name})
+        seq_anns.append({"sequence_name": name, "category": category, "video": {"path": "", "length": V},
                          "viewpoint_quality_score": 1.0})
         kept = [v for v in range(V) if v not in blackout.get(i, [])]
-        out[f"{category}__{seq}"] = FakeScene(sc, kept, invalid, notes={"format": fmt, "scale_adjustment": sa})
+        out[f"{category}__{name}"] = FakeScene(sc, kept, invalid, notes={"format": fmt, "scale_adjustment": sa})
     cat_dir.mkdir(parents=True, exist_ok=True)
     for name, doc in (("frame_annotations.jgz", frame_anns[::-1]), ("sequence_annotations.jgz", seq_anns)):
         with gzip.open(cat_dir / name, "wt", encoding="utf-8") as f:
@@ -237,8 +250,8 @@ def write_fake_wildrgbd(
                 keep = np.zeros(depth.size, bool)
                 keep[:: 500] = True
                 depth[~keep.reshape(depth.shape)] = 0
-            _write_png(scene_dir / "rgb" / f"{v:05d}.png", _bgr(sc["images"][v]))
-            _write_png(scene_dir / "depth" / f"{v:05d}.png", _mm(depth))
+            write_image(scene_dir / "rgb" / f"{v:05d}.png", _bgr(sc["images"][v]))
+            write_image(scene_dir / "depth" / f"{v:05d}.png", _mm(depth))
             if v not in no_pose.get(i, []):
                 lines.append(" ".join([str(v)] + [repr(float(x)) for x in _c2w_4x4(sc["w2c"][v]).reshape(-1)]))
         K = np.asarray(sc["K"][0])
@@ -283,8 +296,8 @@ def write_fake_arkitscenes(
         for v in range(V):
             ts = 1000.0 + 0.1 * v
             stem = f"{vid}_{ts:.3f}"
-            _write_png(frames_dir / "lowres_wide" / f"{stem}.png", _bgr(sc["images"][v]))
-            _write_png(frames_dir / "lowres_depth" / f"{stem}.png", _mm(sc["depth"][v]))
+            write_image(frames_dir / "lowres_wide" / f"{stem}.png", _bgr(sc["images"][v]))
+            write_image(frames_dir / "lowres_depth" / f"{stem}.png", _mm(sc["depth"][v]))
             K = sc["K"][v]
             pin_ts = ts - 0.001 if v in pincam_shift.get(i, []) else ts
             pin = frames_dir / "lowres_wide_intrinsics" / f"{vid}_{pin_ts:.3f}.pincam"
@@ -344,7 +357,7 @@ def write_fake_megasynth(
             if not opaque_background:
                 rgba[background, 3] = 0
             rgba[r0:r0 + edge_block, c0:c0 + edge_block, 3] = 128
-            _write_png(scene_dir / "renderings" / f"{v:08d}_rgba.png", cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGRA))
+            write_image(scene_dir / "renderings" / f"{v:08d}_rgba.png", cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGRA))
             write_exr(scene_dir / "renderings" / f"{v:08d}_depth.exr", np.where(background, SENTINEL, depth))
             K = sc["K"][v]
             w2c = np.eye(4)

@@ -35,7 +35,7 @@ class ViewConfig:
     max_points: int = option(300_000, help="most points drawn at once (a uniform subsample; 0: no limit)")
     conf_threshold: Optional[float] = option(None, help="starting confidence threshold (none: keep all)")
     save: Optional[str] = option(None, metavar="FILE", help="where the 'save PLY' button writes (none: "
-                                 "points_filtered.ply in the predict folder, else view_<scene>.ply here)")
+                                 "points_filtered.ply in the predict folder, else view_<dataset>_<scene>.ply here)")
 
     def __post_init__(self) -> None:
         has_model = self.model is not None or self.data is not None

@@ -59,7 +59,8 @@ def scene_from_prediction(predicted, metrics: dict, scales: dict) -> ViewScene:
                         conf=None if predicted.conf is None else predicted.conf[i])
               for i, f in enumerate(predicted.frames)]
     return ViewScene(title=f"{predicted.dataset}/{predicted.scene}: {len(frames)} views", frames=frames,
-                     unit="normalized scene unit", scales=scales, metrics=metrics)
+                     unit="normalized scene unit", scales=scales, metrics=metrics,
+                     name=f"{predicted.dataset}_{predicted.scene}")
 
 
 def is_eval_dir(folder: str | Path) -> bool:

@@ -40,13 +40,15 @@ class ViewFrame:
 class ViewScene:
     """A scene to view. scales: the factor each alignment applies to the predicted depth
     ({"native": 1.0, "scene_aligned": s}); metrics: {row: {metric: value}} of the scene, or empty;
-    unit: what depth is measured in (shown to the user)."""
+    unit: what depth is measured in (shown to the user); name: the scene in file names
+    (``<dataset>_<scene_id>`` of a held-out scene, made safe where it is used; empty for a predict folder)."""
 
     title: str
     frames: list[ViewFrame]
     unit: str = ""
     scales: dict[str, float] = field(default_factory=lambda: {"native": 1.0})
     metrics: dict[str, dict] = field(default_factory=dict)
+    name: str = ""
     _world: dict = field(default_factory=dict, repr=False)  # cache: (kind, scale) -> [(H, W, 3) per frame]
 
     @property

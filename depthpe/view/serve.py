@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from ..config import ConfigError
+from ..files import safe_component
 from .config import ViewConfig
 from .loaders import is_eval_dir, load_prediction_dir, scene_from_prediction
 from .scene import ViewScene
@@ -34,8 +35,11 @@ def _eval_scene(cfg: ViewConfig) -> ViewScene:
 
 
 def scene_for(cfg: ViewConfig) -> tuple[ViewScene, Path]:
-    """(the scene to show, where 'save PLY' writes). Raises ConfigError (one line) for a folder
-    that is neither a predict nor an eval output, a missing file or an unknown scene."""
+    """(the scene to show, where 'save PLY' writes: ``--save``, else ``points_filtered.ply`` in a
+    predict folder, else ``view_<dataset>_<scene>.ply`` here as one ``safe_component``, so that a
+    scene id such as ``a:b/../../x`` neither leaves the folder nor shares a file with another).
+    Raises ConfigError (one line) for a folder that is neither a predict nor an eval output, a
+    missing file or an unknown scene."""
     try:
         if cfg.source is not None and not Path(cfg.source).is_dir():
             raise ValueError(f"{cfg.source}: no such folder")
@@ -45,8 +49,7 @@ def scene_for(cfg: ViewConfig) -> tuple[ViewScene, Path]:
         scene = _eval_scene(cfg)
     except (ValueError, FileNotFoundError) as err:
         raise ConfigError(str(err)) from None
-    name = scene.title.split(":")[0].replace("/", "_")
-    return scene, Path(cfg.save or f"view_{name}.ply")
+    return scene, Path(cfg.save or safe_component(f"view_{scene.name}") + ".ply")
 
 
 def serve(cfg: ViewConfig) -> int:

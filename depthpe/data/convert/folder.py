@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Callable
 import numpy as np
 from numpy.lib import format as npy_format
 
+from ...files import safe_component
 from ..format.limits import MAX_FRAME_SIDE
 from .common import (
     ConvertOptions,
@@ -71,8 +71,10 @@ def units(options: ConvertOptions) -> tuple[bool, str]:
 
 
 def _scene_id(name: str) -> str:
-    """A file-name-safe scene id from a folder name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "scene"
+    """The scene id of a folder named ``name``: ``depthpe.files.safe_component(name)``, the name itself
+    when it is a plain file name, else a plain one with 8 hex digits of its hash, so that two folders
+    (``a b`` and ``a_b``, ``.x`` and ``x``) never share an id; ``scene`` for the root folder."""
+    return safe_component(name) if name else "scene"
 
 
 def scene_refs(src: Path, is_scene: Callable[[Path], bool]) -> list[SceneRef]:

@@ -9,7 +9,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ...files import atomic_write_bytes
+from ...files import atomic_write_bytes, safe_component
 from .contract import ConvertError, SceneRef
 from .options import ConvertOptions
 
@@ -36,6 +36,17 @@ def random_val_split(scene_ids: Iterable[str], val_scenes: int, seed: int) -> di
     return {s: ("val" if s in val else "train") for s in ids}
 
 
+def _check_split_names(path: Path, splits: Iterable) -> None:
+    """Raise ConvertError unless every split name of the split file ``path`` is a plain folder name
+    (``depthpe.files.safe_component`` keeps it as it is): a split is the folder ``ROOT/<dataset>/<split>``,
+    so ``../../x`` would write scene files outside ``--out``."""
+    for split in sorted(set(map(str, splits))):
+        if safe_component(split) != split:
+            raise ConvertError(
+                f"{path}: split name {split!r} is not a plain folder name (letters, digits and ._+=@,-, "
+                "not starting with '.'); rename it, or delete the file to draw a new split")
+
+
 def load_or_create_split(
     dataset_dir: Path, refs: list[SceneRef], rule: str, options: ConvertOptions
 ) -> tuple[dict[str, str], dict]:
@@ -44,7 +55,8 @@ def load_or_create_split(
     their official split (rule "official") or to train, and the file is updated.
 
     Under rule "official" a scene without an official split is left out of the assignment.
-    Returns ``({scene_id: split}, info)`` with info = {"file", "created", "added"}.
+    Returns ``({scene_id: split}, info)`` with info = {"file", "created", "added"}. Raises
+    ConvertError for a malformed file or a split name that is not a plain folder name.
     """
     path = dataset_dir / SPLIT_FILE
     ids = [r.scene_id for r in refs]
@@ -57,6 +69,7 @@ def load_or_create_split(
             raise ConvertError(
                 f"{path}: malformed split file ({err!r}); fix or delete it to draw a new split"
             ) from err
+        _check_split_names(path, assignment.values())
     else:
         doc = {"format": "depthpe-split", "rule": rule, "seed": options.split_seed,
                "val_scenes": options.val_scenes}
