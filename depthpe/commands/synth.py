@@ -101,4 +101,5 @@ def _write(cfg: SynthConfig, workers: int, write_synth_dataset):
         progress=cfg.progress,
         shift=cfg.shift,
         style=cfg.style,
+        **cfg.knobs(),
     )
