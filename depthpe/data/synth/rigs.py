@@ -26,7 +26,9 @@ def straight_rig(rng: np.random.Generator, scene: Scene, views: int, height: int
     degrees, roll 0) and one K (horizontal FOV ``hfov`` radians, principal point at the image
     centre) for all cameras. The cameras lie on a line through the centre, perpendicular to the
     viewing direction, from -extent/2 to +extent/2 with ``extent = median z-depth / rho``: the median
-    over a 16 x 16 probe of the centre view, ``rho`` log-uniform in ``params.depth_ratio``. stereo:
+    over a 16 x 16 probe of the centre view, then once more (32 x 32) of the V views where they stand (the
+    extent rescaled by their median depth over the centre's), ``rho`` log-uniform in
+    ``params.depth_ratio``. stereo:
     evenly spaced along the camera x axis, identical rotations (rectified: epipolar lines are image
     rows); line: along a random direction of the image plane, the inner cameras at uniform random
     positions (sorted), each rotation jittered by ``params.rotation_jitter_deg`` (``jittered``)."""
@@ -41,7 +43,8 @@ def straight_rig(rng: np.random.Generator, scene: Scene, views: int, height: int
     t, hit = probe_depths(scene, K[None], w2c0[None], height, width, side=16)
     if hit.mean() < _MIN_HIT:
         return None
-    extent = float(np.median(t[hit])) / _log_uniform(rng, params.depth_ratio)
+    depth = float(np.median(t[hit]))
+    extent = depth / _log_uniform(rng, params.depth_ratio)
     R = w2c0[:, :3]
     if path == "stereo":
         axis, offsets = R[0], np.linspace(-0.5, 0.5, views)
@@ -49,10 +52,18 @@ def straight_rig(rng: np.random.Generator, scene: Scene, views: int, height: int
         angle = rng.uniform(0, np.pi)
         axis = np.cos(angle) * R[0] + np.sin(angle) * R[1]
         offsets = np.concatenate([[-0.5], np.sort(rng.uniform(-0.5, 0.5, views - 2)), [0.5]])
-    centers = center + extent * offsets[:, None] * axis
     rotations = jittered(rng, R, views, params.rotation_jitter_deg or 0.0)
-    w2c = np.concatenate([rotations, -np.einsum("vij,vj->vi", rotations, centers)[:, :, None]], axis=2)
-    return centers, np.repeat(K[None], views, axis=0), w2c
+    Ks = np.repeat(K[None], views, axis=0)
+    centers = center + extent * offsets[:, None] * axis
+    t, hit = probe_depths(scene, Ks, _w2c(rotations, centers), height, width, side=32)
+    if hit.any():  # once more from where the cameras are: the median depth they see sets the ratio
+        centers = center + extent * float(np.median(t[hit])) / depth * offsets[:, None] * axis
+    return centers, Ks, _w2c(rotations, centers)
+
+
+def _w2c(rotations: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """(V, 3, 4) world-to-camera of rotations (V, 3, 3) at centres (V, 3)."""
+    return np.concatenate([rotations, -np.einsum("vij,vj->vi", rotations, centers)[:, :, None]], axis=2)
 
 
 def jittered(rng: np.random.Generator, R: np.ndarray, views: int, jitter_deg: float) -> np.ndarray:
