@@ -43,7 +43,16 @@ drawn on its own (log-uniform over 2-12), the cameras move along a short path in
 direction while all looking one random way (no fixation point), and surfaces are flat-lit, so
 neither one image nor the cameras alone tell the depth in the normalized unit; only matching
 across views (parallax) does. Such scenes are named <split>_geometry_<i>.h5 and carry a `style`
-attribute and index field; not combined with --shift. See docs/data.md."""
+attribute and index field; not combined with --shift.
+
+For a correspondence benchmark in which only geometry can pick the match: --rig stereo|line|curve
+(cameras sharing one viewing direction; stereo is rectified), --depth-ratio LO HI (median depth over
+the distance from the first to the last camera, log-uniform), --rotation-jitter DEG, and --texture
+stripes|checkers (one pattern on every surface, repeating every --texture-period patches of 14 px at
+the median depth, aligned with the baseline). Such scenes are named
+<split>[_<style>]_rig-<name>_tex-<name>_<i>.h5. The summary gives the parallax of the written
+scenes' view pairs in patches (p10, p50, p90). A scene whose depths float16 cannot hold (a camera
+facing a wall head-on) is stored as float32 and counted in the summary. See docs/data.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,4 +110,5 @@ def _write(cfg: SynthConfig, workers: int, write_synth_dataset):
         progress=cfg.progress,
         shift=cfg.shift,
         style=cfg.style,
+        **cfg.knobs(),
     )

@@ -28,18 +28,21 @@ REQUIRED: Any = "???"  # OmegaConf's marker of a value that must be set; a field
 
 def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None, metavar: str | None = None,
            choices: tuple | None = None, positional: bool = False, store_false: bool = False,
-           append: bool = False, parse: Any = None, default_factory: Any = dataclasses.MISSING):
+           append: bool = False, nargs: int | None = None, parse: Any = None,
+           default_factory: Any = dataclasses.MISSING):
     """A dataclass field that is also a command-line option.
 
     help: one line (the default is appended); flag: the option's spelling (default ``--field-name``);
     positional: a positional argument instead; store_false: a bool field set to False by ``flag``
     (e.g. ``--quiet`` for ``progress``); append: a list field given by repeating ``flag`` (``--shift a
-    --shift b``) instead of listing its values after one ``flag``; parse: the argparse ``type`` (a
-    function of the text that raises ``argparse.ArgumentTypeError``: the command line's error; the
-    dataclass should check the value too, for ``--config FILE``); choices / metavar as in argparse.
+    --shift b``) instead of listing its values after one ``flag``; nargs: a list field given as exactly
+    this many values after ``flag`` (``--depth-ratio 2 8``; metavar a tuple naming each); parse: the
+    argparse ``type`` (a function of the text that raises ``argparse.ArgumentTypeError``: the command
+    line's error; the dataclass should check the value too, for ``--config FILE``); choices / metavar
+    as in argparse.
     """
     meta = {"help": help, "flag": flag, "metavar": metavar, "choices": choices, "positional": positional,
-            "store_false": store_false, "append": append, "parse": parse}
+            "store_false": store_false, "append": append, "nargs": nargs, "parse": parse}
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": meta})
 
 
@@ -102,7 +105,7 @@ def _argparse_kwargs(field: dataclasses.Field, hint) -> dict:
         return {**kwargs, "action": argparse.BooleanOptionalAction}
     if typing.get_origin(kind) is list:
         kind = typing.get_args(kind)[0]
-        kwargs.update({"action": "append"} if meta.get("append") else {"nargs": "*"})
+        kwargs.update({"action": "append"} if meta.get("append") else {"nargs": meta.get("nargs") or "*"})
     kwargs["type"] = meta.get("parse") or kind
     for key in ("metavar", "choices"):
         if meta[key] is not None:

@@ -24,7 +24,10 @@ scale of the depth needs the camera translations (the multi-view geometry).
 
 The distribution is set by ``SynthParams`` (defaults: the distribution described above);
 ``shift_params`` builds the named distribution shifts of ``SHIFTS`` (``depthpe synth --shift NAME``),
-which change room size, camera baseline, camera path, field of view or object statistics.
+which change room size, camera baseline, camera path, field of view or object statistics. The
+scene knobs (``knob_params``: ``--rig``, ``--depth-ratio``, ``--rotation-jitter``, ``--texture``) build
+a correspondence benchmark: straight rigs with a set depth / baseline ratio and repetitive textures
+(``rigs``, ``repetitive``); ``parallax`` measures the parallax of a scene's view pairs in patches.
 
 Per-scene randomness comes from ``numpy.random.SeedSequence(seed, spawn_key=(split, index))``, so a
 scene depends only on (seed, split, index): runs are deterministic, resumable and train/val scenes
@@ -32,8 +35,9 @@ never share a random stream.
 
 One module per job: ``params`` (the distribution, shifts, styles, seeds), ``scene`` (the
 dataclasses), ``rooms`` (a random room), ``textures``, ``raycast``, ``render`` (shading),
-``clearance``, ``trajectories`` (camera paths), ``cameras`` (drawing them), ``generate`` (one scene)
-and ``writer`` (the dataset); this package re-exports their public names.
+``clearance``, ``trajectories`` (camera paths), ``rigs`` (the straight rigs), ``cameras`` (drawing
+them), ``repetitive`` (stripes and checkers), ``parallax``, ``generate`` (one scene) and ``writer``
+(the dataset); this package re-exports their public names.
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ from __future__ import annotations
 from .cameras import random_cameras
 from .clearance import free_space_clearance, surface_distance
 from .generate import generate_scene
-from .params import (DEFAULT_PARAMS, SHIFTS, STYLES, SynthParams, scene_seed, shift_label, shift_names, shift_params,
-                     style_params)
+from .parallax import pair_parallax, parallax_patches, parallax_quantiles
+from .params import (DEFAULT_PARAMS, PATCH_PX, RIGS, SHIFTS, STYLES, TEXTURES, SynthParams, knob_params, scene_params,
+                     scene_seed, shift_label, shift_names, shift_params, style_params)
 from .raycast import camera_rays, cast_rays
 from .render import render_view, render_views
 from .rooms import random_scene
@@ -63,6 +68,14 @@ __all__ = [
     "shift_params",
     "STYLES",
     "style_params",
+    "RIGS",
+    "TEXTURES",
+    "PATCH_PX",
+    "knob_params",
+    "scene_params",
+    "pair_parallax",
+    "parallax_patches",
+    "parallax_quantiles",
     "DATASET_NAME",
     "SOURCE",
     "DEFAULT_HEIGHT",

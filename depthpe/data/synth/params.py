@@ -1,18 +1,24 @@
 """The parameters of the scene distribution (``SynthParams``), the named distribution shifts
-(``SHIFTS``, ``depthpe synth --shift``) and styles (``STYLES``, ``--style``), and the per-scene seed
-(``scene_seed``: a scene depends only on (seed, split, index))."""
+(``SHIFTS``, ``depthpe synth --shift``) and styles (``STYLES``, ``--style``), the scene knobs of a
+correspondence benchmark (``RIGS``, ``TEXTURES``, ``knob_params``: ``--rig``, ``--depth-ratio``,
+``--rotation-jitter``, ``--texture``), the parameters as a file records them (``params_json``) and the
+per-scene seed (``scene_seed``: a scene depends only on (seed, split, index))."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+
+import json
 
 import numpy as np
 
 __all__ = ["SynthParams", "DEFAULT_PARAMS", "SHIFTS", "shift_names", "shift_label", "shift_params", "STYLES",
-           "style_params", "SPLIT_KEYS", "scene_seed"]
+           "style_params", "RIGS", "TEXTURES", "PATCH_PX", "knob_params", "scene_params", "params_json", "SPLIT_KEYS",
+           "scene_seed"]
 
 SPLIT_KEYS = {"train": 0, "val": 1, "test": 2}
+PATCH_PX = 14  # the ViT patch side in pixels of the output image: the unit of texture periods and parallax
 
 
 @dataclass(frozen=True)
@@ -33,8 +39,16 @@ class SynthParams:
     multiplier of the orbit's smooth radius (+-20%) and elevation (+-10 deg) variation;
     walk_length: length of a walk, dolly or truck path in units of ``s``. hfov_deg: ranges of the
     horizontal field of view in degrees; one range is drawn uniformly per scene, then a value in it.
-    depth_ratio: the ratio ``rho`` of ``s`` to the length of a "rig" path (log-uniform; the other
-    paths ignore it). flat_shading: light every surface fully (ambient 1: no shading, no shadows).
+    depth_ratio: the depth / baseline ratio ``rho`` of the rig paths, log-uniform: for "rig" (the
+    curve) ``s`` over the path length, for "stereo" and "line" the median depth the rig's centre sees
+    over the distance from the first to the last camera (orbit, walk, dolly and truck ignore it).
+    flat_shading: light every surface fully (ambient 1: no shading, no shadows).
+    rotation_jitter_deg: None for each path's own rotations (the curve's smooth few degrees, none on
+    "stereo" and "line"), or each camera's yaw, pitch and roll off the rig's shared direction drawn
+    uniformly within +- this many degrees (rig paths only). texture: "mixed" (random kinds and
+    periods), or "stripes" / "checkers" on every surface, without fine noise, repeating every
+    ``texture_period`` patches (``PATCH_PX`` pixels of the output image) at the scene's median depth,
+    aligned with the baseline (``textures.repetitive_textures``).
     """
 
     scale: tuple[float, float] = (3.0, 10.0)
@@ -51,7 +65,13 @@ class SynthParams:
     hfov_deg: tuple[tuple[float, float], ...] = ((45.0, 70.0),)
     depth_ratio: tuple[float, float] = (2.0, 12.0)
     flat_shading: bool = False
+    # added after the first files were written: recorded (``params_json``) only when not the default
+    rotation_jitter_deg: float | None = None
+    texture: str = "mixed"
+    texture_period: tuple[float, float] = (2.0, 4.0)
 
+
+_ADDED_FIELDS = ("rotation_jitter_deg", "texture", "texture_period")
 
 # Named distribution shifts: the SynthParams fields each one changes (``depthpe synth --shift``).
 SHIFTS: dict[str, dict] = {
@@ -117,6 +137,80 @@ def style_params(style: str = "default", shifts: Sequence[str] = ()) -> SynthPar
 
 
 DEFAULT_PARAMS = SynthParams()
+
+# ``depthpe synth --rig NAME``: the path style of each rig (trajectories.py). stereo: evenly spaced
+# along the cameras' x axis, one rotation and one K (rectified); line: along a random direction
+# perpendicular to the shared viewing direction, random spacing; curve: the geometry style's path.
+RIGS: dict[str, str] = {"stereo": "stereo", "line": "line", "curve": "rig"}
+RIG_PATHS = frozenset(RIGS.values())
+TEXTURES = ("mixed", "stripes", "checkers")
+
+
+def knob_params(params: SynthParams, *, rig: str | None = None, depth_ratio: Sequence[float] | None = None,
+                rotation_jitter: float | None = None, texture: str = "mixed",
+                texture_period: Sequence[float] | None = None) -> SynthParams:
+    """``params`` with the scene knobs of ``depthpe synth`` applied (None / "mixed": unchanged).
+
+    rig: a name of ``RIGS`` (its path replaces ``params.paths``); depth_ratio: (lo, hi), 0 < lo <= hi;
+    rotation_jitter: degrees >= 0, not on "stereo"; both need rig paths only (a rig, or the geometry
+    style); texture: one of ``TEXTURES``; texture_period: (lo, hi) patches, 0 < lo <= hi, with
+    stripes or checkers. Raises ValueError naming the option for a bad value or combination."""
+    changes: dict = {}
+    if rig is not None:
+        if rig not in RIGS:
+            raise ValueError(f"--rig must be one of {', '.join(RIGS)}, got {rig!r}")
+        changes["paths"] = (RIGS[rig],)
+    paths = set(changes.get("paths", params.paths))
+    if (depth_ratio is not None or rotation_jitter is not None) and not paths <= RIG_PATHS:
+        raise ValueError("--depth-ratio and --rotation-jitter set the cameras of a rig: add --rig "
+                         f"{'|'.join(RIGS)} (or --style geometry)")
+    if depth_ratio is not None:
+        changes["depth_ratio"] = _range("--depth-ratio", depth_ratio)
+    if rotation_jitter is not None:
+        if not 0 <= rotation_jitter <= 45:
+            raise ValueError(f"--rotation-jitter must be 0 to 45 degrees, got {rotation_jitter}")
+        if rotation_jitter > 0 and "stereo" in paths:
+            raise ValueError("--rig stereo has identical rotations (rectified); for jittered cameras on a "
+                             "straight line use --rig line")
+        changes["rotation_jitter_deg"] = float(rotation_jitter)
+    if texture not in TEXTURES:
+        raise ValueError(f"--texture must be one of {', '.join(TEXTURES)}, got {texture!r}")
+    changes["texture"] = texture
+    if texture_period is not None:
+        if texture == "mixed":
+            raise ValueError("--texture-period sets the period of --texture stripes or checkers; add one of them")
+        changes["texture_period"] = _range("--texture-period", texture_period)
+    return replace(params, **changes)
+
+
+def scene_params(style: str = "default", shifts: Sequence[str] = (), **knobs) -> SynthParams:
+    """The ``SynthParams`` of a ``depthpe synth`` run: ``style_params(style, shifts)`` with the scene
+    knobs (``knob_params``: rig, depth_ratio, rotation_jitter, texture, texture_period) applied; a
+    rig does not combine with a shift. Raises ValueError (one line naming the option)."""
+    if knobs.get("rig") is not None and shift_names(shifts):
+        raise ValueError("--rig cannot be combined with --shift; use one or the other")
+    return knob_params(style_params(style, shifts), **knobs)
+
+
+def _range(flag: str, values: Sequence[float]) -> tuple[float, float]:
+    """(lo, hi) of a two-number option, 0 < lo <= hi; ValueError naming ``flag`` otherwise."""
+    if len(values) != 2:
+        raise ValueError(f"{flag} takes two numbers LO HI, got {list(values)}")
+    lo, hi = float(values[0]), float(values[1])
+    if not 0 < lo <= hi < float("inf"):
+        raise ValueError(f"{flag} needs 0 < LO <= HI, got {lo:g} {hi:g}")
+    return lo, hi
+
+
+def params_json(params: SynthParams) -> str:
+    """The ``synth_params`` attribute of a scene file: the fields of ``params`` as JSON, leaving out
+    those added after the first files (``_ADDED_FIELDS``) while they hold their defaults, so that the
+    files of a style or shift stay byte-identical to those written before the fields existed."""
+    fields = asdict(params)
+    for name in _ADDED_FIELDS:
+        if fields[name] == asdict(DEFAULT_PARAMS)[name]:
+            del fields[name]
+    return json.dumps(fields)
 
 
 def _log_uniform(rng: np.random.Generator, lo_hi: tuple[float, float]) -> float:

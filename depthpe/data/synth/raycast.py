@@ -1,5 +1,6 @@
 """Exact ray casting against the room and its primitives (``cast_rays``), the rays of pinhole cameras
-(``camera_rays``) and the surface normals and texture coordinates of primitives."""
+(``camera_rays``), a coarse probe of what cameras see (``probe_depths``) and the surface normals and
+texture coordinates of primitives."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 
 from .scene import _FACE_UV_AXES, _SKY, Primitive, Scene
 
-__all__ = ["cast_rays", "camera_rays"]
+__all__ = ["cast_rays", "camera_rays", "probe_depths"]
 
 
 def _dot(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -195,3 +196,17 @@ def camera_rays(K: np.ndarray, w2c: np.ndarray, height: int, width: int) -> tupl
     C = -np.einsum("vji,vj->vi", w2c[:, :, :3], w2c[:, :, 3])
     O = np.broadcast_to(C[:, None, None, :], D.shape)
     return O, D
+
+
+def probe_depths(scene: Scene, K: np.ndarray, w2c: np.ndarray, height: int, width: int,
+                 side: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """A cheap look at what V cameras see: rays on a ``side`` x ``side`` grid spanning the same field
+    of view as the ``height`` x ``width`` image. K: (V, 3, 3) pixel intrinsics at that image size;
+    w2c: (V, 3, 4). Returns z-depth t (V, side * side) in scene units and hit (V, side * side) bool
+    (False: the ray escapes; its t is not a depth)."""
+    Ks = np.array(K, dtype=np.float64)  # same field of view at side x side pixels
+    Ks[:, 0] *= side / width
+    Ks[:, 1] *= side / height
+    O, D = camera_rays(Ks, w2c, side, side)
+    t, surface = cast_rays(scene, O.reshape(-1, 3), D.reshape(-1, 3))
+    return t.reshape(len(K), -1), (surface != _SKY).reshape(len(K), -1)

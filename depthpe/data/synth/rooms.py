@@ -18,12 +18,18 @@ def _random_color(rng: np.random.Generator) -> np.ndarray:
     return np.array(colorsys.hsv_to_rgb(h, s, v))
 
 
-def _random_texture(rng: np.random.Generator, scale: float) -> Texture:
-    kind = TEXTURE_KINDS[rng.integers(len(TEXTURE_KINDS))]
+def _color_pair(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Two random RGB colours (3,) in [0, 1] with some contrast, so that a pattern of them is visible."""
     a = _random_color(rng)
     b = _random_color(rng)
-    if np.abs(a - b).sum() < 0.3:  # keep some contrast so that the pattern is visible
+    if np.abs(a - b).sum() < 0.3:
         b = np.clip(1.0 - a + rng.uniform(-0.1, 0.1, 3), 0, 1)
+    return a, b
+
+
+def _random_texture(rng: np.random.Generator, scale: float) -> Texture:
+    kind = TEXTURE_KINDS[rng.integers(len(TEXTURE_KINDS))]
+    a, b = _color_pair(rng)
     period = scale * np.exp(rng.uniform(np.log(0.03), np.log(0.3)))
     return Texture(
         kind=kind,

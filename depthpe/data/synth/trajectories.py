@@ -1,5 +1,6 @@
 """Camera paths through a scene (orbit, walk, dolly, truck, rig: centres and look-at targets), the
-look-at world-to-camera matrix and intrinsics from a field of view."""
+look-at world-to-camera matrix and intrinsics from a field of view. The straight rigs (stereo, line),
+whose baseline follows the depth they see, are in ``rigs.py``."""
 
 from __future__ import annotations
 
@@ -161,7 +162,8 @@ def _rig_trajectory(rng: np.random.Generator, scene: Scene, views: int,
     The centres lie on a gently curving path of length ``s / rho`` (``rho`` log-uniform in
     ``params.depth_ratio``) through a random point of the room's middle, heading in a random
     direction (up to 20 degrees out of the horizontal); every camera looks along one random
-    direction (yaw uniform, pitch -15..10 degrees) with a smooth jitter of a few degrees. Nothing
+    direction (yaw uniform, pitch -15..10 degrees) with a smooth jitter of a few degrees (or, with
+    ``params.rotation_jitter_deg``, yaw and pitch uniform within +- that many degrees per view). Nothing
     of it depends on the scene content, so the cameras carry no cue about the depth (a fixation
     point where the optical axes meet, as in an orbit, would give it away) and ``rho`` is
     independent of every camera quantity (docs/data.md)."""
@@ -174,8 +176,13 @@ def _rig_trajectory(rng: np.random.Generator, scene: Scene, views: int,
     side = np.array([-np.sin(az), np.cos(az), 0.0])
     tau = np.linspace(0, 1, views) - 0.5
     centers = start + length * (tau[:, None] * along + 0.1 * _smooth_noise(rng, views)[:, None] * side)
-    yaw = rng.uniform(0, 2 * np.pi) + np.deg2rad(4) * _smooth_noise(rng, views)
-    pitch = np.deg2rad(rng.uniform(-15, 10) + 3 * _smooth_noise(rng, views))
+    jitter = params.rotation_jitter_deg
+    if jitter is None:
+        yaw = rng.uniform(0, 2 * np.pi) + np.deg2rad(4) * _smooth_noise(rng, views)
+        pitch = np.deg2rad(rng.uniform(-15, 10) + 3 * _smooth_noise(rng, views))
+    else:
+        yaw = rng.uniform(0, 2 * np.pi) + np.deg2rad(rng.uniform(-jitter, jitter, views))
+        pitch = np.deg2rad(rng.uniform(-15, 10) + rng.uniform(-jitter, jitter, views))
     return centers, centers + _look_vectors(yaw, pitch)
 
 
