@@ -93,3 +93,12 @@ def test_pose_noise_has_the_asked_size_and_keeps_view_0():
     moved = perturb_poses(w2c, 0.0, 0.5, torch.Generator().manual_seed(0))
     shift = (camera_centers(moved[:, 1:]) - camera_centers(w2c[:, 1:])).norm(dim=-1)
     torch.testing.assert_close(shift, torch.full((3, 1), 0.5 * 0.3, dtype=torch.float64))
+
+
+def test_the_curve_points_default_to_quarters_and_always_end_at_the_last_step():
+    from depthpe.bench.correspondence_config import CorrespondenceConfig
+
+    assert CorrespondenceConfig(data="d", out="o", steps=300).checkpoints() == [0, 75, 150, 225, 300]
+    assert CorrespondenceConfig(data="d", out="o", steps=300, eval_steps=[10]).checkpoints() == [10, 300]
+    with pytest.raises(ValueError, match=r"--eval-steps values must be in \[0, --steps = 300\]"):
+        CorrespondenceConfig(data="d", out="o", steps=300, eval_steps=[301])
