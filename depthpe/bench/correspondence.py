@@ -13,6 +13,7 @@ printed (docs/correspondence.md).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
@@ -187,7 +188,7 @@ def run_correspondence(cfg: CorrespondenceConfig) -> dict:
           f"{len(held_out[cfg.views])} held-out scenes, {len(settings)} settings", flush=True)
     runs = [run_seed(cfg, seed, pool, held_out, settings) for seed in cfg.seeds]
     grid = cfg.image_width // 14
-    meta = {**{k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, "grid": [grid, grid],
+    meta = {**dataclasses.asdict(cfg), "grid": [grid, grid],
             "chance_top1": 1 / grid**2, "train_samples": len(pool),
             "eval_samples": {str(v): len(s) for v, s in held_out.items()},
             "settings": [vars(s) for s in settings], "seconds": time.perf_counter() - start}
