@@ -27,6 +27,9 @@ BENCHMARKS = {
                      "regression against the constant baselines (geometry-only scenes: docs/data.md)"),
     "data-scale": ("depthpe.bench.data_scale", "the data tools at 1k/10k/100k scenes: index memory per loader "
                    "worker, the 2000 + 2000 validation draw, `depthpe index` / `depthpe check` throughput per worker"),
+    "correspondence": ("depthpe.bench.correspondence", "train the global attention of a tiny model on true cross-view "
+                       "matches (correspondence loss) per encoding; per layer top-1 / within-1 accuracy and lift, "
+                       "with more views, zoom and pose noise"),
     "rehearsal": ("depthpe.bench.rehearsal", "a recipe end to end on the CPU at true size: train, SIGKILL, resume, "
                   "bf16 step, export, reload, eval, predict, push; memory prediction vs measured"),
 }

@@ -52,7 +52,22 @@ class Encoding:
     def attention_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """The logits of the SDPA call in ``attend``: (B, heads, N, N) = q' k'^T / sqrt(head_dim) with
         q' = transform_q(q), k' = transform_k(k). Materializes the matrix: for tests and diagnostics."""
+        return Encoding.attention_scores(self, q, k)
+
+    def attention_scores(self, q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor | None = None,
+                         cols: torch.Tensor | None = None) -> torch.Tensor:
+        """Pre-softmax scores of some queries over some keys, with gradients: (B, heads, len(rows),
+        len(cols)) for token indices rows (queries) and cols (keys) of the N tokens (None = all).
+
+        Their softmax over all N keys is ``attention_probs``: for one SDPA call they are its logits
+        q' k'^T / sqrt(head_dim) (computed explicitly, only for the chosen rows and columns); an
+        encoding with several softmaxes returns the log of its mixed weights. For the
+        correspondence loss and ``depthpe bench correspondence`` (docs/correspondence.md)."""
         qt, kt = self.transform_q(q), self.transform_k(k)
+        if rows is not None:
+            qt = qt[:, :, rows]
+        if cols is not None:
+            kt = kt[:, :, cols]
         return qt @ kt.transpose(-1, -2) / math.sqrt(qt.shape[-1])
 
     def attention_probs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

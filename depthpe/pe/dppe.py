@@ -100,24 +100,38 @@ class TAddBlockwise(CameraBlockEncoding):
         split = tadd_appendix_channels if self.transforms["q"] == "KRtAdd2d" else tadd_blockwise_channels
         return {key: idx.to(device) for key, idx in split(d).items()}
 
-    def block_weights(self, q: torch.Tensor, k: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Test helper: {"rot", "trans"} attention weights (B, heads, N, N). Materializes them."""
+    def block_weights(self, q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """{"rot", "trans"} attention weights (B, heads, len(rows), N) of query tokens ``rows`` (None =
+        all N), each a softmax over all N keys. Materializes them: for tests and diagnostics."""
         ch = self.channels(q.shape[-1], q.device)
         qt, kt = self.transform_q(q), self.transform_k(k)
+        if rows is not None:
+            qt = qt[:, :, rows]
         weights = {}
         for block in ("rot", "trans"):
             idx = ch[f"qk_{block}"]
             weights[block] = (qt[..., idx] @ kt[..., idx].mT / math.sqrt(len(idx))).softmax(dim=-1)
         return weights
 
+    def _mixed(self, q: torch.Tensor, weights: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(|v_rot| w_rot + |v_trans| w_trans) / head_dim`` in float32 (``attention_probs``)."""
+        ch = self.channels(q.shape[-1], q.device)
+        n_rot, n_trans = len(ch["v_rot"]), len(ch["v_trans"])
+        return (n_rot * weights["rot"].float() + n_trans * weights["trans"].float()) / (n_rot + n_trans)
+
     def attention_probs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """(B, heads, N, N) float32: the two softmaxes weighted by the value channels each one mixes,
         ``(|v_rot| w_rot + |v_trans| w_trans) / head_dim``, i.e. the weights with which an average
         output channel mixes the keys (rows sum to 1). For diagnostics; materializes the matrices."""
-        ch = self.channels(q.shape[-1], q.device)
-        w = self.block_weights(q, k)
-        n_rot, n_trans = len(ch["v_rot"]), len(ch["v_trans"])
-        return (n_rot * w["rot"].float() + n_trans * w["trans"].float()) / (n_rot + n_trans)
+        return self._mixed(q, self.block_weights(q, k))
+
+    def attention_scores(self, q, k, rows=None, cols=None):
+        """Log of ``attention_probs`` for query tokens ``rows`` over key tokens ``cols`` (None = all):
+        (B, heads, len(rows), len(cols)); each softmax still runs over all N keys. With gradients."""
+        weights = self.block_weights(q, k, rows)
+        if cols is not None:
+            weights = {block: w[..., cols] for block, w in weights.items()}
+        return self._mixed(q, weights).log()
 
     def attend(self, q, k, v, *, dropout_p: float = 0.0):
         ch = self.channels(q.shape[-1], q.device)

@@ -410,13 +410,24 @@ class URoPE(Encoding):
 
     def attention_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """Debug/test helper: (B, heads, N, N) logits. Materializes the matrix."""
+        return self.attention_scores(q, k)
+
+    def attention_scores(self, q, k, rows=None, cols=None):
+        """Logits of query tokens ``rows`` over key tokens ``cols`` (None = all): (B, heads,
+        len(rows), len(cols)), the keys rotated for each query's own view; with gradients."""
         B, H, N, d = q.shape
+        rows = torch.arange(N, device=q.device) if rows is None else rows.to(q.device)
         q_rot, kc = self._rotated(q, k)
-        rows = []
-        for i in range(self.S):
+        views = rows // self.T
+        blocks, order = [], []
+        for i in views.unique().tolist():
+            mine = (views == i).nonzero().squeeze(1)
             k_rot = self._chunk_keys(torch.view_as_real(kc), i, i + 1, q_rot.dtype)
-            rows.append(q_rot[:, :, i * self.T:(i + 1) * self.T] @ k_rot.mT / math.sqrt(d))
-        return torch.cat(rows, dim=2)
+            if cols is not None:
+                k_rot = k_rot[:, :, cols.to(q.device)]
+            blocks.append(q_rot[:, :, rows[mine]] @ k_rot.mT / math.sqrt(d))
+            order.append(mine)
+        return torch.cat(blocks, dim=2)[:, :, torch.argsort(torch.cat(order))]
 
     def _no_transform(self, x):
         raise NotImplementedError(

@@ -45,13 +45,20 @@ Choices among / deviations from VGGT (VGGT's ``training/loss.py``):
   works). VGGT also clamps per-pixel values to 100; we do not (targets are finite by contract).
 * Invalid pixels never touch the loss, even if ``pred`` or ``gt`` hold NaN/inf there (``where``,
   not multiplication, is used for masking).
+
+Correspondence loss (``correspondence_loss``, docs/correspondence.md): for a query patch of view i
+whose true patch t in view j is known (``depthpe.correspondence.pair_targets``), the cross-entropy
+of the attention scores s of that query over the h*w key patches of view j,
+``CE = logsumexp_k s_k - s_t`` (a softmax restricted to view j's patches: the attention the query
+gives view j, renormalized), per head. Same reduction as the depth terms: the mean over the heads
+and usable queries of each sample, then over the B samples (a sample without a usable query gives 0).
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["depth_loss", "l1_term", "gradient_term", "confidence_term"]
+__all__ = ["depth_loss", "l1_term", "gradient_term", "confidence_term", "correspondence_loss"]
 
 _MIN_KEEP = 1000  # VGGT's min_elements for the quantile filter
 _CONF_EPS = 1e-6  # floor for log(conf); conf from the model is >= 1, so this only guards misuse
@@ -170,6 +177,26 @@ def confidence_term(
     residual = (_fill_invalid(pred, valid, 0.0) - _fill_invalid(gt, valid, 0.0)).abs()
     per_pixel = _fill_invalid(c * residual - alpha * torch.log(c), valid, 0.0)
     return _masked_mean(per_pixel, valid, outlier_quantile)
+
+
+def correspondence_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of attention scores against the true key patch (module docstring), 0-dim float32.
+
+    logits: (B, heads, Q, K) scores of Q queries over the K key patches of their key view (the
+    pre-softmax q.k / sqrt(d) of the encoded attention, or any log-weights: the loss only sees their
+    softmax over the K keys); target: (B, Q) long, the true key index in [0, K), -1 = no usable
+    match (left out). Mean over heads and usable queries per sample, then over samples; 0 with a
+    graph when nothing is usable.
+    """
+    if logits.ndim != 4 or target.shape != (logits.shape[0], logits.shape[2]):
+        raise ValueError(f"logits must be (B, heads, Q, K) and target (B, Q), got {tuple(logits.shape)} and "
+                         f"{tuple(target.shape)}")
+    logits = logits.float()
+    usable = target >= 0  # (B, Q)
+    picked = logits.gather(-1, target.clamp(min=0)[:, None, :, None].expand(-1, logits.shape[1], -1, 1))[..., 0]
+    ce = torch.where(usable[:, None], logits.logsumexp(dim=-1) - picked, torch.zeros((), device=logits.device))
+    per_sample = ce.sum(dim=(1, 2)) / (usable.sum(dim=1) * logits.shape[1]).clamp_min(1)
+    return per_sample.mean()
 
 
 def _fill_invalid(x: torch.Tensor, valid: torch.Tensor, fill: float) -> torch.Tensor:

@@ -51,7 +51,8 @@ def card_training(cfg: RunConfig) -> TrainingSection:
         ("optimizer steps", f"{train.steps}"),
         ("gradient accumulation", f"{train.grad_accum}"),
         ("mixed precision", train.mixed_precision),
-        ("loss", f"L1 x {loss.l1_weight:g} + gradient x {loss.gradient_weight:g} ({loss.gradient_scales} scales)"),
+        ("loss", f"L1 x {loss.l1_weight:g} + gradient x {loss.gradient_weight:g} ({loss.gradient_scales} scales)"
+                 + (f" + correspondence x {loss.correspondence_weight:g}" if loss.correspondence_weight > 0 else "")),
         ("seed", f"{cfg.seed}"),
     ]
     return TrainingSection(datasets=tuple(str(s.dataset or s.name) for s in data.sources),

@@ -89,18 +89,25 @@ class OptimConfig:
 @dataclass
 class LossConfig:
     """Weights of the depth loss terms (``depthpe.run.losses.depth_loss``): L1 on normalized depth,
-    VGGT's multi-scale gradient loss over ``gradient_scales`` scales, VGGT's confidence term."""
+    VGGT's multi-scale gradient loss over ``gradient_scales`` scales, VGGT's confidence term; and the
+    correspondence term on the global attention (``correspondence_weight``, 0 = off; docs/correspondence.md):
+    the cross-entropy of each global layer's scores of a query patch over the patches of the next
+    view against its true patch, for at most ``correspondence_queries`` query patches per view."""
 
     l1_weight: float = 1.0
     gradient_weight: float = 1.0
     gradient_scales: int = 4
     conf_weight: float = 0.0
     conf_alpha: float = 0.2
+    correspondence_weight: float = 0.0
+    correspondence_queries: int = 256
 
     def __post_init__(self):
-        for key in ("l1_weight", "gradient_weight", "conf_weight", "conf_alpha"):
+        for key in ("l1_weight", "gradient_weight", "conf_weight", "conf_alpha", "correspondence_weight"):
             require(getattr(self, key) >= 0, f"loss.{key} must be >= 0, got {getattr(self, key)}")
         require(self.gradient_scales >= 1, f"loss.gradient_scales must be >= 1, got {self.gradient_scales}")
+        require(self.correspondence_queries >= 1,
+                f"loss.correspondence_queries must be >= 1 (query patches per view), got {self.correspondence_queries}")
 
 
 @dataclass
@@ -290,6 +297,13 @@ class RunConfig:
         require(not bad, f"{bad[0][0]} must be a finite number, got {bad[0][1]} (inf and nan are not allowed)" if bad else "")
         require(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
                  f"seed must be an integer in [0, 2**32 - 1] (numpy's seed range), got {self.seed!r}")
+        require(not (self.loss.correspondence_weight > 0 and self.train.compile),
+                "loss.correspondence_weight > 0 records the global attention's scores through hooks, which a "
+                "compiled model does not run: set train.compile=false or loss.correspondence_weight=0")
+        require(not (self.loss.correspondence_weight > 0 and self.model.gradient_checkpointing is True),
+                "loss.correspondence_weight > 0 keeps the global attention's scores for the backward, which "
+                "recomputed (checkpointed) blocks cannot: set model.gradient_checkpointing=false or "
+                "loss.correspondence_weight=0")
         require(self.data.patch_size == self.model.patch_size or self.model.patch_size == MISSING,
                  f"data.patch_size={self.data.patch_size} differs from model.patch_size={self.model.patch_size} "
                  "(set both to the backbone's patch size, 14 for DINOv2)")

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..correspondence import cyclic_pairs, query_patches
 from . import losses
+from .correspondence import forward_with_correspondence
 from .schema import OptimConfig, RunConfig
 from .state import TrainState
 
@@ -76,17 +78,37 @@ def batch_to_device(batch: dict, device: torch.device) -> list[torch.Tensor]:
     return [batch[key].to(device, non_blocking=non_blocking) for key in MODEL_INPUTS]
 
 
-def _micro_batch(model, batch: dict, cfg: RunConfig, accelerator, trainable) -> tuple[dict, bool]:
-    """Forward and backward of one micro-batch; returns (detached loss terms, loss was finite).
-    A non-finite loss back-propagates a zero instead, so every process joins the gradient all-reduce."""
-    images, K, w2c, depth, valid = batch_to_device(batch, accelerator.device)
+def _forward(model, inputs: list[torch.Tensor], cfg: RunConfig, step: int) -> tuple[dict, torch.Tensor | None]:
+    """The model's output on ``inputs`` (images, K, w2c, depth, valid) and, with
+    ``loss.correspondence_weight > 0``, the correspondence term of its global attention (every view
+    queries the next one with at most ``loss.correspondence_queries`` patches, chosen by ``step``;
+    ``depthpe.run.correspondence``), else None."""
+    images, K, w2c, depth, valid = inputs
+    if cfg.loss.correspondence_weight <= 0:
+        return model(images, K, w2c), None
+    patch = cfg.model.patch_size
+    grid = (images.shape[-2] // patch, images.shape[-1] // patch)
+    patches = query_patches(grid[0] * grid[1], cfg.loss.correspondence_queries, step)
+    return forward_with_correspondence(model, lambda: model(images, K, w2c), depth, valid, K, w2c, grid,
+                                       pairs=cyclic_pairs(images.shape[1]), patches=patches)
+
+
+def _micro_batch(model, batch: dict, cfg: RunConfig, accelerator, trainable, step: int = 0) -> tuple[dict, bool]:
+    """Forward and backward of one micro-batch of optimizer step ``step``; returns (detached loss
+    terms, loss was finite). A non-finite loss back-propagates a zero instead, so every process joins
+    the gradient all-reduce."""
+    inputs = batch_to_device(batch, accelerator.device)
+    depth, valid = inputs[3], inputs[4]
     with accelerator.autocast():
-        out = model(images, K, w2c)
+        out, correspondence = _forward(model, inputs, cfg, step)
     terms = losses.depth_loss(
         out["depth"], depth, valid, out.get("conf"),
         l1_weight=cfg.loss.l1_weight, gradient_weight=cfg.loss.gradient_weight,
         gradient_scales=cfg.loss.gradient_scales, conf_weight=cfg.loss.conf_weight, conf_alpha=cfg.loss.conf_alpha,
     )
+    if correspondence is not None:
+        terms["correspondence"] = correspondence
+        terms["total"] = terms["total"] + cfg.loss.correspondence_weight * correspondence
     loss = terms["total"] / cfg.train.grad_accum
     finite = bool(torch.isfinite(loss))
     if not finite:
@@ -167,7 +189,7 @@ def run_step(model, optimizer, batches, cfg: RunConfig, state: TrainState, accel
         images += batch["images"].shape[0] * batch["images"].shape[1]
         last = micro == cfg.train.grad_accum - 1
         with contextlib.nullcontext() if last else accelerator.no_sync(model):
-            micro_terms, finite = _micro_batch(model, batch, cfg, accelerator, trainable)
+            micro_terms, finite = _micro_batch(model, batch, cfg, accelerator, trainable, state.step)
         local_bad |= not finite
         for k, v in micro_terms.items():
             terms[k] = terms.get(k, 0.0) + v

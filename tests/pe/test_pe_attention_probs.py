@@ -47,3 +47,22 @@ def test_blockwise_tadd_probs_weight_the_two_softmaxes_by_value_channels():
     expected = (n_rot * w["rot"] + n_trans * w["trans"]).float() / 64
     torch.testing.assert_close(enc.attention_probs(q, k), expected)
     assert not torch.allclose(w["rot"], w["trans"])  # the mixture is not one of them
+
+
+@pytest.mark.parametrize("method,options", [(m, {}) for m in PRESETS] + [("dppe_tadd", {"softmax": "blockwise"})])
+def test_scores_are_the_log_weights_up_to_a_row_constant_and_slice_exactly(method, options):
+    """``attention_scores``: a softmax over all keys gives ``attention_probs``; chosen rows and columns
+    are exactly that block of the full matrix (queries of two views at once, out of order)."""
+    enc, q, k, _ = _case(method, **options)
+    full = enc.attention_scores(q, k)
+    assert full.shape == (B, H, N, N)
+    torch.testing.assert_close(full.softmax(-1).float(), enc.attention_probs(q, k), atol=1e-6, rtol=1e-5)
+    rows, cols = torch.tensor([T + 3, 1, 2 * T + NS, NS]), torch.tensor([2 * T + NS + 1, NS, T + NS + 2])
+    torch.testing.assert_close(enc.attention_scores(q, k, rows, cols), full[:, :, rows][..., cols])
+
+
+def test_scores_carry_gradients():
+    enc, q, k, _ = _case("prope")
+    q.requires_grad_(True)
+    enc.attention_scores(q, k, torch.tensor([NS]), torch.tensor([T + NS])).sum().backward()
+    assert q.grad is not None and q.grad.abs().sum() > 0

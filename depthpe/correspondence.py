@@ -14,17 +14,26 @@ That point is moved into every other view j and projected; the match is usable (
 The target is the patch of view j that contains the projected pixel. ``window_masks`` turns targets
 into the key patches within ``radius`` patches (Chebyshev distance) of them. Depths are in whatever
 unit depth and w2c share (the probe passes the normalized scene unit).
+
+For a loss or an accuracy over chosen (query view i, key view j) pairs, ``pair_targets`` flattens the
+matches to one key patch index per query (-1 = no usable match), ``pair_blocks`` cuts the same
+(query patch, key patch) blocks out of a full (B, heads, N, N) attention matrix, and ``match_hits``
+says which queries' best-scoring key patch lies within r patches of the target. Used by the probe
+(``depthpe probe attention``), the correspondence loss of training and ``depthpe bench
+correspondence`` (docs/correspondence.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
-from ..geometry import invert_intrinsics, invert_w2c, project_points, to_4x4, transform_points
+from .geometry import invert_intrinsics, invert_w2c, project_points, to_4x4, transform_points
 
-__all__ = ["PatchMatches", "patch_depths", "patch_matches", "patch_rows_cols", "window_masks"]
+__all__ = ["PatchMatches", "patch_depths", "patch_matches", "patch_rows_cols", "window_masks", "cyclic_pairs",
+           "query_patches", "pair_targets", "pair_blocks", "match_hits"]
 
 
 @dataclass
@@ -116,3 +125,67 @@ def window_masks(target: torch.Tensor, ok: torch.Tensor, grid: tuple[int, int], 
     rows, cols = patch_rows_cols(grid, target.device)
     near = ((target[..., 0, None] - rows).abs() <= radius) & ((target[..., 1, None] - cols).abs() <= radius)
     return near & ok[..., None]
+
+
+def cyclic_pairs(num_views: int) -> list[tuple[int, int]]:
+    """The (query view, key view) pairs (i, i + 1 mod S) for i = 0..S-1: every view queries its next
+    one; for S = 2 that is both ordered pairs (0, 1), (1, 0). S views give S pairs (S >= 2)."""
+    if num_views < 2:
+        raise ValueError(f"correspondences need at least 2 views, got {num_views}")
+    return [(i, (i + 1) % num_views) for i in range(num_views)]
+
+
+def query_patches(num_patches: int, max_queries: int | None, step: int = 0) -> torch.Tensor | None:
+    """The query patches of a view to use at training step ``step``: None (every patch) when
+    ``max_queries`` is None or >= num_patches, else the (n,) long indices ``offset, offset + stride,
+    ...`` with ``stride = ceil(num_patches / max_queries)`` and ``offset = step mod stride``, so
+    that successive steps cover every patch (deterministic: no random state)."""
+    if max_queries is None or max_queries >= num_patches:
+        return None
+    if max_queries < 1:
+        raise ValueError(f"max_queries must be >= 1 or None, got {max_queries}")
+    stride = -(-num_patches // max_queries)
+    return torch.arange(step % stride, num_patches, stride)
+
+
+def pair_targets(matches: PatchMatches, pairs: Sequence[tuple[int, int]],
+                 patches: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, len(pairs) * n) long: for every pair (i, j), pair-major, and every query patch of view i
+    (``patches`` (n,) indices, None = all P), the flat index ``row * w + col`` of its true patch in
+    view j, or -1 where the match is not usable (``matches.ok``)."""
+    h, w = matches.grid
+    flat = matches.target[..., 0] * w + matches.target[..., 1]  # (B, S_i, P, S_j)
+    flat = torch.where(matches.ok, flat, torch.full_like(flat, -1))
+    blocks = [flat[:, i, :, j] for i, j in pairs]  # each (B, P)
+    if patches is not None:
+        blocks = [b[:, patches.to(b.device)] for b in blocks]
+    return torch.cat(blocks, dim=1)
+
+
+def pair_blocks(attention: torch.Tensor, grid: tuple[int, int], num_special: int,
+                pairs: Sequence[tuple[int, int]], patches: torch.Tensor | None = None) -> torch.Tensor:
+    """The (query patch of view i, key patch of view j) entries of a full attention matrix, pair-major:
+    attention (B, heads, N, N) over N = S * (num_special + h*w) tokens (view-major, special tokens
+    first) -> (B, heads, len(pairs) * n, h*w), rows in the order of ``pair_targets`` (``patches``:
+    the n query patches, None = all)."""
+    B, H, N, _ = attention.shape
+    P = grid[0] * grid[1]
+    T = num_special + P
+    if N % T:
+        raise ValueError(f"attention over {N} tokens is not a whole number of views of {T} tokens")
+    x = attention.view(B, H, N // T, T, N // T, T)[:, :, :, num_special:, :, num_special:]  # (B, H, S, P, S, P)
+    blocks = [x[:, :, i, :, j] for i, j in pairs]  # each (B, H, P, P)
+    if patches is not None:
+        blocks = [b[:, :, patches.to(b.device)] for b in blocks]
+    return torch.cat(blocks, dim=2)
+
+
+def match_hits(scores: torch.Tensor, target: torch.Tensor, grid: tuple[int, int], radius: int = 0) -> torch.Tensor:
+    """(B, Q) bool: the key patch with the highest score (scores (B, Q, h*w) over the key view's
+    patches, any monotone score: logits, weights) lies within ``radius`` patches (Chebyshev
+    distance) of the true patch ``target`` (B, Q) (flat index, -1 = no match: always False)."""
+    h, w = grid
+    best = scores.argmax(dim=-1)
+    t = target.clamp(min=0)
+    near = ((best // w - t // w).abs() <= radius) & ((best % w - t % w).abs() <= radius)
+    return near & (target >= 0)

@@ -1,0 +1,185 @@
+"""The evaluation of ``depthpe bench correspondence``: held-out samples, the extrapolation settings,
+and one pass that scores every global layer (docs/correspondence.md).
+
+A *setting* says how the held-out scenes reach the model: views per scene, a zoom-in (centre crop
+resized back, ``zoom_center``) and noise on the input cameras (``perturb_poses``); the true matches
+always come from the true cameras of the images the model sees. ``evaluate_setting`` runs the
+aggregator with the probe's capture (``depthpe.probe.capture``) and, per global layer, scores the
+head-averaged attention of every query patch over the patches of every other view: top-1 and
+within-1-patch accuracy (``depthpe.correspondence.match_hits``) and the probe's correspondence lift
+with its same-position control (``depthpe.probe.lift.LiftAccumulator``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..correspondence import match_hits, pair_blocks, pair_targets, patch_matches
+from ..geometry import crop_intrinsics, mean_center_distance, resize_intrinsics, to_4x4
+from ..probe.capture import capture_global_attention
+from ..probe.lift import LiftAccumulator
+
+__all__ = ["Setting", "settings_of", "load_samples", "batches", "zoom_center", "perturb_poses", "evaluate_setting",
+           "all_pairs"]
+
+KEYS = ("images", "K", "w2c", "depth", "valid")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How held-out scenes are shown: views per scene, zoom (>= 1), rotation noise (degrees) and
+    translation noise (fraction of the scene scale) of the input cameras; name: its key in the results."""
+
+    name: str
+    views: int
+    zoom: float = 1.0
+    rotation_deg: float = 0.0
+    translation: float = 0.0
+
+
+def settings_of(cfg) -> list[Setting]:
+    """The settings of a ``CorrespondenceConfig``: ``base`` (the training views, nothing changed),
+    then one per ``eval_views``, ``eval_zooms``, ``eval_rotation_noise``, ``eval_translation_noise``."""
+    out = [Setting("base", cfg.views)]
+    out += [Setting(f"views{v}", v) for v in cfg.eval_views]
+    out += [Setting(f"zoom{z:g}", cfg.views, zoom=z) for z in cfg.eval_zooms]
+    out += [Setting(f"rotation{d:g}deg", cfg.views, rotation_deg=d) for d in cfg.eval_rotation_noise]
+    out += [Setting(f"translation{t:g}", cfg.views, translation=t) for t in cfg.eval_translation_noise]
+    return out
+
+
+def load_samples(root: str, dataset: str, split: str, views: int, image_width: int, *, seeds: Sequence[int] = (0,),
+                 max_scenes: int | None = None) -> list[dict]:
+    """Samples of ``root/<dataset>/<split>`` as ``depthpe eval`` reads them (``resolve_held_out``: no
+    augmentation, normalized scene frame, square images of ``image_width``), one view subset per
+    scene and seed; each {images (S, 3, H, W), K, w2c (S, 4, 4), depth (S, H, W), valid}. Unusable
+    scenes are left out. Raises ``FileNotFoundError`` without an index.json."""
+    from ..data.config import SourceConfig
+    from ..evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+
+    source = SourceConfig(name=dataset, root=str(root), split=split)
+    if not (source.split_dir / "index.json").is_file():
+        raise FileNotFoundError(f"{source.split_dir / 'index.json'} not found: generate scenes with "
+                                f"`depthpe synth --out {root}` or pass --data ROOT of such a folder")
+    samples = []
+    for seed in seeds:
+        held_out = resolve_held_out([source], HeldOutProtocol(views=views, seed=seed, max_scenes=max_scenes),
+                                    InputSize(image_width, 1.0))
+        dataset_ = held_out.dataset()
+        for i in held_out.order:
+            item = dataset_[i]
+            if item["error"] is None and item["images"].shape[0] == views:
+                samples.append({key: item[key] for key in KEYS})
+    return samples
+
+
+def batches(samples: list[dict], size: int) -> list[list[torch.Tensor]]:
+    """Consecutive batches of ``size`` samples: [images, K, w2c, depth, valid] each with a batch dim."""
+    return [[torch.stack([s[key] for s in samples[i:i + size]]) for key in KEYS]
+            for i in range(0, len(samples), size)]
+
+
+def zoom_center(images, K, depth, valid, zoom: float):
+    """Zoom in by ``zoom`` >= 1: the centre crop of round(H/zoom) x round(W/zoom) pixels resized back
+    to H x W (images bilinear, depth and valid nearest), K cropped and resized to match (focal
+    length x zoom). images (B, S, 3, H, W), K (B, S, 3, 3), depth and valid (B, S, H, W)."""
+    if zoom == 1:
+        return images, K, depth, valid
+    B, S, _, H, W = images.shape
+    ch, cw = max(1, round(H / zoom)), max(1, round(W / zoom))
+    top, left = (H - ch) // 2, (W - cw) // 2
+
+    def crop(x, mode):
+        x = x[..., top:top + ch, left:left + cw].flatten(0, 1)
+        x = x if x.ndim == 4 else x[:, None]
+        kwargs = {"align_corners": False} if mode == "bilinear" else {}
+        return F.interpolate(x.float(), size=(H, W), mode=mode, **kwargs)
+
+    out_images = crop(images, "bilinear").view(B, S, 3, H, W).clamp(0, 1)
+    out_depth = crop(depth, "nearest-exact").view(B, S, H, W)
+    out_valid = crop(valid, "nearest-exact").view(B, S, H, W) > 0.5
+    out_K = resize_intrinsics(crop_intrinsics(K, left, top), W / cw, H / ch)
+    return out_images, out_K, out_depth, out_valid
+
+
+def perturb_poses(w2c: torch.Tensor, rotation_deg: float, translation: float, generator: torch.Generator) -> torch.Tensor:
+    """Noisy input cameras: w2c (B, S, 3|4, 4) -> (B, S, 4, 4) with every view but view 0 (the
+    reference, kept the identity) moved in its own frame by ``N = [R | t]``, R a rotation by
+    ``rotation_deg`` degrees about a random axis, t a random direction of length ``translation`` x
+    the sample's scene scale (``geometry.mean_center_distance``)."""
+    w2c = to_4x4(w2c)
+    B, S = w2c.shape[:2]
+    if S < 2 or (rotation_deg == 0 and translation == 0):
+        return w2c
+    axis = F.normalize(torch.randn(B, S - 1, 3, generator=generator, dtype=torch.float64), dim=-1)
+    direction = F.normalize(torch.randn(B, S - 1, 3, generator=generator, dtype=torch.float64), dim=-1)
+    angle = math.radians(rotation_deg)
+    cross = torch.zeros(B, S - 1, 3, 3, dtype=torch.float64)
+    cross[..., 0, 1], cross[..., 0, 2], cross[..., 1, 2] = -axis[..., 2], axis[..., 1], -axis[..., 0]
+    cross = cross - cross.mT
+    R = torch.eye(3, dtype=torch.float64) + math.sin(angle) * cross + (1 - math.cos(angle)) * cross @ cross
+    N = torch.eye(4, dtype=torch.float64).repeat(B, S - 1, 1, 1)
+    N[..., :3, :3] = R
+    N[..., :3, 3] = direction * translation * mean_center_distance(w2c.double())[:, None, None]
+    out = w2c.double().clone()
+    out[:, 1:] = N @ out[:, 1:]
+    return out.to(w2c.dtype)
+
+
+def all_pairs(num_views: int) -> list[tuple[int, int]]:
+    """Every ordered pair (i, j), i != j, of ``num_views`` views."""
+    return [(i, j) for i in range(num_views) for j in range(num_views) if i != j]
+
+
+def evaluate_setting(model, samples: list[dict], setting: Setting, *, radii: Sequence[int], depth_tolerance: float,
+                     seed: int, batch_size: int = 8) -> list[dict]:
+    """One row per global layer of ``model`` (a ``DepthModel``) on ``samples`` shown as ``setting``:
+    layer, matches, top1, within1 (fractions of the matches), and per radius r ``lift_r{r}``,
+    ``same_position_lift_r{r}`` and ``lift_minus_same_r{r}`` (NaN without matches). Pose noise is
+    drawn from ``seed`` (the same at every call)."""
+    config = model.config
+    generator = torch.Generator().manual_seed(seed)
+    lift = LiftAccumulator(radii)
+    hits: dict[int, list[int]] = {}
+    for images, K, w2c, depth, valid in batches(samples, batch_size):
+        images, K, depth, valid = zoom_center(images, K, depth, valid, setting.zoom)
+        seen = perturb_poses(w2c, setting.rotation_deg, setting.translation, generator)
+        grid = (images.shape[-2] // config.patch_size, images.shape[-1] // config.patch_size)
+        matches = patch_matches(depth, valid, K, w2c, grid, depth_tolerance=depth_tolerance)
+        pairs = all_pairs(images.shape[1])
+        target = pair_targets(matches, pairs)
+        lift.start(matches, config.num_special_tokens)
+
+        def on_layer(index, probs, encoding):
+            lift.add(index, probs)
+            mean = pair_blocks(probs.mean(dim=1, keepdim=True), grid, config.num_special_tokens, pairs)[:, 0]
+            counts = hits.setdefault(index, [0, 0, 0])
+            counts[0] += int(match_hits(mean, target, grid, 0).sum())
+            counts[1] += int(match_hits(mean, target, grid, 1).sum())
+            counts[2] += int((target >= 0).sum())
+
+        with torch.no_grad(), capture_global_attention(model, on_layer):
+            model.aggregator(images, K, seen)
+    return _layer_rows(lift, hits)
+
+
+def _layer_rows(lift: LiftAccumulator, hits: dict[int, list[int]]) -> list[dict]:
+    """The rows of ``evaluate_setting`` from the lift sums and the hit counts per layer."""
+    by_layer: dict[int, dict] = {}
+    for row in lift.layer_rows():
+        r = row["radius"]
+        entry = by_layer.setdefault(row["layer"], {})
+        entry[f"lift_r{r}"] = row["lift"]
+        entry[f"same_position_lift_r{r}"] = row["same_position_lift"]
+        entry[f"lift_minus_same_r{r}"] = row["lift"] - row["same_position_lift"]
+    rows = []
+    for layer in sorted(hits):
+        top1, within1, n = hits[layer]
+        rows.append({"layer": layer, "matches": n, "top1": top1 / n if n else math.nan,
+                     "within1": within1 / n if n else math.nan, **by_layer.get(layer, {})})
+    return rows

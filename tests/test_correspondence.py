@@ -1,0 +1,74 @@
+"""``depthpe.correspondence``: target key patches of chosen view pairs, blocks of an attention matrix,
+top-1 / within-r hits.
+
+The analytic case: a pure-translation stereo pair. Two views of 28 x 56 pixels (2 x 4 patches of
+14 px) look at a fronto-parallel plane at depth 2 with focal length 56 px; camera 1 sits 1.0 to the
+right of camera 0, so every point moves by f b / Z = 28 px = two patches to the left in view 1.
+Patch (r, c) of view 0 matches patch (r, c - 2) of view 1 (c < 2 falls outside) and patch (r, c) of
+view 1 matches (r, c + 2) of view 0.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from depthpe.correspondence import (cyclic_pairs, match_hits, pair_blocks, pair_targets, patch_matches,
+                                    query_patches)
+
+H, W, GRID = 28, 56, (2, 4)
+
+
+def stereo_pair(baseline: float = 1.0):
+    depth = torch.full((1, 2, H, W), 2.0)
+    K = torch.tensor([[56.0, 0, (W - 1) / 2], [0, 56.0, (H - 1) / 2], [0, 0, 1]]).expand(1, 2, 3, 3)
+    w2c = torch.eye(4).repeat(1, 2, 1, 1)
+    w2c[0, 1, 0, 3] = -baseline  # camera 1 centred at x = +baseline
+    return depth, depth > 0, K, w2c
+
+
+def test_stereo_targets_are_the_analytic_shift():
+    matches = patch_matches(*stereo_pair(), GRID)
+    targets = pair_targets(matches, [(0, 1), (1, 0)])
+    forward = [r * 4 + c - 2 if c >= 2 else -1 for r in range(2) for c in range(4)]
+    backward = [r * 4 + c + 2 if c < 2 else -1 for r in range(2) for c in range(4)]
+    assert targets.tolist() == [forward + backward]
+    # only some query patches: the same targets, in the order of the patches given
+    some = pair_targets(matches, [(0, 1)], torch.tensor([7, 2]))
+    assert some.tolist() == [[forward[7], forward[2]]]
+
+
+def test_a_wider_baseline_moves_the_targets_further():
+    targets = pair_targets(patch_matches(*stereo_pair(baseline=0.5), GRID), [(0, 1)])
+    assert targets.tolist() == [[-1, 0, 1, 2, -1, 4, 5, 6]]
+
+
+def test_pair_blocks_cut_query_patches_and_key_patches_out_of_the_full_matrix():
+    ns, P = 1, 8
+    T = ns + P
+    attention = torch.arange(2 * T * 2 * T, dtype=torch.float32).view(1, 1, 2 * T, 2 * T)
+    block = pair_blocks(attention, GRID, ns, [(1, 0)], torch.tensor([3]))
+    assert block.shape == (1, 1, 1, P)
+    query, keys = T + ns + 3, torch.arange(ns, ns + P)
+    assert block[0, 0, 0].tolist() == attention[0, 0, query, keys].tolist()
+
+
+def test_hits_within_radius_and_no_match_never_hits():
+    scores = torch.zeros(1, 3, 8)
+    scores[0, 0, 5] = scores[0, 1, 0] = scores[0, 2, 1] = 1.0  # best keys (1, 1), (0, 0), (0, 1)
+    target = torch.tensor([[5, 2, -1]])  # (1, 1); (0, 2); none
+    assert match_hits(scores, target, GRID, 0).tolist() == [[True, False, False]]
+    assert match_hits(scores, target, GRID, 1).tolist() == [[True, False, False]]
+    assert match_hits(scores, target, GRID, 2).tolist() == [[True, True, False]]
+
+
+def test_cyclic_pairs_and_query_patches():
+    assert cyclic_pairs(2) == [(0, 1), (1, 0)]
+    assert cyclic_pairs(3) == [(0, 1), (1, 2), (2, 0)]
+    with pytest.raises(ValueError, match="at least 2 views"):
+        cyclic_pairs(1)
+    assert query_patches(8, None) is None and query_patches(8, 8) is None
+    assert query_patches(10, 4, step=0).tolist() == [0, 3, 6, 9]
+    assert query_patches(10, 4, step=4).tolist() == [1, 4, 7]  # stride 3, offset 4 mod 3
+    covered = set().union(*(query_patches(10, 4, step=s).tolist() for s in range(3)))
+    assert covered == set(range(10))
