@@ -55,7 +55,8 @@ def build_model(cfg: CorrespondenceConfig, seed: int):
 
     n = cfg.num_blocks
     config = DepthModelConfig.from_preset(
-        "tiny", global_pe=cfg.pe, embed_dim=cfg.embed_dim, num_blocks=n, num_heads=cfg.num_heads,
+        "tiny", global_pe=cfg.pe, pe_options=cfg.pe_options(), plucker=cfg.plucker, embed_dim=cfg.embed_dim,
+        num_blocks=n, num_heads=cfg.num_heads,
         layerscale_init=cfg.layerscale_init, head_layers=[round(i * (n - 1) / 3) for i in range(4)])
     torch.manual_seed(seed)
     return DepthModel(config, load_backbone_weights=False)

@@ -30,6 +30,11 @@ class CorrespondenceConfig:
     out: str = option(REQUIRED, metavar="DIR", help="output folder (results.json, summary.md)")
     dataset: str = option("synth", help="dataset folder under ROOT")
     pe: str = option("rope", choices=PE_CHOICES, help="positional encoding of the global attention (model.global_pe)")
+    anchors: Optional[int] = option(None, metavar="G", help="urope only: number of depth anchors (none: the "
+                                    "encoding's 4)")
+    anchor_assignment: Optional[str] = option(None, choices=("heads", "channels"), help="urope only: anchors by "
+                                              "head groups (the default) or by RoPE channels")
+    plucker: bool = option(False, help="add the Plücker ray map to the patch tokens (model.plucker)")
     views: int = option(2, metavar="S", help="views per training sample (and of the base evaluation)")
     image_width: int = option(112, metavar="PX", help="image width in pixels, a multiple of 14 (square images)")
     steps: int = option(300, metavar="N", help="training steps per seed")
@@ -75,7 +80,16 @@ class CorrespondenceConfig:
         if not self.lr > 0 or self.depth_weight < 0 or not self.layerscale_init > 0 or not self.depth_tolerance > 0:
             raise ValueError("--lr, --layerscale-init and --depth-tolerance must be > 0 and --depth-weight >= 0, got "
                              f"{self.lr}, {self.layerscale_init}, {self.depth_tolerance}, {self.depth_weight}")
+        if (self.anchors is not None or self.anchor_assignment is not None) and self.pe != "urope":
+            raise ValueError(f"--anchors and --anchor-assignment are options of --pe urope, not of {self.pe!r}")
+        if self.anchors is not None and self.anchors < 1:
+            raise ValueError(f"--anchors must be >= 1, got {self.anchors}")
         self._check_lists()
+
+    def pe_options(self) -> dict:
+        """The encoding's options (``model.pe_options``) these settings ask for."""
+        picked = {"num_anchors": self.anchors, "anchor_assignment": self.anchor_assignment}
+        return {k: v for k, v in picked.items() if v is not None}
 
     def _check_lists(self) -> None:
         if not self.seeds:

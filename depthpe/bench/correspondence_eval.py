@@ -2,7 +2,7 @@
 and one pass that scores every global layer (docs/correspondence.md).
 
 A *setting* says how the held-out scenes reach the model: views per scene, a zoom-in (centre crop
-resized back, ``zoom_center``) and noise on the input cameras (``perturb_poses``); the true matches
+resized back, ``zoom_center``) and noise on the input cameras (``geometry.perturb_cameras``); the true matches
 always come from the true cameras of the images the model sees. ``evaluate_setting`` runs the
 aggregator with the probe's capture (``depthpe.probe.capture``) and, per global layer, scores the
 head-averaged attention of every query patch over the patches of every other view: top-1 and
@@ -20,11 +20,11 @@ import torch
 import torch.nn.functional as F
 
 from ..correspondence import match_hits, pair_blocks, pair_targets, patch_matches
-from ..geometry import crop_intrinsics, mean_center_distance, resize_intrinsics, to_4x4
+from ..geometry import crop_intrinsics, perturb_cameras, resize_intrinsics
 from ..probe.capture import capture_global_attention
 from ..probe.lift import LiftAccumulator
 
-__all__ = ["Setting", "settings_of", "load_samples", "batches", "zoom_center", "perturb_poses", "evaluate_setting",
+__all__ = ["Setting", "settings_of", "load_samples", "batches", "zoom_center", "evaluate_setting",
            "all_pairs"]
 
 KEYS = ("images", "K", "w2c", "depth", "valid")
@@ -107,30 +107,6 @@ def zoom_center(images, K, depth, valid, zoom: float):
     return out_images, out_K, out_depth, out_valid
 
 
-def perturb_poses(w2c: torch.Tensor, rotation_deg: float, translation: float, generator: torch.Generator) -> torch.Tensor:
-    """Noisy input cameras: w2c (B, S, 3|4, 4) -> (B, S, 4, 4) with every view but view 0 (the
-    reference, kept the identity) moved in its own frame by ``N = [R | t]``, R a rotation by
-    ``rotation_deg`` degrees about a random axis, t a random direction of length ``translation`` x
-    the sample's scene scale (``geometry.mean_center_distance``)."""
-    w2c = to_4x4(w2c)
-    B, S = w2c.shape[:2]
-    if S < 2 or (rotation_deg == 0 and translation == 0):
-        return w2c
-    axis = F.normalize(torch.randn(B, S - 1, 3, generator=generator, dtype=torch.float64), dim=-1)
-    direction = F.normalize(torch.randn(B, S - 1, 3, generator=generator, dtype=torch.float64), dim=-1)
-    angle = math.radians(rotation_deg)
-    cross = torch.zeros(B, S - 1, 3, 3, dtype=torch.float64)
-    cross[..., 0, 1], cross[..., 0, 2], cross[..., 1, 2] = -axis[..., 2], axis[..., 1], -axis[..., 0]
-    cross = cross - cross.mT
-    R = torch.eye(3, dtype=torch.float64) + math.sin(angle) * cross + (1 - math.cos(angle)) * cross @ cross
-    N = torch.eye(4, dtype=torch.float64).repeat(B, S - 1, 1, 1)
-    N[..., :3, :3] = R
-    N[..., :3, 3] = direction * translation * mean_center_distance(w2c.double())[:, None, None]
-    out = w2c.double().clone()
-    out[:, 1:] = N @ out[:, 1:]
-    return out.to(w2c.dtype)
-
-
 def all_pairs(num_views: int) -> list[tuple[int, int]]:
     """Every ordered pair (i, j), i != j, of ``num_views`` views."""
     return [(i, j) for i in range(num_views) for j in range(num_views) if i != j]
@@ -148,7 +124,8 @@ def evaluate_setting(model, samples: list[dict], setting: Setting, *, radii: Seq
     hits: dict[int, list[int]] = {}
     for images, K, w2c, depth, valid in batches(samples, batch_size):
         images, K, depth, valid = zoom_center(images, K, depth, valid, setting.zoom)
-        seen = perturb_poses(w2c, setting.rotation_deg, setting.translation, generator)
+        _, seen = perturb_cameras(K, w2c, rotation_deg=setting.rotation_deg, translation=setting.translation,
+                                  generator=generator)
         grid = (images.shape[-2] // config.patch_size, images.shape[-1] // config.patch_size)
         matches = patch_matches(depth, valid, K, w2c, grid, depth_tolerance=depth_tolerance)
         pairs = all_pairs(images.shape[1])
