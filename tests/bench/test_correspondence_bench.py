@@ -88,3 +88,18 @@ def test_the_curve_points_default_to_quarters_and_always_end_at_the_last_step():
     assert CorrespondenceConfig(data="d", out="o", steps=300, eval_steps=[10]).checkpoints() == [10, 300]
     with pytest.raises(ValueError, match=r"--eval-steps values must be in \[0, --steps = 300\]"):
         CorrespondenceConfig(data="d", out="o", steps=300, eval_steps=[301])
+
+
+def test_urope_ablations_and_plucker_reach_the_model():
+    import pytest
+
+    from depthpe.bench.correspondence import build_model
+    from depthpe.bench.correspondence_config import CorrespondenceConfig
+
+    cfg = CorrespondenceConfig(data="d", out="o", pe="urope", anchors=1, anchor_assignment="channels", plucker=True,
+                               embed_dim=32, num_heads=2, num_blocks=2)
+    assert cfg.pe_options() == {"num_anchors": 1, "anchor_assignment": "channels"}
+    model = build_model(cfg, seed=0)
+    assert model.config.pe_options == {"num_anchors": 1, "anchor_assignment": "channels"} and model.config.plucker
+    with pytest.raises(ValueError, match="--anchors and --anchor-assignment are options of --pe urope"):
+        CorrespondenceConfig(data="d", out="o", pe="rope", anchors=1)
