@@ -141,7 +141,8 @@ def _lens(get, where: str) -> None:
     """Refuse a camera model that is not a pinhole and non-zero distortion (``UNDISTORT_HINT``)."""
     model = get("camera_model")
     if model is not None and str(model).upper() not in _PINHOLE_MODELS:
-        raise ValueError(f"{where}: camera_model {model} is not a pinhole camera (fisheye or other lens); {UNDISTORT_HINT}")
+        raise ValueError(f"{where}: camera_model {model} is not a pinhole camera (fisheye or other lens); "
+                         f"{UNDISTORT_HINT}")
     distortion = {k: _number(get(k), k) for k in _DISTORTION_KEYS}
     nonzero = {k: v for k, v in distortion.items() if v}
     if nonzero:
@@ -153,7 +154,7 @@ def _intrinsics(get, where: str) -> tuple[np.ndarray, int, int]:
     """(K (3, 3) OpenCV, width, height) from the keys ``get(key)`` finds (module docstring)."""
     w, h = (int(_number(get(k), k) or 0) for k in ("w", "h"))
     fx, fy, cx, cy = (_number(get(k), k) for k in ("fl_x", "fl_y", "cx", "cy"))
-    angle_x, angle_y = _number(get("camera_angle_x"), "camera_angle_x"), _number(get("camera_angle_y"), "camera_angle_y")
+    angle_x, angle_y = (_number(get(k), k) for k in ("camera_angle_x", "camera_angle_y"))
     if fx is None and angle_x is not None and w:
         fx = 0.5 * w / math.tan(0.5 * angle_x)
     if fy is None and angle_y is not None and h:
@@ -162,7 +163,8 @@ def _intrinsics(get, where: str) -> tuple[np.ndarray, int, int]:
     cx = w / 2 if cx is None and w else cx
     cy = h / 2 if cy is None and h else cy
     if fx is None or cx is None or cy is None:
-        raise ValueError(f"{where}: no complete intrinsics (give fl_x, fl_y, cx, cy, w, h, or camera_angle_x with w and h)")
+        raise ValueError(f"{where}: no complete intrinsics (give fl_x, fl_y, cx, cy, w, h, or camera_angle_x "
+                         "with w and h)")
     K = np.array([[fx, 0.0, cx - PIXEL_SHIFT], [0.0, fy, cy - PIXEL_SHIFT], [0.0, 0.0, 1.0]])
     return K, w, h
 
@@ -229,7 +231,8 @@ def parse_transforms(doc, source, default_convention: str = "opengl") -> NerfSce
     """
     try:
         if not isinstance(doc, dict) or not isinstance(doc.get("frames"), list) or not doc["frames"]:
-            raise ValueError('expected {"frames": [{"file_path", "transform_matrix", ...}, ...]} with at least one frame')
+            raise ValueError('expected {"frames": [{"file_path", "transform_matrix", ...}, ...]} with at least '
+                             'one frame')
         convention = _convention(doc, default_convention)
         frames = [_parse_frame(doc, entry, i, convention) for i, entry in enumerate(doc["frames"])]
         scale = _number(doc.get("integer_depth_scale"), "integer_depth_scale")
