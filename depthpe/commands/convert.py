@@ -20,19 +20,22 @@ world frame and units (metric and depth_units are recorded); depth is z-depth wi
                raw/{Training,Validation}/<video>/, lowres_wide + lowres_depth + intrinsics + .traj)
   megasynth    SRC = extracted MegaSynth zips (**/<uuid>/hanwen/opencv_cameras.json + renderings/)
   folder       SRC = your capture: images/, depth/<image name>.npy|.exr|.png (16-bit, / --depth-scale)
-               and cameras.json ({"frames": [{"file", "K", "w2c"}]}) or a COLMAP model (sparse/0), or
+               and cameras.json ({"frames": [{"file", "K", "w2c"}]}), a nerfstudio transforms.json
+               (its depth_file_path entries name the depth maps) or a COLMAP model (sparse/0), or
                --cameras; or one such folder per scene
   colmap       SRC = a COLMAP dense workspace: images/, sparse/ (or sparse/0), and MVS depth maps
                stereo/depth_maps/<image>.geometric.bin (or .photometric.bin); or one per scene
+  wai          SRC = WAI scenes (MapAnything): <scene>/scene_meta.json with images/ and depth/*.exr
+               (--depth-modality picks another depth modality); or one scene
 
 Frames are resized so that the longer side is at most --max-side (K updated exactly, depth resampled
 nearest-neighbour). Unusable frames (blacked out, no pose, almost no valid depth) are dropped and
 counted. Splits follow the DPPE paper: CO3D and MegaSynth draw --val-scenes validation scenes with
 --split-seed, ARKitScenes uses the official 3dod Training/Validation folds, WildRGB-D is train only.
-folder and colmap put everything in train.
+folder and colmap put everything in train; wai draws --val-scenes validation scenes.
 The split is saved in ROOT/<dataset>/split.json and reused by later runs. Finished scenes are kept
 on a rerun (resume an interrupted conversion by running the same command again); a summary is
-printed and saved to ROOT/<dataset>/convert_summary.json. folder and colmap then run `depthpe check`
+printed and saved to ROOT/<dataset>/convert_summary.json. folder, colmap and wai then run `depthpe check`
 on ROOT/<dataset> (--no-check to skip; exit status 1 if a scene fails it); for the datasets, run
 `depthpe check ROOT` afterwards (or pass --check). Settings can also come from --config FILE (YAML,
 keys as the options with underscores, e.g. max_side: 320) and key=value overrides."""

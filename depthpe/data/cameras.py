@@ -21,6 +21,10 @@ Sources (``read_cameras`` dispatches on the path):
   geometry); any other model (fisheye, ...) is refused.
 * **JSON** (``*.json``): ``{"frames": [{"file": "img.jpg", "K": [[fx,0,cx],[0,fy,cy],[0,0,1]],
   "w2c": 3x4 or 4x4, "width": W, "height": H}]}``; ``width``/``height`` are optional.
+* **transforms.json** (``*.json`` whose frames have a ``transform_matrix``: nerfstudio, instant-ngp,
+  or a WAI ``scene_meta.json``): parsed by ``depthpe.data.transforms_json`` (camera-to-world in
+  OpenGL axes unless ``camera_convention`` says ``opencv``; half-pixel principal point; distortion
+  and fisheye models refused), keyed by ``file_path``; every camera passes ``check_camera``.
 * **Scene file** (``*.h5``): the frames of a depthpe scene file, named by its ``frame_names`` (or
   ``frame_00000``, ... when it has none).
 
@@ -41,6 +45,7 @@ import numpy as np
 from ..config import ConfigError
 from .format.limits import homogeneous_row_problems, rotation_problems
 from .format.scene_file import SceneFileError, SceneReader
+from .transforms_json import NerfScene, is_transforms_doc, parse_transforms
 
 __all__ = [
     "read_scene_cameras",
@@ -48,6 +53,7 @@ __all__ = [
     "read_cameras",
     "read_colmap",
     "read_json_cameras",
+    "transforms_cameras",
     "check_camera",
     "write_json_cameras",
     "write_colmap_text",
@@ -315,12 +321,15 @@ def rotation_to_quaternion(R: np.ndarray) -> np.ndarray:
 # -- JSON and scene files ------------------------------------------------------------------------
 
 def read_json_cameras(path: str | os.PathLike) -> dict[str, FrameCamera]:
-    """Cameras of a JSON file ``{"frames": [{"file", "K", "w2c", "width"?, "height"?}]}`` (module docstring)."""
+    """Cameras of a JSON file ``{"frames": [{"file", "K", "w2c", "width"?, "height"?}]}``, or of a
+    transforms.json (frames with ``transform_matrix``: ``transforms_cameras``) (module docstring)."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ConfigError(f"{path}: cannot read the cameras JSON ({err})") from err
+    if is_transforms_doc(data):
+        return transforms_cameras(parse_transforms(data, path), path)
     frames = data.get("frames") if isinstance(data, dict) else None
     if not isinstance(frames, list) or not frames:
         raise ConfigError(f'{path}: expected {{"frames": [{{"file", "K", "w2c"}}, ...]}} with at least one frame')
@@ -339,6 +348,13 @@ def read_json_cameras(path: str | os.PathLike) -> dict[str, FrameCamera]:
             raise _problem(path, f"{where}: file {cam.name!r} appears twice")
         cams[cam.name] = check_camera(cam, path)
     return cams
+
+
+def transforms_cameras(scene: NerfScene, source) -> dict[str, FrameCamera]:
+    """The cameras of a parsed transforms.json / WAI scene_meta.json (``transforms_json.NerfScene``),
+    keyed by ``file_path``, each checked (``check_camera``: a rigid w2c, a valid K); ConfigError naming
+    ``source`` otherwise."""
+    return {f.name: check_camera(FrameCamera(f.name, f.K, f.w2c, f.width, f.height), source) for f in scene.frames}
 
 
 def write_json_cameras(path: str | os.PathLike, cameras) -> Path:

@@ -15,7 +15,8 @@ import numpy as np
 
 from .fake_datasets import write_image
 
-__all__ = ["read_scene_frames", "export_capture", "export_colmap_workspace"]
+__all__ = ["read_scene_frames", "scene_cameras", "write_images", "write_depth", "export_capture",
+           "export_colmap_workspace"]
 
 
 def read_scene_frames(scene_path: str | Path) -> dict:
@@ -34,22 +35,22 @@ def read_scene_frames(scene_path: str | Path) -> dict:
     }
 
 
-def _cameras(sc: dict) -> list:
-    """``FrameCamera``s (with the image size) of ``read_scene_frames``' result."""
+def scene_cameras(sc: dict, prefix: str = "") -> list:
+    """``FrameCamera``s (with the image size) of ``read_scene_frames``' result, named ``prefix + name``."""
     from ..data.cameras import FrameCamera
 
     _, H, W = sc["depth"].shape
-    return [FrameCamera(name, K, w2c, W, H) for name, K, w2c in zip(sc["names"], sc["K"], sc["w2c"])]
+    return [FrameCamera(prefix + name, K, w2c, W, H) for name, K, w2c in zip(sc["names"], sc["K"], sc["w2c"])]
 
 
-def _write_images(folder: Path, sc: dict) -> None:
+def write_images(folder: Path, sc: dict) -> None:
     """The scene's images as lossless PNGs ``folder/<name>``."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, image in zip(sc["names"], sc["images"]):
         write_image(folder / name, cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
 
 
-def _write_depth(path: Path, depth: np.ndarray, depth_format: str, depth_scale: float) -> None:
+def write_depth(path: Path, depth: np.ndarray, depth_format: str, depth_scale: float) -> None:
     """One depth map as ``path.with_suffix(.npy|.exr|.png)``."""
     if depth_format == "npy":
         np.save(path.with_suffix(".npy"), depth.astype(np.float32))
@@ -71,14 +72,14 @@ def export_capture(scene_path: str | Path, out: str | Path, *, depth_format: str
 
     out = Path(out)
     sc = read_scene_frames(scene_path)
-    _write_images(out / "images", sc)
+    write_images(out / "images", sc)
     (out / "depth").mkdir(parents=True, exist_ok=True)
     for name, depth in zip(sc["names"], sc["depth"]):
-        _write_depth(out / "depth" / name, depth, depth_format, depth_scale)
+        write_depth(out / "depth" / name, depth, depth_format, depth_scale)
     if cameras == "json":
-        write_json_cameras(out / "cameras.json", _cameras(sc))
+        write_json_cameras(out / "cameras.json", scene_cameras(sc))
     else:
-        write_colmap_text(out / "sparse" / "0", _cameras(sc))
+        write_colmap_text(out / "sparse" / "0", scene_cameras(sc))
     return out
 
 
@@ -90,8 +91,8 @@ def export_colmap_workspace(scene_path: str | Path, out: str | Path) -> Path:
 
     out = Path(out)
     sc = read_scene_frames(scene_path)
-    _write_images(out / "images", sc)
-    write_colmap_text(out / "sparse", _cameras(sc))
+    write_images(out / "images", sc)
+    write_colmap_text(out / "sparse", scene_cameras(sc))
     for name, depth in zip(sc["names"], sc["depth"]):
         write_colmap_depth(out / "stereo" / "depth_maps" / f"{name}.geometric.bin", depth)
     return out

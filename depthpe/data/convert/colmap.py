@@ -95,8 +95,8 @@ def write_colmap_depth(path: str | Path, depth: np.ndarray) -> Path:
 
 def _depth_finder(depth_dir: Path):
     """``name -> depth_dir/<name>.geometric.bin`` (else ``.photometric.bin``) or None."""
-    def find(name: str) -> Path | None:
-        """The depth map of image ``name``, or None."""
+    def find(name: str, cam=None) -> Path | None:
+        """The depth map of image ``name`` (its camera ``cam`` is not needed), or None."""
         return next((p for p in (depth_dir / f"{name}.{k}.bin" for k in DEPTH_KINDS) if p.is_file()), None)
 
     return find

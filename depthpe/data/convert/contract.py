@@ -63,8 +63,11 @@ class RawFrame:
 @dataclass
 class SceneSource:
     """A parsed scene: ``frames`` (frame keys, temporal order), ``load(key) -> RawFrame`` (raises
-    ``FrameDropped``), ``dropped`` (frames already dropped while parsing, by reason)."""
+    ``FrameDropped``), ``dropped`` (frames already dropped while parsing, by reason), ``units``
+    (``(metric, depth_units)`` when the scene states its own, e.g. WAI's ``scale_type``; None = the
+    converter's)."""
 
     frames: list
     load: Callable[[Any], RawFrame]
     dropped: Counter = field(default_factory=Counter)
+    units: tuple | None = None

@@ -8,6 +8,10 @@ Layout of one scene (``SRC`` itself, or every subfolder of ``SRC`` that holds ``
                            .png         16-bit PNG: value / --depth-scale (default 1000: millimetres
                                         with metre cameras), 0 = invalid
     cameras.json                        ``{"frames": [{"file", "K", "w2c", "width"?, "height"?}]}``
+      or transforms.json                nerfstudio / instant-ngp (``depthpe.data.transforms_json``); its
+                                        ``depth_file_path`` / ``depth_path`` entries name the depth maps
+                                        (then no depth/ folder is needed; ``integer_depth_scale`` scales
+                                        16-bit PNG depth unless --depth-scale is given)
       or a COLMAP model                 ``sparse/0``, ``sparse`` or the folder itself (.bin or .txt)
 
 ``--cameras SOURCE`` names the camera source instead (the same for every scene). Cameras are read
@@ -50,7 +54,7 @@ from .common import (
 __all__ = [
     "NAME", "METRIC", "DEPTH_UNITS", "SOURCE", "SPLIT_RULE", "LAYOUT_HINT", "DEFAULT_DEPTH_SCALE",
     "Capture", "units", "scene_refs", "list_scenes", "open_scene", "open_capture", "read_depth_file",
-    "load_cameras",
+    "load_cameras", "folder_scene_id",
 ]
 
 NAME = "folder"
@@ -58,11 +62,12 @@ METRIC = False
 DEPTH_UNITS = "scene"
 SOURCE = "own capture (depthpe convert folder)"
 SPLIT_RULE = "train"
-LAYOUT_HINT = ("SRC/images/*.jpg|png, SRC/depth/<image name>.npy|exr|png and SRC/cameras.json or a COLMAP model "
-               "(SRC/sparse/0), or one such folder per scene under SRC")
+LAYOUT_HINT = ("SRC/images/*.jpg|png, SRC/depth/<image name>.npy|exr|png and SRC/cameras.json, SRC/transforms.json "
+               "or a COLMAP model (SRC/sparse/0), or one such folder per scene under SRC")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 DEPTH_SUFFIXES = (".npy", ".exr", ".png")
 DEFAULT_DEPTH_SCALE = 1000.0
+CAMERA_FILES = ("cameras.json", "transforms.json")
 
 
 def units(options: ConvertOptions) -> tuple[bool, str]:
@@ -70,7 +75,7 @@ def units(options: ConvertOptions) -> tuple[bool, str]:
     return (True, "m") if options.metric else (False, DEPTH_UNITS)
 
 
-def _scene_id(name: str) -> str:
+def folder_scene_id(name: str) -> str:
     """The scene id of a folder named ``name``: ``depthpe.files.safe_component(name)``, the name itself
     when it is a plain file name, else a plain one with 8 hex digits of its hash, so that two folders
     (``a b`` and ``a_b``, ``.x`` and ``x``) never share an id; ``scene`` for the root folder."""
@@ -81,7 +86,7 @@ def scene_refs(src: Path, is_scene: Callable[[Path], bool]) -> list[SceneRef]:
     """``src`` itself when ``is_scene(src)``, else every subfolder of ``src`` for which it holds."""
     src = Path(src)
     folders = [src] if is_scene(src) else sorted(d for d in src.iterdir() if d.is_dir() and is_scene(d))
-    return [SceneRef(_scene_id(d.resolve().name), str(d)) for d in folders]
+    return [SceneRef(folder_scene_id(d.resolve().name), str(d)) for d in folders]
 
 
 def list_scenes(src: Path, options: ConvertOptions) -> list[SceneRef]:
@@ -145,12 +150,12 @@ def load_cameras(source: str | os.PathLike) -> dict:
 @dataclass
 class Capture:
     """One own-capture scene: its images (``(name relative to images/, path)``, sorted), cameras
-    (camera name -> ``FrameCamera``, as read), ``find_depth(name) -> Path | None`` and
-    ``read_depth(path) -> (H, W)``."""
+    (camera name -> ``FrameCamera``, as read), ``find_depth(image name, its camera) -> Path | None``
+    and ``read_depth(path) -> (H, W)``."""
 
     images: list
     cameras: dict
-    find_depth: Callable[[str], Path | None]
+    find_depth: Callable[[str, object], Path | None]
     read_depth: Callable[[Path], np.ndarray]
 
 
@@ -171,7 +176,7 @@ def _load_frame(capture: Capture, matched: dict, frame: tuple[str, Path]) -> Raw
     cam = matched[name]
     if cam is None:
         raise FrameDropped("no camera")
-    depth_path = capture.find_depth(name)
+    depth_path = capture.find_depth(name, cam)
     if depth_path is None:
         raise FrameDropped("no depth map")
     image, orientation = read_rgb_image(path)
@@ -199,31 +204,63 @@ def open_capture(capture: Capture) -> SceneSource:
 
 
 def _camera_source(scene_dir: Path, options: ConvertOptions) -> Path:
-    """``options.cameras`` if given, else ``scene_dir/cameras.json``, else the scene folder (COLMAP)."""
+    """``options.cameras`` if given, else ``scene_dir/cameras.json``, else ``scene_dir/transforms.json``,
+    else the scene folder (COLMAP)."""
     if options.cameras:
         return Path(options.cameras)
-    return scene_dir / "cameras.json" if (scene_dir / "cameras.json").is_file() else scene_dir
+    return next((p for p in (scene_dir / f for f in CAMERA_FILES) if p.is_file()), scene_dir)
 
 
-def _depth_finder(depth_dir: Path) -> Callable[[str], Path | None]:
+def _depth_finder(depth_dir: Path) -> Callable[[str, object], Path | None]:
     """``name -> depth_dir/<name without suffix>.{npy,exr,png}`` (the first that exists) or None."""
-    def find(name: str) -> Path | None:
-        """The depth map of image ``name``, or None."""
+    def find(name: str, cam=None) -> Path | None:
+        """The depth map of image ``name`` (its camera ``cam`` is not needed), or None."""
         stem = str(Path(name).with_suffix(""))
         return next((p for p in (depth_dir / f"{stem}{s}" for s in DEPTH_SUFFIXES) if p.is_file()), None)
 
     return find
 
 
-def open_scene(ref: SceneRef, options: ConvertOptions) -> SceneSource:
-    """Images of ``images/``, depth of ``depth/``, cameras from ``_camera_source``."""
-    scene_dir = Path(ref.path)
+def _listed_depth(source: Path) -> tuple[dict, float | None] | None:
+    """The depth maps a transforms.json camera source names: ``({camera name: path}, its
+    integer_depth_scale)``, or None when ``source`` is no transforms.json or names no depth map."""
+    from ...config import ConfigError
+    from ..transforms_json import read_transforms
+
+    if source.suffix.lower() != ".json" or not source.is_file():
+        return None
+    try:
+        scene = read_transforms(source)
+    except ConfigError:  # a cameras JSON (load_cameras has read it) is no transforms.json
+        return None
+    depth = {f.name: p for f in scene.frames if (p := scene.depth_path(f)) is not None}
+    return (depth, scene.integer_depth_scale) if depth else None
+
+
+def _depth_source(scene_dir: Path, camera_source: Path, options: ConvertOptions) -> tuple[Callable, float | None]:
+    """(find_depth, depth_scale): the depth maps a transforms.json names (16-bit PNG values times its
+    ``integer_depth_scale`` unless --depth-scale is given), else those of ``depth/``."""
+    listed = _listed_depth(camera_source)
+    if listed is not None:
+        paths, integer_scale = listed
+        scale = options.depth_scale or (1.0 / integer_scale if integer_scale else None)
+        return (lambda name, cam: paths.get(cam.name)), scale
     if not (scene_dir / "depth").is_dir():
-        raise SceneSkipped("no depth/ folder (depth maps named like the images: .npy, .exr or 16-bit .png)")
+        raise SceneSkipped("no depth/ folder (depth maps named like the images: .npy, .exr or 16-bit .png) and no "
+                           "depth_file_path in a transforms.json")
+    return _depth_finder(scene_dir / "depth"), options.depth_scale
+
+
+def open_scene(ref: SceneRef, options: ConvertOptions) -> SceneSource:
+    """Images of ``images/``, cameras from ``_camera_source``, depth from ``_depth_source``."""
+    scene_dir = Path(ref.path)
+    camera_source = _camera_source(scene_dir, options)
+    cameras = load_cameras(camera_source)
+    find_depth, depth_scale = _depth_source(scene_dir, camera_source, options)
     capture = Capture(
         images=image_files(scene_dir / "images"),
-        cameras=load_cameras(_camera_source(scene_dir, options)),
-        find_depth=_depth_finder(scene_dir / "depth"),
-        read_depth=lambda p: read_depth_file(p, options.depth_scale),
+        cameras=cameras,
+        find_depth=find_depth,
+        read_depth=lambda p: read_depth_file(p, depth_scale),
     )
     return open_capture(capture)

@@ -33,7 +33,8 @@ class ConvertOptions:
     16). split_csv: ARKitScenes split CSV (None = search the download). progress: a progress bar.
     Own captures (``folder``, ``colmap``): cameras: camera source (COLMAP folder or JSON; None =
     searched in the scene folder); depth_scale: 16-bit PNG depth value per camera unit (None = 1000,
-    millimetres with metre cameras); metric: the cameras are in metres.
+    millimetres with metre cameras); metric: the cameras are in metres. WAI: depth_modality: the
+    frame modality holding the depth (None = ``depth``).
     """
 
     max_side: int = option(640, metavar="PX", help="longer image side after resizing, never enlarged")
@@ -58,11 +59,14 @@ class ConvertOptions:
                                       "Training/Validation folders decide)")
     progress: bool = option(True, flag="--quiet", store_false=True, help="no progress bar")
     cameras: Optional[str] = option(None, metavar="SOURCE", help="folder, colmap: camera source for every scene "
-                                    "(a COLMAP model folder or a cameras JSON; none: cameras.json or the "
-                                    "COLMAP model in the scene folder)")
+                                    "(a COLMAP model folder, a cameras JSON or a transforms.json; none: "
+                                    "cameras.json, transforms.json or the COLMAP model in the scene folder)")
     depth_scale: Optional[float] = option(None, metavar="S", help="folder: 16-bit PNG depth value per camera "
                                           "unit (none: 1000, millimetres with metre cameras)")
-    metric: bool = option(False, help="folder, colmap: the cameras and depth are in metres (recorded as metric)")
+    metric: bool = option(False, help="folder, colmap, wai: the cameras and depth are in metres (recorded as "
+                          "metric; wai scenes with scale_type metric are anyway)")
+    depth_modality: Optional[str] = option(None, metavar="NAME", help="wai: the frame modality holding the depth "
+                                           "(none: depth; e.g. pred_depth/mvsanywhere)")
 
     def __post_init__(self) -> None:
         checks = [
@@ -85,7 +89,8 @@ class ConvertOptions:
         """Settings that change the content of a scene file (stored in it; a mismatch reconverts).
         The own-capture settings appear only when set, so files of the dataset converters keep
         their settings."""
-        own = {"cameras": self.cameras, "depth_scale": self.depth_scale, "metric": self.metric or None}
+        own = {"cameras": self.cameras, "depth_scale": self.depth_scale, "metric": self.metric or None,
+               "depth_modality": self.depth_modality}
         return {
             "converter_version": CONVERTER_VERSION,
             "max_side": self.max_side,
@@ -102,7 +107,7 @@ class ConvertConfig(ConvertOptions):
     """``depthpe convert``: ``dataset`` (a layout of ``CONVERTERS``) read from ``src`` into
     ``out/<dataset>/<split>/``. workers: the command's default is 0 (one per core, at most 16), the
     library's 1 (in this process). check: run ``depthpe check`` afterwards (None = on for the own
-    captures ``folder`` and ``colmap``, off for the datasets)."""
+    captures ``folder``, ``colmap`` and ``wai``, off for the datasets)."""
 
     dataset: str = option(REQUIRED, positional=True, choices=tuple(sorted(CONVERTERS)),
                           help="which dataset layout to read")
@@ -110,7 +115,7 @@ class ConvertConfig(ConvertOptions):
     out: str = option(REQUIRED, metavar="ROOT", help="data root; scenes go to ROOT/<dataset>/<split>/")
     workers: int = option(0, metavar="N", help="worker processes; 0 = one per available CPU core, at most 16")
     check: Optional[bool] = option(None, help="run `depthpe check` on the converted dataset afterwards (none: "
-                                   "on for folder and colmap, off for the datasets)")
+                                   "on for folder, colmap and wai, off for the datasets)")
 
     def __post_init__(self) -> None:
         check_required(self)

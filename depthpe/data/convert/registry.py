@@ -11,8 +11,10 @@ CONVERTERS = {
     "megasynth": "depthpe.data.convert.megasynth",
     "folder": "depthpe.data.convert.folder",
     "colmap": "depthpe.data.convert.colmap",
+    "wai": "depthpe.data.convert.wai",
 }
-OWN_CAPTURES = ("folder", "colmap")
+#: Layouts of data processed by the user; ``depthpe convert`` checks them afterwards by default.
+OWN_CAPTURES = ("folder", "colmap", "wai")
 
 
 def converter_module(dataset: str) -> str:

@@ -62,6 +62,7 @@ def convert_scene(
             if path.exists():  # a stale file of an earlier run would no longer be listed
                 path.unlink()
         else:
+            metric, depth_units = source.units or _units(module, options)
             entry = write_scene(
                 path,
                 images=images,
@@ -71,8 +72,8 @@ def convert_scene(
                 dataset=module.NAME,
                 scene_id=ref.scene_id,
                 split=split,
-                metric=_units(module, options)[0],
-                depth_units=_units(module, options)[1],
+                metric=metric,
+                depth_units=depth_units,
                 source=module.SOURCE,
                 frame_names=names,
                 jpeg_quality=options.jpeg_quality,
