@@ -2,6 +2,9 @@
 sample list with ``"format"`` and ``--data-root``: the known depth in each encoding, the pose
 convention by reprojection, scoring GT x 1.02, and one line for each bad native file."""
 
+import json
+import re
+
 import numpy as np
 import pytest
 
@@ -136,3 +139,32 @@ def test_pfm_rows_are_stored_bottom_first_and_big_endian_is_read(tmp_path):
     values = np.arange(6, dtype=np.float32).reshape(2, 3)
     (tmp_path / "be.pfm").write_bytes(b"Pf\n3 2\n1.0\n" + values[::-1].astype(">f4").tobytes())
     np.testing.assert_array_equal(dtu.read_pfm(tmp_path / "be.pfm"), values)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"format": "nyu"}, "'format' must be one of npy, kitti, scannet, eth3d, dtu, tanks_and_temples"),
+    ({"root": 5}, "'root' must be str"),
+    ({"view": {"image_size": [0, 12]}}, "'image_size' must be [height, width] in pixels"),
+    ({"sample": {"depth_range": [2.0, 1.0]}}, "'depth_range' must be [min, max] metres with 0 < min < max"),
+])
+def test_bad_native_keys_are_one_line(tmp_path, change, message):
+    fixture = write_native_fixture(tmp_path, "dtu")
+    doc = json.loads(fixture.list_path.read_text())
+    roots = None if "root" in change else {"dtu": fixture.data_root}  # --data-root would override "root"
+    sample = doc["samples"][0]
+    sample.update(change.pop("sample", {}))
+    sample["views"][0].update(change.pop("view", {}))
+    doc.update(change)
+    fixture.list_path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_sample_list(fixture.list_path, roots)
+
+
+def test_a_list_root_is_relative_to_the_lists_folder(tmp_path):
+    fixture = write_native_fixture(tmp_path, "tanks_and_temples")
+    doc = json.loads(fixture.list_path.read_text())
+    doc["root"] = "../tanks_and_temples"
+    fixture.list_path.write_text(json.dumps(doc))
+    sample = load_sample_list(fixture.list_path).samples[0]
+    assert sample.depth == fixture.list_path.parent / "../tanks_and_temples/Barn/depth/000002.npz"
+    assert read_ground_truth(sample)[1:].min() > 2.5
