@@ -152,7 +152,8 @@ def convert_sample(sample: Stub) -> dict:
     keyview = int(data["keyview_idx"])
     images, Ks, poses = data["images"], data["intrinsics"], data["poses"]
     if not len(images) == len(Ks) == len(poses) or not 0 <= keyview < len(images):
-        raise ValueError(f"sample {sample.name}: {len(images)} images, {len(Ks)} K, {len(poses)} poses, keyview {keyview}")
+        raise ValueError(f"sample {sample.name}: {len(images)} images, {len(Ks)} K, {len(poses)} poses, "
+                         f"keyview {keyview}")
     views = []
     for image, K, pose in zip(images, Ks, relative_poses(poses, keyview)):
         view = {"image": _root_relative(base, image.path), "K": _float32_list(K), "pose": _pose_list(pose)}
@@ -217,7 +218,8 @@ def check_outputs(out: Path) -> None:
         sl = load_sample_list(out / f"{dataset}.json", {dataset: out})
         seen = {len(s.views) for s in sl.samples}
         if len(sl.samples) != count or seen != {views}:
-            raise SystemExit(f"{dataset}: {len(sl.samples)} samples with {sorted(seen)} views, expected {count} x {views}")
+            raise SystemExit(f"{dataset}: {len(sl.samples)} samples with {sorted(seen)} views, "
+                             f"expected {count} x {views}")
         print(f"{dataset}: {count} samples, {views} views each")
 
 

@@ -154,7 +154,8 @@ def _image_size(value, where: str) -> tuple[int, int] | None:
     if value is None:
         return None
     if len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
-        raise ConfigError(f"{where}: 'image_size' must be [height, width] in pixels (positive integers), got {value!r:.60}")
+        raise ConfigError(f"{where}: 'image_size' must be [height, width] in pixels (positive integers), "
+                          f"got {value!r:.60}")
     return int(value[0]), int(value[1])
 
 

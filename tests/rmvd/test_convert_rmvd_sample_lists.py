@@ -76,7 +76,8 @@ def test_converted_poses_reproject_like_the_world_cameras(tmp_path):
                                "eth3d")
     (tmp_path / "eth3d.json").write_text(text)
     sample = load_sample_list(tmp_path / "eth3d.json", {"eth3d": tmp_path}).samples[0]
-    assert sample.keyview == keyview and sample.depth == tmp_path / "courtyard/ground_truth_depth/dslr_images/DSC_0005.JPG"
+    assert sample.keyview == keyview
+    assert sample.depth == tmp_path / "courtyard/ground_truth_depth/dslr_images/DSC_0005.JPG"
     assert np.array_equal(sample.views[keyview].pose, np.eye(4))
     p_key = 3.5 * np.linalg.inv(FIXTURE_K) @ np.array([2.0, 7.0, 1.0])
     world = np.linalg.inv(frame_w2c(frames[keyview])) @ np.append(p_key, 1.0)
