@@ -16,10 +16,12 @@ ORDERING_CHOICES = ("index_distance", "nearest", "quasi-optimal")  # = orderings
 class RmvdConfig:
     """``depthpe rmvd``: score the depth maps under ``predictions`` on the RMVD sample lists
     ``samples`` (files or folders of ``*.json``) in each of ``settings``, with the source views of
-    ``ordering`` (up to ``max_source_views``), and write the tables to ``out`` (docs/rmvd.md)."""
+    ``ordering`` (up to ``max_source_views``), and write the tables to ``out`` (docs/rmvd.md); a
+    list's paths are relative to ``data_roots`` (``DATASET=DIR``) where given."""
 
     samples: list[str] = option(default_factory=list, metavar="FILE_OR_DIR",
-                                help="sample-list JSON files, or folders of them (one or more)")
+                                help="sample-list JSON files, or folders of them (one or more); official:all or "
+                                     "official:NAME for the shipped official lists")
     predictions: str = option(REQUIRED, metavar="DIR",
                               help="folder of predicted depth maps: DIR/<dataset>/<sample>.npy in metres")
     settings: list[str] = option(default_factory=lambda: ["known_poses"], flag="--setting", choices=SETTING_CHOICES,
@@ -30,6 +32,9 @@ class RmvdConfig:
                                 "quasi-optimal (best of 1..N source views per sample, uses the GT)")
     max_source_views: int = option(7, metavar="N", help="at most N source views per keyview")
     out: str = option(REQUIRED, metavar="DIR", help="output folder (summary.md, summary.json, per_sample.csv)")
+    data_roots: list[str] = option(default_factory=list, flag="--data-root", append=True, metavar="DATASET=DIR",
+                                   help="the folder a dataset's sample-list paths are relative to (its native root "
+                                        "for the official lists); repeat per dataset")
 
     def __post_init__(self) -> None:
         check_required(self)

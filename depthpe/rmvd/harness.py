@@ -24,10 +24,11 @@ from ..config import ConfigError
 from ..files import atomic_write_bytes, safe_component
 from . import metrics, orderings
 from .config import RmvdConfig
+from .datasets.readers import read_native_depth
 from .samples import RmvdSample, SampleList, load_sample_lists
 
-__all__ = ["read_depth", "prediction_path", "predictions_root", "score_sample", "score_lists", "summarize",
-           "render_markdown", "write_outputs", "run_rmvd"]
+__all__ = ["read_depth", "read_ground_truth", "prediction_path", "predictions_root", "score_sample", "score_lists",
+           "summarize", "render_markdown", "write_outputs", "run_rmvd"]
 
 CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "abs_rel", "inliers", "scale")
 
@@ -49,6 +50,14 @@ def read_depth(path: Path, what: str) -> np.ndarray:
     if not np.isfinite(arr).all():
         raise ConfigError(f"{what} {path} has NaN or infinite values (write a finite depth; 0 is scored as 0.1 m)")
     return arr.astype(np.float64)
+
+
+def read_ground_truth(sample: RmvdSample) -> np.ndarray:
+    """The keyview GT of ``sample`` (H, W) float64 metres, 0 = none: a ``.npy`` (``read_depth``) or a
+    file in the native encoding of ``sample.depth_format`` (``depthpe.rmvd.datasets``)."""
+    if sample.depth_format == "npy":
+        return read_depth(sample.depth, "ground-truth depth")
+    return read_native_depth(sample.depth_format, sample.depth, sample.views[sample.keyview].image)
 
 
 def prediction_path(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None) -> Path:
@@ -97,7 +106,7 @@ def score_lists(cfg: RmvdConfig, lists: list[SampleList]) -> list[dict]:
     rows = []
     for sl in lists:
         for sample in sl.samples:
-            gt = read_depth(sample.depth, "ground-truth depth")
+            gt = read_ground_truth(sample)
             rows.extend(score_sample(cfg, setting, sl.dataset, sample, gt) for setting in cfg.settings)
     return rows
 
@@ -175,7 +184,7 @@ def write_outputs(out: Path, rows: list[dict], summary: dict) -> None:
 def run_rmvd(cfg: RmvdConfig) -> dict:
     """Load the sample lists, score every sample, write the outputs to ``cfg.out``, print the table;
     returns the summary."""
-    rows = score_lists(cfg, load_sample_lists(cfg.samples))
+    rows = score_lists(cfg, load_sample_lists(cfg.samples, cfg.data_roots))
     summary = summarize(rows)
     write_outputs(Path(cfg.out), rows, summary)
     print(render_markdown(summary), end="", flush=True)
