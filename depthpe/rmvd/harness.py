@@ -29,7 +29,7 @@ from .config import RmvdConfig
 from .samples import RmvdSample, SampleList, load_sample_lists
 
 __all__ = ["read_depth", "prediction_path", "confidence_path", "predictions_root", "score_views", "score_sample",
-           "score_lists", "summarize", "render_markdown", "write_outputs", "run_rmvd"]
+           "score_lists", "summarize", "render_markdown", "write_outputs", "publish", "run_rmvd"]
 
 CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "abs_rel", "inliers", "scale")
 # Columns a row may carry besides CSV_FIELDS (AUSE with --ause; runtime and peak memory of a --model
@@ -214,11 +214,18 @@ def write_outputs(out: Path, rows: list[dict], summary: dict) -> None:
     write_report(out, summary, rows)
 
 
+def publish(out: str | Path, rows: list[dict], meta: dict | None = None) -> dict:
+    """Summarize ``rows`` (with ``meta``, the facts of a ``--model`` run, as summary.json's "meta"),
+    write the outputs to ``out`` and print the table; returns the summary."""
+    summary = summarize(rows)
+    if meta:
+        summary["meta"] = meta
+    write_outputs(Path(out), rows, summary)
+    print(render_markdown(summary), end="", flush=True)
+    return summary
+
+
 def run_rmvd(cfg: RmvdConfig) -> dict:
     """Load the sample lists, score every sample, write the outputs to ``cfg.out``, print the table;
     returns the summary."""
-    rows = score_lists(cfg, load_sample_lists(cfg.samples))
-    summary = summarize(rows)
-    write_outputs(Path(cfg.out), rows, summary)
-    print(render_markdown(summary), end="", flush=True)
-    return summary
+    return publish(cfg.out, score_lists(cfg, load_sample_lists(cfg.samples)))
