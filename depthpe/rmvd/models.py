@@ -25,6 +25,7 @@ Which settings run (one ``ConfigError`` line otherwise, before any weight is loa
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -96,16 +97,22 @@ def _vggt_overrides(path: str | None) -> dict:
 
 
 def _vggt_facts(cfg, source: str) -> ModelFacts:
+    """The facts of a VGGT checkpoint; the settings are checked before the file is looked for (or downloaded)."""
     from ..model.vggt_weights import resolve_vggt_file
 
     try:
-        weights = resolve_vggt_file(source, revision=cfg.revision)
         config = DepthModelConfig.from_dict(_vggt_overrides(cfg.vggt_overrides))
-    except (RuntimeError, ValueError) as err:
-        raise ConfigError(f"--model {cfg.model}: {str(err).splitlines()[0]}") from None
+    except ValueError as err:
+        raise ConfigError(f"--vggt-overrides {cfg.vggt_overrides}: {str(err).splitlines()[0]}") from None
     width = cfg.image_width or DEFAULT_IMAGE_WIDTH
     note = f"image width {width} (--image-width)" if cfg.image_width else f"image width {width} (VGGT-1B's)"
-    return ModelFacts(cfg.model, "vggt", source, cfg.revision, {"weights": str(weights)}, config, width, note, "others")
+    facts = ModelFacts(cfg.model, "vggt", source, cfg.revision, {}, config, width, note, "others")
+    _check_settings(facts, cfg.settings)
+    try:
+        weights = resolve_vggt_file(source, revision=cfg.revision)
+    except RuntimeError as err:
+        raise ConfigError(f"--model {cfg.model}: {str(err).splitlines()[0]}") from None
+    return dataclasses.replace(facts, files={"weights": str(weights)})
 
 
 def _depthpe_facts(cfg) -> ModelFacts:
@@ -125,13 +132,15 @@ def _depthpe_facts(cfg) -> ModelFacts:
     else:
         width, note = inputs.image_width, f"image width {inputs.image_width} (training_inputs.json)"
     source = str(Path(cfg.model).resolve()) if os.path.isdir(cfg.model) else cfg.model
-    return ModelFacts(cfg.model, "depthpe", source, cfg.revision, files, config, width, note,
-                      inputs.scale_reference if inputs else "others")
+    facts = ModelFacts(cfg.model, "depthpe", source, cfg.revision, files, config, width, note,
+                       inputs.scale_reference if inputs else "others")
+    _check_settings(facts, cfg.settings)
+    return facts
 
 
 def model_facts(cfg) -> ModelFacts:
-    """The ``ModelFacts`` of ``cfg.model`` (an ``RmvdConfig``); a model that cannot be found or read
-    is one ``ConfigError`` line."""
+    """The ``ModelFacts`` of ``cfg.model`` (an ``RmvdConfig``); a model that cannot be found or read,
+    or that cannot run one of ``cfg.settings`` (``settings_problem``), is one ``ConfigError`` line."""
     source = vggt_source(cfg.model)
     return _vggt_facts(cfg, source) if source is not None else _depthpe_facts(cfg)
 
@@ -147,6 +156,12 @@ def settings_problem(facts: ModelFacts, settings) -> str | None:
                 f"run known_poses and single_view, or a model without camera input (global_pe "
                 f"{' or '.join(CAMERA_FREE_ENCODINGS)}, or --model vggt-1b) for intrinsics_only")
     return None
+
+
+def _check_settings(facts: ModelFacts, settings) -> None:
+    problem = settings_problem(facts, settings)
+    if problem:
+        raise ConfigError(problem)
 
 
 def load_model(facts: ModelFacts, device: str):

@@ -39,7 +39,7 @@ from . import orderings
 from .config import RmvdConfig
 from .harness import confidence_path, prediction_path, predictions_root, publish, read_depth, score_lists, score_views
 from .measure import cpu_peak_available, measured
-from .models import ModelFacts, load_model, model_facts, settings_problem
+from .models import ModelFacts, load_model, model_facts
 from .resume import PREDICTIONS_DIR, finished_records, make_record, open_store, record_key, rmvd_fingerprint
 from .samples import RmvdSample, load_sample_lists
 from .views import SampleImages, input_hw
@@ -200,10 +200,7 @@ def run_model_rmvd(cfg: RmvdConfig) -> dict:
     and print the table; returns the summary. Problems are one ``ConfigError`` line."""
     lists = load_sample_lists(cfg.samples)
     _check_lists(cfg, lists)
-    facts = model_facts(cfg)
-    problem = settings_problem(facts, cfg.settings)
-    if problem:
-        raise ConfigError(problem)
+    facts = model_facts(cfg)  # refuses a setting the model cannot run
     try:
         device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     except RuntimeError as err:

@@ -37,7 +37,7 @@ def test_datasets_by_settings_rows_with_seed_stats_and_paired_samples(rmvd_study
                         ("kitti", "known_poses", "rope"), ("kitti", "known_poses", "prope"),
                         ("mean", "known_poses", "rope"), ("mean", "known_poses", "prope")]
     assert len(keys) == 12
-    row = next(r for r in result["rows"] if r[("dataset")] == "kitti" and r["setting"] == "single_view"
+    row = next(r for r in result["rows"] if r["dataset"] == "kitti" and r["setting"] == "single_view"
                and r["group"] == "prope")
     per_seed = np.array([np.mean(numbers["prope", s]["kitti", "single_view"]) for s in (0, 1)])
     assert row["abs_rel"]["mean"] == pytest.approx(per_seed.mean()) and row["abs_rel"]["std"] == pytest.approx(

@@ -4,7 +4,6 @@ import json
 import math
 
 import numpy as np
-import pytest
 
 from depthpe.files import lock_folder
 from depthpe.rmvd.measure import cpu_peak_available
