@@ -9,6 +9,7 @@ pytest_plugins = [
     "tests.fixtures.prediction",
     "tests.fixtures.evaluation",
     "tests.fixtures.compare",
+    "tests.fixtures.rmvd",
 ]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")

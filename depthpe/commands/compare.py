@@ -18,7 +18,8 @@ scene-constant baselines, and the per-scene paired difference of native AbsRel a
 reference group with a bootstrap 95% interval over scenes. Evaluations on different manifests are
 refused unless --allow-different-manifests. With --out, writes compare.md, compare.json, report.html, and
 the validation curves of the runs that have a val_history.jsonl to curves/ (as `depthpe plot`).
-How to compare encodings honestly: docs/compare.md."""
+Output folders of depthpe rmvd are compared the same way, in one table whose rows are datasets x
+settings (AbsRel and inliers, paired per sample). How to compare encodings honestly: docs/compare.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,12 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(CompareConfig, args)
-        from ..analysis.compare import run_compare, write_compare
+        from ..analysis.compare import write_compare
         from ..analysis.plotting import write_curves
 
-        result, markdown, meta = run_compare(
-            cfg.inputs, group_by=cfg.group_by, reference=cfg.reference, datasets=cfg.dataset,
-            allow_different_manifests=cfg.allow_different_manifests, n_boot=cfg.bootstrap, seed=cfg.seed)
+        result, markdown, meta, columns, tables = _compare(cfg)
         print(markdown)
         if cfg.out:
             paths = write_compare(result, markdown, cfg.out, meta)
@@ -45,7 +44,30 @@ def run(args: argparse.Namespace) -> int:
                 print(f"wrote {figure.png} and {figure.svg} (validation curves)")
             from ..report.compare_report import write_compare_report
 
-            report = write_compare_report(result, markdown, meta, cfg.out, [f.png for f in figures])
+            report = write_compare_report(result, markdown, meta, cfg.out, [f.png for f in figures], columns, tables)
             print(f"wrote {report} (open it in a browser)")
         return 0
     return USAGE_ERROR_STATUS
+
+
+def _compare(cfg: CompareConfig):
+    """(result, Markdown, meta, table columns, table cells) of evaluation folders
+    (``compare.run_compare``) or of ``depthpe rmvd`` folders (``rmvd_compare.run_rmvd_compare``);
+    a mix of both is a ``ConfigError``."""
+    from ..analysis.compare import COLUMNS, compare_cells, run_compare
+    from ..analysis.rmvd_compare import RMVD_COLUMNS, is_rmvd_folder, rmvd_cells, run_rmvd_compare
+    from ..config import ConfigError
+
+    rmvd = [is_rmvd_folder(p) for p in cfg.inputs]
+    if any(rmvd) and not all(rmvd):
+        shown = next(p for p, r in zip(cfg.inputs, rmvd) if r)
+        raise ConfigError(f"{shown} is a depthpe rmvd output and the other inputs are not: compare RMVD folders "
+                          "with RMVD folders, evaluations with evaluations")
+    if all(rmvd):
+        result, markdown, meta = run_rmvd_compare(cfg.inputs, group_by=cfg.group_by, reference=cfg.reference,
+                                                  datasets=cfg.dataset, n_boot=cfg.bootstrap, seed=cfg.seed)
+        return result, markdown, meta, RMVD_COLUMNS, rmvd_cells(result)
+    result, markdown, meta = run_compare(
+        cfg.inputs, group_by=cfg.group_by, reference=cfg.reference, datasets=cfg.dataset,
+        allow_different_manifests=cfg.allow_different_manifests, n_boot=cfg.bootstrap, seed=cfg.seed)
+    return result, markdown, meta, COLUMNS, compare_cells(result)

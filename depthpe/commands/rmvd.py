@@ -1,4 +1,5 @@
-"""``depthpe rmvd --samples FILE.json --predictions DIR --out DIR``: score depth maps on RMVD."""
+"""``depthpe rmvd --samples FILE.json (--predictions DIR | --model PATH_OR_REPO) --out DIR``: score depth
+maps on RMVD, or run a model and score its depth maps."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ each setting reads DIR/<setting>/ in that layout. Predictions are resized to the
 neighbour and clipped to [0.1, 100] m; AbsRel and the inliers (max(p/g, g/p) < 1.03) in percent, the
 mean over datasets: a datasets x settings table. Writes summary.md, summary.json and per_sample.csv
 to --out and prints the table. The nearest and quasi-optimal orderings are oracle numbers (the best
-of 1..N source views per sample, chosen with the GT). Protocol: docs/rmvd.md."""
+of 1..N source views per sample, chosen with the GT). --model PATH_OR_REPO instead runs a depthpe model
+(or vggt-1b, vggt:PATH) on each sample through predict_depth, writes OUT/predictions/ in that layout
+with per-sample runtime and peak memory, and scores it the same way; an interrupted run resumes
+(--restart starts over). --ause adds the AUSE of the confidence maps. Also writes report.html.
+Protocol: docs/rmvd.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +33,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(cfg: RmvdConfig) -> None:
+    if cfg.model is not None:
+        from ..rmvd.runner import run_model_rmvd
+
+        run_model_rmvd(cfg)
+        return
     from ..rmvd.harness import run_rmvd
 
     run_rmvd(cfg)

@@ -92,24 +92,25 @@ def _meta(cfg: EvalConfig, held_out: HeldOutSet, model, accelerator) -> dict:
 
 
 @contextlib.contextmanager
-def out_lock(out: str | Path, accelerator):
+def out_lock(out: str | Path, accelerator=None, command: str = "depthpe eval"):
     """Hold the kernel lock of ``out`` (``depthpe.files.lock_folder``) in the main process while the
     block runs; every process raises ``ConfigError`` (one line) when another process holds it, so
-    that two evaluations never write one folder."""
-    from accelerate.utils import broadcast_object_list
-
+    that two evaluations never write one folder. ``accelerator`` None: one process (``depthpe rmvd``);
+    ``command``: how the error names the writer."""
     from ..config import ConfigError
 
     lock, problem = None, None
-    if accelerator.is_main_process:
+    if accelerator is None or accelerator.is_main_process:
         try:
             lock = lock_folder(out)
         except FolderInUse:
-            problem = (f"--out {out} is in use by another depthpe eval (or training run); wait for it to finish, "
+            problem = (f"--out {out} is in use by another {command} (or training run); wait for it to finish, "
                        "or choose another --out")
         except LocksUnsupported:
             lock = None  # a filesystem without locks: evaluate unguarded, as training does
-    if accelerator.num_processes > 1:
+    if accelerator is not None and accelerator.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
         problem = broadcast_object_list([problem])[0]
     if problem:
         raise ConfigError(problem)

@@ -112,23 +112,29 @@ def settings_hash(fingerprint: dict) -> str:
     return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def settings_difference(old: dict, new: dict) -> str | None:
-    """The first fingerprint entry that differs, as words for an error ("--views was 8, now 2"), or None."""
+def settings_difference(old: dict, new: dict, config_class=EvalConfig, described: dict | None = None) -> str | None:
+    """The first fingerprint entry that differs, as words for an error ("--views was 8, now 2"), or
+    None. ``config_class``: the command's config dataclass, whose fields are named by their flag;
+    ``described``: {entry: words} for the entries that are not an option (default: evaluation's)."""
+    described = _DESCRIBED if described is None else described
     for key in [*new, *(k for k in old if k not in new)]:
         if old.get(key) == new.get(key):
             continue
-        if key in _DESCRIBED:
-            return f"{_DESCRIBED[key]} changed"
-        if key in EvalConfig.__dataclass_fields__:
-            return f"{flag_of(EvalConfig, key)} was {old.get(key)!r}, now {new.get(key)!r}"
+        if key in described:
+            return f"{described[key]} changed"
+        if key in config_class.__dataclass_fields__:
+            return f"{flag_of(config_class, key)} was {old.get(key)!r}, now {new.get(key)!r}"
         return f"{key} was {old.get(key)!r}, now {new.get(key)!r}"
     return None
 
 
 class PartialEvaluation:
-    """The partial results in ``out/partial/`` as seen by process ``rank`` (module docstring)."""
+    """The partial results in ``out/partial/`` as seen by process ``rank`` (module docstring).
+    ``config_class`` and ``described`` name the fingerprint's entries in errors (``settings_difference``):
+    ``depthpe rmvd --model`` keeps its finished samples here too, as records of its own settings."""
 
-    def __init__(self, out: str | Path, rank: int = 0):
+    def __init__(self, out: str | Path, rank: int = 0, *, config_class=EvalConfig, described: dict | None = None):
+        self.config_class, self.described = config_class, described
         self.out = Path(out)
         self.folder = self.out / PARTIAL_DIR
         self.rank = int(rank)
@@ -151,7 +157,7 @@ class PartialEvaluation:
             raise ConfigError(f"--out {self.out}: unreadable {PARTIAL_DIR}/{SETTINGS} ({err}); "
                               "pass --restart to discard the partial results") from None
         self.settings_hash = settings_hash(fingerprint)
-        difference = settings_difference(old, fingerprint)
+        difference = settings_difference(old, fingerprint, self.config_class, self.described)
         if difference:
             raise ConfigError(f"--out {self.out} holds a partial evaluation made with other settings: {difference}; "
                               "rerun with the same settings to resume it, choose another --out, or pass --restart "

@@ -1,5 +1,6 @@
 """``report.html`` of ``depthpe compare --out``: its notes, one table per dataset (the cells of
-compare.md, ``depthpe.analysis.compare.compare_cells``), the inputs and their groups, and the validation
+compare.md, ``depthpe.analysis.compare.compare_cells``; for ``depthpe rmvd`` folders the one table of
+``depthpe.analysis.rmvd_compare.rmvd_cells``), the inputs and their groups, and the validation
 curves (curves/*.png) embedded."""
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ def _notes(markdown: str) -> list[str]:
 
 
 def write_compare_report(result: dict, markdown: str, meta: dict, out_dir: str | Path,
-                         curves: list[Path] = ()) -> Path:
+                         curves: list[Path] = (), columns=COLUMNS, tables: dict | None = None) -> Path:
     """Write ``out_dir/report.html`` for a ``run_compare`` (result, markdown, meta) and the curve
-    PNGs ``curves``; returns its path."""
+    PNGs ``curves``; returns its path. ``columns`` and ``tables`` ({title: rows of cells}; None =
+    ``compare_cells(result)``): the tables of another comparison (``rmvd_compare.rmvd_cells``)."""
     page = render("compare.html.j2", title=f"depthpe compare: grouped by {meta.get('group_by')}",
-                  notes=_notes(markdown), columns=COLUMNS, tables=compare_cells(result),
+                  notes=_notes(markdown), columns=columns, tables=compare_cells(result) if tables is None else tables,
                   inputs=meta.get("inputs", []), curves=[Path(c) for c in curves])
     return write_page(Path(out_dir) / "report.html", page)

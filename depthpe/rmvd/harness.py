@@ -7,6 +7,8 @@ Predictions layout (metres, float ``.npy`` of shape (h, w) or (1, h, w), any res
                                                   view indices, the keyview included)
 
 With several ``--setting`` values each setting reads its own ``DIR/<setting>/`` in this layout.
+With ``--ause`` each map's confidence (larger = more certain, any resolution) lies next to it as
+``<name>~conf.npy`` (``confidence_path``; ``~`` never occurs in a safe name, so no name collides).
 
 ``<dataset>`` and ``<sample>`` are ``depthpe.files.safe_component`` of the list's names.
 """
@@ -22,15 +24,18 @@ import numpy as np
 
 from ..config import ConfigError
 from ..files import atomic_write_bytes, safe_component
-from . import metrics, orderings
+from . import metrics, orderings, sparsification
 from .config import RmvdConfig
 from .datasets.readers import read_native_depth
 from .samples import RmvdSample, SampleList, load_sample_lists
 
-__all__ = ["read_depth", "read_ground_truth", "prediction_path", "predictions_root", "score_sample", "score_lists",
-           "summarize", "render_markdown", "write_outputs", "run_rmvd"]
+__all__ = ["read_depth", "read_ground_truth", "prediction_path", "confidence_path", "predictions_root", "score_views",
+           "score_sample", "score_lists", "summarize", "render_markdown", "write_outputs", "publish", "run_rmvd"]
 
 CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "abs_rel", "inliers", "scale")
+# Columns a row may carry besides CSV_FIELDS (AUSE with --ause; runtime and peak memory of a --model
+# run), in this order; summarized like AbsRel (mean per dataset, then over datasets).
+OPTIONAL_FIELDS = ("ause", "runtime_ms", "peak_memory_mib")
 
 
 def read_depth(path: Path, what: str) -> np.ndarray:
@@ -69,6 +74,13 @@ def prediction_path(root: Path, dataset: str, sample: str, views: tuple[int, ...
     return folder / safe_component(sample) / f"views_{'-'.join(map(str, views))}.npy"
 
 
+def confidence_path(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None) -> Path:
+    """Where the confidence map of a prediction lies: ``prediction_path`` with ``.npy`` replaced by
+    ``~conf.npy`` (larger = more certain; read by ``--ause``)."""
+    path = prediction_path(root, dataset, sample, views)
+    return path.with_name(path.stem + "~conf.npy")
+
+
 def predictions_root(cfg: RmvdConfig, setting: str) -> Path:
     """Where ``setting``'s predictions lie: ``cfg.predictions``, or ``cfg.predictions/<setting>``
     when several settings are scored in one run."""
@@ -76,15 +88,29 @@ def predictions_root(cfg: RmvdConfig, setting: str) -> Path:
     return root / setting if len(cfg.settings) > 1 else root
 
 
+def score_views(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None, gt: np.ndarray,
+                setting: str) -> dict:
+    """The metrics (``metrics.score_keyview``) of the prediction of ``views`` (None: the one map of
+    the headline or single-view layout) of the sample named ``sample``, read under ``root``."""
+    return metrics.score_keyview(read_depth(prediction_path(root, dataset, sample, views), "prediction"), gt, setting)
+
+
+def _keyview_ause(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None, gt: np.ndarray,
+                  setting: str) -> float:
+    """AUSE (``sparsification.keyview_ause``) of the prediction of ``views`` and its confidence map."""
+    depth = read_depth(prediction_path(root, dataset, sample, views), "prediction")
+    conf = read_depth(confidence_path(root, dataset, sample, views), "confidence map (for --ause)")
+    return sparsification.keyview_ause(depth, conf, gt, setting)
+
+
 def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample, gt: np.ndarray) -> dict:
     """One CSV row of ``sample`` (GT ``gt`` (H, W) metres): its metrics in ``setting`` with the
     views of ``cfg.ordering`` (``keyview_only`` for single_view), the predictions read from
-    ``predictions_root(cfg, setting)``."""
+    ``predictions_root(cfg, setting)``; with ``cfg.ause`` also the AUSE of the view set scored."""
     root = predictions_root(cfg, setting)
 
     def score(views):
-        return metrics.score_keyview(read_depth(prediction_path(root, dataset, sample.name, views), "prediction"),
-                                     gt, setting)
+        return score_views(root, dataset, sample.name, views, gt, setting)
 
     if setting == "single_view":
         result, ordering = {**score(None), "views": (sample.keyview,)}, "keyview_only"
@@ -95,9 +121,13 @@ def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample
         result = orderings.oracle_best(sample.keyview, len(sample.views), cfg.ordering, score,
                                        cfg.max_source_views)
         ordering = cfg.ordering
-    return {"dataset": dataset, "sample": sample.name, "setting": setting, "ordering": ordering,
-            "views": " ".join(map(str, result["views"])), "abs_rel": result["abs_rel"],
-            "inliers": result["inliers"], "scale": result["scale"]}
+    row = {"dataset": dataset, "sample": sample.name, "setting": setting, "ordering": ordering,
+           "views": " ".join(map(str, result["views"])), "abs_rel": result["abs_rel"],
+           "inliers": result["inliers"], "scale": result["scale"]}
+    if cfg.ause:
+        oracle = setting != "single_view" and cfg.ordering in orderings.ORACLE_ORDERINGS
+        row["ause"] = _keyview_ause(root, dataset, sample.name, result["views"] if oracle else None, gt, setting)
+    return row
 
 
 def score_lists(cfg: RmvdConfig, lists: list[SampleList]) -> list[dict]:
@@ -117,14 +147,15 @@ def _nanmean(values) -> float:
 
 
 def _summarize_setting(rows: list[dict]) -> dict:
-    """One setting's rows -> per dataset the mean AbsRel and inliers (percent) and the sample count,
-    the benchmark mean over datasets, the ordering and whether it is an oracle one."""
+    """One setting's rows -> per dataset the mean AbsRel and inliers (percent), of the
+    ``OPTIONAL_FIELDS`` the rows carry, and the sample count, the benchmark mean over datasets, the
+    ordering and whether it is an oracle one."""
+    keys = ("abs_rel", "inliers", *(k for k in OPTIONAL_FIELDS if k in rows[0]))
     datasets: dict[str, dict] = {}
     for name in dict.fromkeys(r["dataset"] for r in rows):
         mine = [r for r in rows if r["dataset"] == name]
-        datasets[name] = {"abs_rel": _nanmean(r["abs_rel"] for r in mine),
-                          "inliers": _nanmean(r["inliers"] for r in mine), "samples": len(mine)}
-    mean = {key: metrics.benchmark_mean({n: d[key] for n, d in datasets.items()}) for key in ("abs_rel", "inliers")}
+        datasets[name] = {**{key: _nanmean(r[key] for r in mine) for key in keys}, "samples": len(mine)}
+    mean = {key: metrics.benchmark_mean({n: d[key] for n, d in datasets.items()}) for key in keys}
     ordering = rows[0]["ordering"]
     return {"ordering": ordering, "oracle": ordering in orderings.ORACLE_ORDERINGS, "datasets": datasets,
             "mean": mean}
@@ -133,7 +164,8 @@ def _summarize_setting(rows: list[dict]) -> dict:
 def summarize(rows: list[dict]) -> dict:
     """summary.json's content: ``{"settings": {setting: {"ordering", "oracle" (True when the views
     were chosen with the GT), "datasets": {name: {"abs_rel", "inliers", "samples"}}, "mean":
-    {"abs_rel", "inliers"}}}}``, percent, in the order the settings were given."""
+    {"abs_rel", "inliers"}}}}``, percent, in the order the settings were given; with "ause",
+    "runtime_ms", "peak_memory_mib" next to "abs_rel" where the rows carry them."""
     settings = dict.fromkeys(r["setting"] for r in rows)
     return {"settings": {s: _summarize_setting([r for r in rows if r["setting"] == s]) for s in settings}}
 
@@ -154,12 +186,18 @@ def render_markdown(summary: dict) -> str:
         lines.append(f"| {name} | {d['samples']} | " + " | ".join(cells) + " |")
     means = [f"{v['mean']['abs_rel']:.2f} | {v['mean']['inliers']:.1f}" for v in settings.values()]
     lines.append("| mean | | " + " | ".join(means) + " |")
+    extras = [f"{s}: " + ", ".join(f"{k} {v['mean'][k]:.4g}" for k in OPTIONAL_FIELDS if k in v["mean"])
+              for s, v in settings.items() if any(k in v["mean"] for k in OPTIONAL_FIELDS)]
+    if extras:
+        lines += ["", "Means over datasets: " + "; ".join(extras)]
     return "\n".join(lines) + "\n"
 
 
 def _csv_bytes(rows: list[dict]) -> bytes:
+    """per_sample.csv: ``CSV_FIELDS``, then the ``OPTIONAL_FIELDS`` the rows carry."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    fields = CSV_FIELDS + tuple(k for k in OPTIONAL_FIELDS if rows and k in rows[0])
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return buf.getvalue().encode("utf-8")
@@ -174,18 +212,29 @@ def _null_for_non_finite(tree):
 
 
 def write_outputs(out: Path, rows: list[dict], summary: dict) -> None:
-    """summary.md, summary.json and per_sample.csv in ``out``, each written atomically."""
+    """summary.md, summary.json, per_sample.csv and report.html (``report.write_report``) in
+    ``out``, each written atomically."""
+    from .report import write_report
+
     atomic_write_bytes(out / "per_sample.csv", _csv_bytes(rows))
     text = json.dumps(_null_for_non_finite(summary), indent=2, allow_nan=False)
     atomic_write_bytes(out / "summary.json", text.encode("utf-8"))
     atomic_write_bytes(out / "summary.md", render_markdown(summary).encode("utf-8"))
+    write_report(out, summary, rows)
+
+
+def publish(out: str | Path, rows: list[dict], meta: dict | None = None) -> dict:
+    """Summarize ``rows`` (with ``meta``, the facts of a ``--model`` run, as summary.json's "meta"),
+    write the outputs to ``out`` and print the table; returns the summary."""
+    summary = summarize(rows)
+    if meta:
+        summary["meta"] = meta
+    write_outputs(Path(out), rows, summary)
+    print(render_markdown(summary), end="", flush=True)
+    return summary
 
 
 def run_rmvd(cfg: RmvdConfig) -> dict:
     """Load the sample lists, score every sample, write the outputs to ``cfg.out``, print the table;
     returns the summary."""
-    rows = score_lists(cfg, load_sample_lists(cfg.samples, cfg.data_roots))
-    summary = summarize(rows)
-    write_outputs(Path(cfg.out), rows, summary)
-    print(render_markdown(summary), end="", flush=True)
-    return summary
+    return publish(cfg.out, score_lists(cfg, load_sample_lists(cfg.samples, cfg.data_roots)))

@@ -4,7 +4,8 @@
 views each (keyview 0 at the identity pose, view i translated by ``baseline * i`` metres along x in
 the keyview frame, so ``pose_i = [[I, (-baseline * i, 0, 0)], [0, 0, 0, 1]]``), an 8 x 12 GT depth
 ramp in metres per sample with one invalid (0) pixel, and the images as named, unwritten paths
-(the harness never opens them). ``write_predictions`` writes GT x ``factor`` in the layout of
+(the harness never opens them), or with ``images=True`` as 12 x 8 PNG files (``fixture_image``),
+for ``depthpe rmvd --model``. ``write_predictions`` writes GT x ``factor`` in the layout of
 ``depthpe.rmvd.harness``.
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 from ..files import atomic_write_bytes
 from ..rmvd.harness import prediction_path
 
-__all__ = ["FIXTURE_K", "fixture_pose", "fixture_depth", "write_sample_list", "write_predictions",
+__all__ = ["FIXTURE_K", "fixture_pose", "fixture_depth", "fixture_image", "write_sample_list", "write_predictions",
            "write_prediction"]
 
 FIXTURE_K = [[10.0, 0.0, 6.0], [0.0, 10.0, 4.0], [0.0, 0.0, 1.0]]  # pixels of the 12 x 8 images
@@ -39,6 +40,19 @@ def fixture_depth(index: int) -> np.ndarray:
     return depth
 
 
+def fixture_image(sample: int, view: int) -> np.ndarray:
+    """A 12 x 8 (W x H) uint8 RGB image of ``view`` of sample ``sample``: a seeded random texture."""
+    return np.random.default_rng([sample, view]).integers(0, 256, size=(8, 12, 3), dtype=np.uint8)
+
+
+def _png_bytes(image: np.ndarray) -> bytes:
+    import cv2
+
+    ok, data = cv2.imencode(".png", np.ascontiguousarray(image[..., ::-1]))
+    assert ok
+    return data.tobytes()
+
+
 def _npy_bytes(arr: np.ndarray) -> bytes:
     import io
 
@@ -48,8 +62,9 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
 
 
 def write_sample_list(root, dataset: str = "toy", num_samples: int = 2, num_views: int = 3,
-                      baseline: float = 0.5) -> Path:
-    """Write ``root/<dataset>.json`` and its GT ``root/<dataset>_gt/<name>.npy``; returns the JSON path."""
+                      baseline: float = 0.5, images: bool = False) -> Path:
+    """Write ``root/<dataset>.json`` and its GT ``root/<dataset>_gt/<name>.npy`` (with ``images``
+    also ``root/<dataset>_img/<name>_<i>.png``); returns the JSON path."""
     root = Path(root)
     samples = []
     for n in range(num_samples):
@@ -57,6 +72,8 @@ def write_sample_list(root, dataset: str = "toy", num_samples: int = 2, num_view
         atomic_write_bytes(root / f"{dataset}_gt" / f"{name}.npy", _npy_bytes(fixture_depth(n)))
         views = [{"image": f"{dataset}_img/{name}_{i}.png", "K": FIXTURE_K, "pose": fixture_pose(i, baseline)}
                  for i in range(num_views)]
+        for i, view in enumerate(views if images else []):
+            atomic_write_bytes(root / view["image"], _png_bytes(fixture_image(n, i)))
         samples.append({"name": name, "keyview": 0, "depth": f"{dataset}_gt/{name}.npy", "views": views})
     path = root / f"{dataset}.json"
     atomic_write_bytes(path, json.dumps({"dataset": dataset, "samples": samples}, indent=1).encode("utf-8"))

@@ -45,3 +45,23 @@ def write_run(root, name, *, seed, config=None, summary, images, manifest=MANIFE
             writer.writerow({"dataset": "synth", "scene": scene, "image": IMAGES, "mode": "native",
                              "abs_rel": "nan", "delta1": "nan", "n_valid": 0})  # an empty image: left out
     return run
+
+
+def write_rmvd_run(root, name, *, seed, global_pe, abs_rel, capsys=None):
+    """A run folder ``root/name`` (config.yaml with ``seed`` and ``global_pe``) with the output folder
+    ``rmvd/`` of ``depthpe rmvd`` written by its own writer (``harness.publish``): ``abs_rel``:
+    {(dataset, setting): [AbsRel per sample]}, inliers = 100 - AbsRel; meta.model = run/final."""
+    from depthpe.rmvd.harness import publish
+    from depthpe.run import RunConfig, save_run_config
+
+    run = root / name
+    run.mkdir(parents=True)
+    cfg = {"output_dir": str(run), "seed": seed, "model": {**MICRO_MODEL, "global_pe": global_pe}}
+    save_run_config(RunConfig.from_dict(cfg), run / "config.yaml")
+    rows = [{"dataset": dataset, "sample": f"s{i}", "setting": setting, "ordering": "index_distance", "views": "0 1",
+             "abs_rel": value, "inliers": 100.0 - value, "scale": 1.0}
+            for (dataset, setting), values in abs_rel.items() for i, value in enumerate(values)]
+    publish(run / "rmvd", rows, {"model": str(run / "final"), "global_pe": global_pe})
+    if capsys is not None:
+        capsys.readouterr()  # the table publish printed
+    return run / "rmvd"
