@@ -168,3 +168,33 @@ def test_a_list_root_is_relative_to_the_lists_folder(tmp_path):
     sample = load_sample_list(fixture.list_path).samples[0]
     assert sample.depth == fixture.list_path.parent / "../tanks_and_temples/Barn/depth/000002.npz"
     assert read_ground_truth(sample)[1:].min() > 2.5
+
+
+@pytest.mark.parametrize("dataset", NATIVE_DATASETS)
+def test_a_trained_model_runs_known_poses_on_every_native_fixture(tmp_path, capsys, dataset, model_dir):
+    """``model_dir``: the micro model trained for 2 steps; setting (i) end to end on the native layout."""
+    import csv
+    import math
+
+    fixture = write_native_fixture(tmp_path / "data", dataset)
+    status = cli.main(["rmvd", "--samples", str(fixture.list_path), "--data-root", fixture.data_root_option,
+                       "--model", str(model_dir), "--setting", "known_poses", "--out", str(tmp_path / "out"),
+                       "--burn-in", "0", "--quiet"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    with open(tmp_path / "out" / "per_sample.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 and all(math.isfinite(float(r["abs_rel"])) for r in rows)
+    assert f"| {dataset} | 2 |" in captured.out
+
+
+def test_vggt_runs_intrinsics_only_on_a_native_fixture(tmp_path, capsys, rmvd_vggt):
+    fixture = write_native_fixture(tmp_path / "data", "scannet")
+    model, overrides = rmvd_vggt
+    status = cli.main(["rmvd", "--samples", str(fixture.list_path), "--data-root", fixture.data_root_option,
+                       "--model", f"vggt:{model}", "--vggt-overrides", str(overrides), "--image-width", "28",
+                       "--setting", "intrinsics_only",
+                       "--out", str(tmp_path / "out"), "--burn-in", "0", "--quiet"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert "| scannet | 2 |" in captured.out
