@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import build, to_container
+from ..config.camera_noise import CameraNoise
 
 __all__ = ["SourceConfig", "ColorJitterConfig", "DataConfig", "VIEW_SELECTIONS"]
 
@@ -157,6 +158,9 @@ class DataConfig:
         1..S-1 to the reference (default), ``all`` = the mean over all S views, the reference's zero
         included ((S-1)/S of the former). Recorded in training_inputs.json; evaluation and
         prediction use the model's own.
+    camera_noise: perturb the cameras the model is given in training (``CameraNoise`` levels:
+        rotation_deg, translation, focal; all 0 = off, the default), drawn per sample from its own
+        seed; the depth, its validity and the scene's normalization stay those of the true cameras.
     """
 
     sources: list[SourceConfig] = field(default_factory=list)
@@ -172,6 +176,7 @@ class DataConfig:
     reader_cache_size: int = 16
     scale_reference: str = "others"
     color_jitter: ColorJitterConfig = field(default_factory=ColorJitterConfig)
+    camera_noise: CameraNoise = field(default_factory=CameraNoise)
 
     def __post_init__(self) -> None:
         self.sources = [s if isinstance(s, SourceConfig) else SourceConfig.from_dict(s) for s in self.sources]
@@ -180,6 +185,8 @@ class DataConfig:
             raise ValueError(f"data.sources: names must be unique, got {names} (rename one)")
         if isinstance(self.color_jitter, dict):
             self.color_jitter = ColorJitterConfig.from_dict(self.color_jitter)
+        if isinstance(self.camera_noise, dict):
+            self.camera_noise = build(CameraNoise, self.camera_noise)
         self.views = _pair(self.views, "data.views", int)
         if self.views[0] < 2:
             raise ValueError(f"data.views must be >= 2 (normalization needs a second view), got {self.views}")

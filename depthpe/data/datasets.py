@@ -51,11 +51,13 @@ from depthpe.data.scenes import (
     require_camera_motion,
     too_few_frames_problem,
 )
+from depthpe.geometry import perturb_cameras
 from depthpe.metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS, min_valid_pixels, scored_mask
 
 __all__ = ["SceneSkippedWarning", "NoUsableSampleError", "MultiViewDataset", "SceneEvalDataset"]
 
 _TAG_REDRAW = 0x52454452
+_TAG_CAMERA_NOISE = 0x43414d4e  # the stream of data.camera_noise: the other draws never see it
 
 
 class SceneSkippedWarning(UserWarning):
@@ -136,13 +138,28 @@ class MultiViewDataset(_SceneSource, Dataset):
             self._moving.add(str(reader.path))
         w2c = reader.read_cameras()[1] if src.view_selection == "nearest" else None
         frames = select_views(reader.num_frames, key.num_views, rng, src.view_selection, src.window, w2c=w2c)
-        return build_sample(
+        sample = build_sample(
             reader, frames, (key.height, key.width), rng,
             crop_scale=cfg.crop_scale if self.train else (1.0, 1.0),
             jitter=cfg.color_jitter if self.train else None,
             min_valid_fraction=cfg.min_valid_fraction_of(source),
             min_scale_ratio=cfg.min_scale_ratio, scale_reference=cfg.scale_reference, out=out,
         )
+        return self._noisy_cameras(sample, key, rng) if self.train else sample
+
+    def _noisy_cameras(self, sample: dict, key: SampleKey, rng: np.random.Generator) -> dict:
+        """``sample`` with its K and w2c perturbed as ``data.camera_noise`` says (the sample itself when
+        it is off); the draw comes from the sample's own stream (``_TAG_CAMERA_NOISE``, seeded from
+        ``rng``'s state without drawing from it), so every other draw of the run is unchanged."""
+        noise = self.cfg.camera_noise
+        if noise.is_zero:
+            return sample
+        state = rng.bit_generator.state["state"]
+        seed = int(make_rng(key.seed, _TAG_CAMERA_NOISE, int(state["state"]) % 2**32).integers(2**62))
+        K, w2c = perturb_cameras(sample["K"], sample["w2c"], rotation_deg=noise.rotation_deg,
+                                 translation=noise.translation, focal=noise.focal,
+                                 generator=torch.Generator().manual_seed(seed))
+        return {**sample, "K": K, "w2c": w2c}
 
     def _attempt(self, key: SampleKey, attempt: int) -> tuple[int, int, np.random.Generator]:
         """(source, scene, rng) of draw ``attempt`` of sample ``key``: attempt 0 is the key's own
