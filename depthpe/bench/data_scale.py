@@ -33,8 +33,13 @@ import hashlib
 import math
 import os
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+from ..config.options import add_plain_options, option
+from ..data.synth import DEFAULT_HEIGHT, DEFAULT_WIDTH
 
 DESCRIPTION = """\
 Measure the data tools at paper size. For each N of --scenes, a data root of N scenes is built in
@@ -53,27 +58,31 @@ VAL_SOURCES = 2  # the paper protocol draws from CO3D and from MegaSynth
 LOADER_WORKERS = 2
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    import tempfile
+@dataclass
+class DataScaleSettings:
+    """``depthpe bench data-scale``: roots of each N of ``scenes`` scenes built in ``out`` from
+    ``seed_scenes`` synthetic scenes of ``views`` frames of ``size`` = (H, W); the loader workers'
+    memory over ``batches`` batches, the validation draw of ``val_scenes`` per source from ``seed``,
+    and index / check (``check_scenes`` scenes) with each count of ``workers``."""
 
-    parser.add_argument("--scenes", type=int, nargs="+", default=[1000, 10000, 100000], metavar="N",
-                        help="data root sizes to measure (default 1000 10000 100000)")
-    parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "depthpe-bench-data-scale"),
-                        metavar="DIR", help="where the roots are built and kept for the next run "
-                                            "(default: depthpe-bench-data-scale in the temporary folder)")
-    parser.add_argument("--seed-scenes", type=int, default=4, metavar="K",
-                        help="real scene files written by `depthpe synth`, linked N/K times each (default 4)")
-    parser.add_argument("--views", type=int, default=12, help="frames per seed scene (default 12)")
-    parser.add_argument("--size", type=int, nargs=2, default=(140, 140), metavar=("H", "W"),
-                        help="seed scene frame size (default 140 140, `depthpe synth`'s)")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], metavar="K",
-                        help="worker counts of index and check (default 1 2)")
-    parser.add_argument("--check-scenes", type=int, default=64, metavar="M",
-                        help="scenes checked per N (`depthpe check --limit M`; default 64)")
-    parser.add_argument("--batches", type=int, default=4, help="batches each loader worker loads (default 4)")
-    parser.add_argument("--val-scenes", type=int, default=2000, metavar="M",
-                        help="validation scenes drawn per source (default 2000, the paper's)")
-    parser.add_argument("--seed", type=int, default=0, help="validation seed (default 0)")
+    scenes: list[int] = option(default_factory=lambda: [1000, 10000, 100000], nargs="+", metavar="N",
+                               help="data root sizes to measure")
+    out: str = option(str(Path(tempfile.gettempdir()) / "depthpe-bench-data-scale"), metavar="DIR",
+                      help="where the roots are built and kept for the next run")
+    seed_scenes: int = option(4, metavar="K", help="real scene files written by `depthpe synth`, linked N/K times each")
+    views: int = option(12, help="frames per seed scene")
+    size: tuple[int, int] = option((DEFAULT_HEIGHT, DEFAULT_WIDTH), metavar=("H", "W"),
+                                   help="seed scene frame size, `depthpe synth`'s")
+    workers: list[int] = option(default_factory=lambda: [1, 2], nargs="+", metavar="K",
+                                help="worker counts of index and check")
+    check_scenes: int = option(64, metavar="M", help="scenes checked per N (`depthpe check --limit M`)")
+    batches: int = option(4, help="batches each loader worker loads")
+    val_scenes: int = option(2000, metavar="M", help="validation scenes drawn per source, the paper's")
+    seed: int = option(0, help="validation seed")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_plain_options(parser, DataScaleSettings)
 
 
 def run(args: argparse.Namespace) -> int:

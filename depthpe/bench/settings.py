@@ -11,11 +11,21 @@ from dataclasses import dataclass
 
 from ..config.options import option
 
-__all__ = ["DEFAULT_RUN_CONFIG", "RUN_CONFIG_HELP", "JSON_HELP", "BenchedRun"]
+__all__ = ["DEFAULT_RUN_CONFIG", "RUN_CONFIG_HELP", "JSON_HELP", "BenchedRun", "config_option", "overrides_option"]
 
 DEFAULT_RUN_CONFIG = "quickstart"  # the run a benchmark measures unless --config names another
 RUN_CONFIG_HELP = "run config: a YAML file or a shipped config name"
 JSON_HELP = "also write the results to this JSON file"
+
+
+def config_option(help: str = RUN_CONFIG_HELP, default=DEFAULT_RUN_CONFIG):
+    """The ``--config NAME`` field of the benchmarked run (``REQUIRED`` as ``default``: no default)."""
+    return option(default, help=help)
+
+
+def overrides_option(help: str = "dotted config overrides, e.g. model.global_pe=prope"):
+    """The ``key=value`` items of the benchmarked run (a positional list, spelled ``overrides``)."""
+    return option(default_factory=list, positional=True, metavar="overrides", help=help)
 
 
 @dataclass
@@ -24,6 +34,5 @@ class BenchedRun:
     ``depthpe train --config``) and its dotted ``overrides`` (``model.global_pe=prope``), applied in
     order after the file."""
 
-    config: str = option(DEFAULT_RUN_CONFIG, help=RUN_CONFIG_HELP)
-    overrides: list[str] = option(default_factory=list, positional=True, metavar="overrides",
-                                  help="dotted config overrides, e.g. model.global_pe=prope")
+    config: str = config_option()
+    overrides: list[str] = overrides_option()
