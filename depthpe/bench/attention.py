@@ -36,41 +36,53 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
+from ..config.options import add_plain_options, option
+from .settings import JSON_HELP
+
 DESCRIPTION = __doc__
 
-DEFAULT_METHODS = ["none", "rope", "prope", "dppe_dual", "dppe_tadd", "gta", "urope"]
+DEFAULT_METHODS = ("none", "rope", "prope", "dppe_dual", "dppe_tadd", "gta", "urope")
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "float16": torch.float16}
 
 
+@dataclass
+class AttentionSettings:
+    """``depthpe bench attention``: one global attention layer of ``batch`` samples of each S in
+    ``views`` views of ``tokens_per_view`` tokens (``special`` of them not patches), ``heads`` heads
+    of ``head_dim`` channels in ``dtype`` on ``device``, per method of ``methods``, the median of
+    ``repeats`` runs on ``clock``; ``memory_child``: the method one child process measures."""
+
+    views: list[int] = option(default_factory=lambda: [8], nargs="+", help="views S; several values measure a "
+                              "scaling curve, one table each and a summary of the time ratios per S")
+    tokens_per_view: int = option(261, help="tokens per view T = special + h*w , e.g. 261 = 5 + 16x16")
+    special: int = option(5, help="special tokens per view")
+    heads: int = option(16, help="attention heads")
+    head_dim: int = option(64, help="channels per head")
+    batch: int = option(1, help="samples B")
+    methods: list[str] = option(default_factory=lambda: list(DEFAULT_METHODS), nargs="+",
+                                help="presets, pairs qk=A,vo=B[,option=value] and the reference rope-per-view")
+    device: str = option("cpu", choices=("cpu", "cuda"), help="torch device")
+    dtype: str = option("float32", choices=tuple(sorted(DTYPES)), help="dtype of q, k and v")
+    repeats: int = option(7, help="timed runs per method (after one warm-up)")
+    threads: Optional[int] = option(None, help="torch CPU threads (none: torch's default); 1 is far less noisy "
+                                    "on a shared, oversubscribed machine")
+    clock: str = option("wall", choices=("wall", "cpu"), help="wall time or process CPU time, which on a shared "
+                        "machine does not count the time other jobs hold the core (use with --threads 1)")
+    no_memory: bool = option(False, store_true=True, help="skip the peak-memory runs")
+    json: Optional[str] = option(None, help=JSON_HELP)
+    memory_child: Optional[str] = option(None, flag="--_memory-child", hidden=True,
+                                         help="the method whose peak memory this child process measures")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--views", type=int, nargs="+", default=[8],
-                        help="views S (default 8); several values measure a scaling curve, one table each "
-                             "and a summary of the time ratios per S")
-    parser.add_argument("--tokens-per-view", type=int, default=261,
-                        help="tokens per view T = special + h*w (default 261 = 5 + 16x16)")
-    parser.add_argument("--special", type=int, default=5, help="special tokens per view (default 5)")
-    parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS,
-                        help="presets, pairs qk=A,vo=B[,option=value] and the reference rope-per-view")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: torch's default); 1 is far less noisy "
-                             "on a shared, oversubscribed machine")
-    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                        help="wall time (default) or process CPU time, which on a shared machine does "
-                             "not count the time other jobs hold the core (use with --threads 1)")
-    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
-    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
-    parser.add_argument("--_memory-child", dest="memory_child", default=None, help=argparse.SUPPRESS)
+    add_plain_options(parser, AttentionSettings)
 
 
 def grid_for(tokens_per_view: int, special: int) -> tuple[int, int]:

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from ..config.inference import ViewProtocol
+from ..config.options import REQUIRED, add_plain_options, option
 
 DESCRIPTION = """\
 Fit a cameras-only depth-scale predictor and compare its AbsRel with the constant baselines.
@@ -40,13 +44,21 @@ FEATURES = (
 )
 
 
+@dataclass
+class CamerasOnlySettings:
+    """``depthpe bench cameras-only``: the scenes of ``data``/``dataset``, ``draws`` subsets of
+    ``views`` views per training scene (from ``seed``), a ridge regression with penalty ``alpha``."""
+
+    data: str = option(REQUIRED, metavar="ROOT", help="data root (holds DATASET/train, DATASET/val)")
+    dataset: str = option("synth", help="dataset folder under ROOT")
+    views: int = option(ViewProtocol.views, help="views per sample, as depthpe eval")
+    draws: int = option(4, help="view subsets per training scene")
+    alpha: float = option(1.0, help="ridge penalty on standardized features")
+    seed: int = option(0, help="seed of the view subsets")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, metavar="ROOT", help="data root (holds DATASET/train, DATASET/val)")
-    parser.add_argument("--dataset", default="synth", help="dataset folder under ROOT (default synth)")
-    parser.add_argument("--views", type=int, default=8, help="views per sample (default 8, as depthpe eval)")
-    parser.add_argument("--draws", type=int, default=4, help="view subsets per training scene (default 4)")
-    parser.add_argument("--alpha", type=float, default=1.0, help="ridge penalty on standardized features (default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the view subsets (default 0)")
+    add_plain_options(parser, CamerasOnlySettings)
 
 
 def camera_features(K: np.ndarray, w2c: np.ndarray, image_size: tuple[int, int]) -> np.ndarray:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from ..config.options import add_plain_options, option
+from ..data.convert.options import ConvertOptions
+from ..testing.fake_datasets import WRITERS
 
 DESCRIPTION = """\
 Render procedural scenes once, write them in the native layout of each dataset (CO3D JPEG + float16
@@ -15,18 +20,24 @@ Rendering and writing the fake raw data are not timed. Real datasets have larger
 time grows with the source size."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..testing.fake_datasets import WRITERS
+@dataclass
+class ConvertSettings:
+    """``depthpe bench convert``: ``scenes`` fake scenes of ``views`` frames at ``height`` x ``width``
+    (from ``seed``) in the layout ``dataset`` (``all``: every layout of ``WRITERS``), converted with
+    ``max_side`` and ``workers`` as ``depthpe convert`` does."""
 
-    parser.add_argument("--dataset", choices=["all", *sorted(WRITERS)], default="all",
-                        help="which layout to benchmark (default all)")
-    parser.add_argument("--scenes", type=int, default=4, help="scenes per dataset (default 4)")
-    parser.add_argument("--views", type=int, default=12, help="frames per scene (default 12)")
-    parser.add_argument("--height", type=int, default=192, help="source image height (default 192)")
-    parser.add_argument("--width", type=int, default=256, help="source image width (default 256)")
-    parser.add_argument("--max-side", type=int, default=640, help="converter --max-side (default 640)")
-    parser.add_argument("--workers", type=int, default=1, help="converter worker processes (default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
+    dataset: str = option("all", choices=("all", *sorted(WRITERS)), help="which layout to benchmark")
+    scenes: int = option(4, help="scenes per dataset")
+    views: int = option(12, help="frames per scene")
+    height: int = option(192, help="source image height")
+    width: int = option(256, help="source image width")
+    max_side: int = option(ConvertOptions.max_side, help="converter --max-side")
+    workers: int = option(1, help="converter worker processes")
+    seed: int = option(0, help="scene seed")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_plain_options(parser, ConvertSettings)
 
 
 def format_table(rows: list[dict]) -> str:
@@ -46,7 +57,6 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..data.convert import convert
-    from ..data.convert.common import ConvertOptions
     from ..data.format.scene_file import read_index
     from ..testing import fake_datasets as fake
 

@@ -8,53 +8,71 @@ building a batch goes (cProfile, in this process)."""
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
+from ..config.options import add_plain_options, option
 from ..data.format.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
+from ..files import atomic_write_bytes
+from .settings import JSON_HELP, BenchedRun, config_option, overrides_option
 
 BENCH_SOURCE = "bench"  # source name (and dataset folder) of the scene files written by --format
 NOISE_STD = 3.0  # grey levels of pixel noise added to the rendered images (photo-like JPEG sizes)
 SENSOR_NOISE, SENSOR_HOLES = 0.005, 0.05  # relative noise, hole fraction: --depth-codecs' sensor-like depth
 
 
+@dataclass
+class DataSettings(BenchedRun):
+    """``depthpe bench data``: the training loader of the run ``config`` (its data section, with
+    ``overrides``, ``image_width`` and ``views``) timed over ``batches`` batches per count of
+    ``workers``. ``format``: read ``scenes`` procedural scenes of ``frames`` frames of
+    ``frame_size`` = (H, W) written in this image format with ``depth_compression`` (in
+    ``scene_dir``, else a temporary folder) instead of data.sources; ``raw``, ``depth_codecs``,
+    ``profile``: the extra tables."""
+
+    config: str = config_option("run config (its data section): a YAML file or a shipped config name")
+    overrides: list[str] = overrides_option("dotted config overrides, e.g. data.image_width=224")
+    workers: list[int] = option(default_factory=lambda: [0, 1, 2], nargs="+", help="worker counts to measure")
+    batches: int = option(30, help="batches timed per worker count (after warm-up)")
+    image_width: Optional[int] = option(None, help="training image width (none: the config's data.image_width)")
+    views: Optional[tuple[int, int]] = option(None, metavar=("MIN", "MAX"),
+                                              help="views per sample (none: the config's data.views)")
+    format: Optional[str] = option(None, choices=("jpeg", "png"), help="write procedural scene files with images "
+                                   "in this format and read them instead of data.sources (stored like the "
+                                   "converters write them: JPEG quality 95, float16 depth; none: read data.sources)")
+    frame_size: tuple[int, int] = option((480, 640), metavar=("H", "W"), help="stored frame size of the written "
+                                         "scenes (what a converter's --max-side 640 keeps of 4:3 frames)")
+    depth_compression: str = option(DEFAULT_DEPTH_COMPRESSION, choices=DEPTH_COMPRESSIONS, help="HDF5 codec of "
+                                    "the written scenes' depth (write_scene's depth_compression, as the converters "
+                                    "write)")
+    depth_codecs: bool = option(False, store_true=True, help="also time reading the stored depth frames with each "
+                                "depth codec (ms and KB per frame), as stored and with sensor-like noise")
+    profile: bool = option(False, store_true=True, help="also profile building the batches in this process "
+                           "(cProfile of MultiViewDataset.__getitems__ over --batches batches): share of each step")
+    scenes: int = option(3, help="scenes written with --format")
+    frames: int = option(32, help="frames per written scene")
+    scene_dir: Optional[str] = option(None, help="folder for the written scenes, reused when it already holds "
+                                      "them (none: a temporary folder)")
+    raw: bool = option(False, store_true=True,
+                       help="also measure cv2.imdecode + cv2.resize of the stored images on one core")
+    json: Optional[str] = option(None, help=JSON_HELP + " (the unrounded numbers of every table)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="quickstart", help="run config (its data section): a YAML file or a shipped config name")
-    parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2], help="worker counts to measure")
-    parser.add_argument("--batches", type=int, default=30, help="batches timed per worker count (after warm-up)")
-    parser.add_argument("--image-width", type=int, default=None, help="training image width (overrides data.image_width)")
-    parser.add_argument("--views", type=int, nargs=2, default=None, metavar=("MIN", "MAX"),
-                        help="views per sample (overrides data.views)")
-    parser.add_argument("--format", choices=("jpeg", "png"), default=None,
-                        help="write procedural scene files with images in this format and read them instead of "
-                             "data.sources (stored like the converters write them: JPEG quality 95, float16 depth)")
-    parser.add_argument("--frame-size", type=int, nargs=2, default=(480, 640), metavar=("H", "W"),
-                        help="stored frame size of the written scenes (default 480 640: a converter's --max-side 640)")
-    parser.add_argument("--depth-compression", choices=DEPTH_COMPRESSIONS, default=DEFAULT_DEPTH_COMPRESSION,
-                        help="HDF5 codec of the written scenes' depth (write_scene's depth_compression; "
-                             "default gzip, as the converters write)")
-    parser.add_argument("--depth-codecs", action="store_true",
-                        help="also time reading the stored depth frames with each depth codec (ms and KB per frame), "
-                             "as stored and with sensor-like noise")
-    parser.add_argument("--profile", action="store_true",
-                        help="also profile building the batches in this process (cProfile of "
-                             "MultiViewDataset.__getitems__ over --batches batches): share of each step")
-    parser.add_argument("--scenes", type=int, default=3, help="scenes written with --format")
-    parser.add_argument("--frames", type=int, default=32, help="frames per written scene")
-    parser.add_argument("--scene-dir", default=None,
-                        help="folder for the written scenes, reused when it already holds them (default: a temporary folder)")
-    parser.add_argument("--raw", action="store_true",
-                        help="also measure cv2.imdecode + cv2.resize of the stored images on one core")
-    parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. data.image_width=224")
+    add_plain_options(parser, DataSettings)
 
 
 def measure_loader(data_cfg, *, num_workers: int, batches: int, seed: int = 0) -> dict:
     """Time ``batches`` batches of the training loader after a warm-up of ``max(2, num_workers)``
     batches. Returns samples/s, images/s, images/s per worker (the main process counts as one
-    worker when ``num_workers`` is 0) and seconds per batch."""
+    worker when ``num_workers`` is 0) and seconds per batch, and what they are made of: the samples
+    and images of the timed batches and their seconds."""
     from ..data.loaders import build_train_loader
 
     warmup = max(2, num_workers)
@@ -69,7 +87,8 @@ def measure_loader(data_cfg, *, num_workers: int, batches: int, seed: int = 0) -
         images += batch["images"].shape[0] * batch["images"].shape[1]
     dt = time.perf_counter() - t0
     return {"samples_per_s": samples / dt, "images_per_s": images / dt,
-            "images_per_s_per_worker": images / dt / max(1, num_workers), "s_per_batch": dt / batches}
+            "images_per_s_per_worker": images / dt / max(1, num_workers), "s_per_batch": dt / batches,
+            "samples": samples, "images": images, "seconds": dt}
 
 
 def write_bench_scenes(root: Path, *, scenes: int, frames: int, frame_hw: tuple[int, int], fmt: str,
@@ -194,15 +213,26 @@ def depth_codec_rates(depth: np.ndarray, folder: Path, repeats: int = 3) -> dict
     return out
 
 
-def _print_depth_codecs(split_dirs: list[Path], folder: Path) -> None:
+def depth_codec_table(split_dirs: list[Path], folder: Path) -> dict:
+    """``--depth-codecs``: the stored depth frames of ``split_dirs`` read back with each codec, as
+    stored and sensor-like -> {"frames", "height", "width", "dtype", "rates": {variant: {codec:
+    {"ms_per_frame", "kb_per_frame"}}}} (``depth_codec_rates``, files written in ``folder``)."""
     depth = np.concatenate([stored_depth(d) for d in split_dirs])
-    print(f"\nreading {len(depth)} stored {depth.dtype} depth frames of {depth.shape[1]}x{depth.shape[2]} per codec "
-          "(ms per frame / KB per frame):")
+    rates = {name: {codec: {"ms_per_frame": ms, "kb_per_frame": kb}
+                    for codec, (ms, kb) in depth_codec_rates(variant, folder).items()}
+             for name, variant in (("as stored", depth), ("sensor-like", sensor_like(depth)))}
+    return {"frames": len(depth), "height": depth.shape[1], "width": depth.shape[2], "dtype": str(depth.dtype),
+            "rates": rates}
+
+
+def _print_depth_codecs(table: dict) -> None:
+    print(f"\nreading {table['frames']} stored {table['dtype']} depth frames of {table['height']}x{table['width']} "
+          "per codec (ms per frame / KB per frame):")
     print("| depth | " + " | ".join(DEPTH_COMPRESSIONS) + " |")
     print("|---|" + "---|" * len(DEPTH_COMPRESSIONS))
-    for name, variant in (("as stored", depth), ("sensor-like", sensor_like(depth))):
-        rates = depth_codec_rates(variant, folder)
-        print(f"| {name} | " + " | ".join(f"{ms:.2f} ms / {kb:.0f} KB" for ms, kb in rates.values()) + " |")
+    for name, rates in table["rates"].items():
+        print(f"| {name} | " + " | ".join(f"{r['ms_per_frame']:.2f} ms / {r['kb_per_frame']:.0f} KB"
+                                          for r in rates.values()) + " |")
 
 
 # --profile: step of building a batch -> the functions whose cumulative time it is (cProfile names)
@@ -216,6 +246,9 @@ PROFILE_STEPS = {
     "depth / scale": ("_scaled_depth",),
     "normalization (cameras, median depth)": ("_normalize_views",),
 }
+
+
+PROFILE_REST = "rest (stacking, masking, Python)"  # the last row of the --profile table
 
 
 def profile_batches(data_cfg, *, batches: int, seed: int = 0) -> tuple[int, float, dict[str, float]]:
@@ -249,14 +282,22 @@ def profile_batches(data_cfg, *, batches: int, seed: int = 0) -> tuple[int, floa
     return images, total, steps
 
 
-def _print_profile(data_cfg, batches: int, seed: int) -> None:
-    images, total, steps = profile_batches(data_cfg, batches=batches, seed=seed)
+def _print_profile(profile: dict, batches: int) -> None:
+    """The table of ``profile_table``'s result."""
+    images, total, steps = profile["images"], profile["seconds"], profile["steps"]
     print(f"\nbuilding {batches} batches in this process (cProfile, MultiViewDataset.__getitems__): {images} images, "
           f"{total:.2f} s, {1e3 * total / images:.2f} ms per image")
     print("| step | share | ms per image |")
     print("|---|---|---|")
-    for step, seconds in [*steps.items(), ("rest (stacking, masking, Python)", total - sum(steps.values()))]:
+    for step, seconds in [*steps.items(), (PROFILE_REST, profile["rest_seconds"])]:
         print(f"| {step} | {100 * seconds / total:.1f}% | {1e3 * seconds / images:.2f} |")
+
+
+def profile_table(data_cfg, batches: int, seed: int) -> dict:
+    """``--profile``: ``profile_batches`` -> {"images", "seconds", "steps": {step: s}, "rest_seconds"
+    (``PROFILE_REST``: the seconds no step accounts for)}."""
+    images, total, steps = profile_batches(data_cfg, batches=batches, seed=seed)
+    return {"images": images, "seconds": total, "steps": steps, "rest_seconds": total - sum(steps.values())}
 
 
 def _overrides(args: argparse.Namespace, scene_root: Path | None) -> list[str]:
@@ -271,7 +312,21 @@ def _overrides(args: argparse.Namespace, scene_root: Path | None) -> list[str]:
     return out
 
 
-def _print_table(args, cfg, rows, raw: float | None, split_dirs: list[Path]) -> None:
+def loader_rows(measured: list[tuple[int, dict]], raw: float | None) -> list[dict]:
+    """The rows of the loader table: per (worker count, ``measure_loader`` result) in the given
+    order, that result with ``workers``, ``x_first_row`` (samples/s over the first row's) and, with
+    ``raw`` (images/s of ``raw_decode_rate``), ``per_worker_over_raw``."""
+    base = measured[0][1]["samples_per_s"]
+    rows = []
+    for workers, result in measured:
+        row = {"workers": workers, **result, "x_first_row": result["samples_per_s"] / base}
+        if raw:
+            row["per_worker_over_raw"] = result["images_per_s_per_worker"] / raw
+        rows.append(row)
+    return rows
+
+
+def _print_table(args, cfg, rows: list[dict], raw: float | None, split_dirs: list[Path]) -> None:
     print(f"data loader, {args.config}: width {cfg.data.image_width}, views {cfg.data.views}, aspect "
           f"{cfg.data.aspect}, {cfg.data.max_images_per_batch} images per batch")
     if raw is not None:
@@ -280,11 +335,19 @@ def _print_table(args, cfg, rows, raw: float | None, split_dirs: list[Path]) -> 
     print("| workers | samples/s | images/s | images/s per worker | s/batch | x first row |"
           + (" per worker / raw |" if raw else ""))
     print("|---|---|---|---|---|---|" + ("---|" if raw else ""))
-    base = rows[0][1]["samples_per_s"]
-    for w, r in rows:
-        print(f"| {w} | {r['samples_per_s']:.1f} | {r['images_per_s']:.1f} | {r['images_per_s_per_worker']:.1f} | "
-              f"{r['s_per_batch']:.3f} | {r['samples_per_s'] / base:.2f} |"
-              + (f" {r['images_per_s_per_worker'] / raw:.2f} |" if raw else ""))
+    for r in rows:
+        print(f"| {r['workers']} | {r['samples_per_s']:.1f} | {r['images_per_s']:.1f} | "
+              f"{r['images_per_s_per_worker']:.1f} | {r['s_per_batch']:.3f} | {r['x_first_row']:.2f} |"
+              + (f" {r['per_worker_over_raw']:.2f} |" if raw else ""))
+
+
+def _write_json(path: str, args, cfg, result: dict) -> None:
+    """``--json``: the run, its data settings and every table's unrounded numbers, written atomically."""
+    doc = {"config": args.config, "overrides": list(args.overrides),
+           "data": {"image_width": cfg.data.image_width, "views": list(cfg.data.views),
+                    "aspect": list(cfg.data.aspect), "max_images_per_batch": cfg.data.max_images_per_batch},
+           **result}
+    atomic_write_bytes(path, (json.dumps(doc, indent=2) + "\n").encode())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -308,9 +371,14 @@ def run(args: argparse.Namespace) -> int:
         raw = None
         if args.raw:
             raw = raw_decode_rate([b for d in split_dirs for b in stored_images(d)], cfg.data.image_width)
-        _print_table(args, cfg, [(w, measured[w]) for w in args.workers], raw, split_dirs)
+        result = {"rows": loader_rows([(w, measured[w]) for w in args.workers], raw), "raw_images_per_s": raw}
+        _print_table(args, cfg, result["rows"], raw, split_dirs)
         if args.depth_codecs:
-            _print_depth_codecs(split_dirs, Path(tmp))
+            result["depth_codecs"] = depth_codec_table(split_dirs, Path(tmp))
+            _print_depth_codecs(result["depth_codecs"])
         if args.profile:
-            _print_profile(cfg.data, args.batches, cfg.seed)
+            result["profile"] = profile_table(cfg.data, args.batches, cfg.seed)
+            _print_profile(result["profile"], args.batches)
+    if args.json:
+        _write_json(args.json, args, cfg, result)
     return 0

@@ -30,11 +30,20 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import json
 import math
 import os
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
+
+from ..config.options import add_plain_options, option
+from ..data.synth import DEFAULT_HEIGHT, DEFAULT_WIDTH
+from ..files import atomic_write_bytes
+from .settings import JSON_HELP
 
 DESCRIPTION = """\
 Measure the data tools at paper size. For each N of --scenes, a data root of N scenes is built in
@@ -53,27 +62,32 @@ VAL_SOURCES = 2  # the paper protocol draws from CO3D and from MegaSynth
 LOADER_WORKERS = 2
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    import tempfile
+@dataclass
+class DataScaleSettings:
+    """``depthpe bench data-scale``: roots of each N of ``scenes`` scenes built in ``out`` from
+    ``seed_scenes`` synthetic scenes of ``views`` frames of ``size`` = (H, W); the loader workers'
+    memory over ``batches`` batches, the validation draw of ``val_scenes`` per source from ``seed``,
+    and index / check (``check_scenes`` scenes) with each count of ``workers``."""
 
-    parser.add_argument("--scenes", type=int, nargs="+", default=[1000, 10000, 100000], metavar="N",
-                        help="data root sizes to measure (default 1000 10000 100000)")
-    parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "depthpe-bench-data-scale"),
-                        metavar="DIR", help="where the roots are built and kept for the next run "
-                                            "(default: depthpe-bench-data-scale in the temporary folder)")
-    parser.add_argument("--seed-scenes", type=int, default=4, metavar="K",
-                        help="real scene files written by `depthpe synth`, linked N/K times each (default 4)")
-    parser.add_argument("--views", type=int, default=12, help="frames per seed scene (default 12)")
-    parser.add_argument("--size", type=int, nargs=2, default=(140, 140), metavar=("H", "W"),
-                        help="seed scene frame size (default 140 140, `depthpe synth`'s)")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], metavar="K",
-                        help="worker counts of index and check (default 1 2)")
-    parser.add_argument("--check-scenes", type=int, default=64, metavar="M",
-                        help="scenes checked per N (`depthpe check --limit M`; default 64)")
-    parser.add_argument("--batches", type=int, default=4, help="batches each loader worker loads (default 4)")
-    parser.add_argument("--val-scenes", type=int, default=2000, metavar="M",
-                        help="validation scenes drawn per source (default 2000, the paper's)")
-    parser.add_argument("--seed", type=int, default=0, help="validation seed (default 0)")
+    scenes: list[int] = option(default_factory=lambda: [1000, 10000, 100000], nargs="+", metavar="N",
+                               help="data root sizes to measure")
+    out: str = option(str(Path(tempfile.gettempdir()) / "depthpe-bench-data-scale"), metavar="DIR",
+                      help="where the roots are built and kept for the next run")
+    seed_scenes: int = option(4, metavar="K", help="real scene files written by `depthpe synth`, linked N/K times each")
+    views: int = option(12, help="frames per seed scene")
+    size: tuple[int, int] = option((DEFAULT_HEIGHT, DEFAULT_WIDTH), metavar=("H", "W"),
+                                   help="seed scene frame size, `depthpe synth`'s")
+    workers: list[int] = option(default_factory=lambda: [1, 2], nargs="+", metavar="K",
+                                help="worker counts of index and check")
+    check_scenes: int = option(64, metavar="M", help="scenes checked per N (`depthpe check --limit M`)")
+    batches: int = option(4, help="batches each loader worker loads")
+    val_scenes: int = option(2000, metavar="M", help="validation scenes drawn per source, the paper's")
+    seed: int = option(0, help="validation seed")
+    json: Optional[str] = option(None, help=JSON_HELP + " (the unrounded numbers of every table)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_plain_options(parser, DataScaleSettings)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
     print(format_val_table(validation, args.val_scenes))
     print()
     print(format_throughput_table(throughput))
+    if args.json:
+        doc = {"memory": memory_rows(memory), "validation": validation, "throughput": throughput}
+        atomic_write_bytes(args.json, (json.dumps(doc, indent=2) + "\n").encode())
     return 0
 
 
@@ -331,18 +348,29 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def format_memory_table(memory: list[tuple], batches: int) -> str:
-    """Markdown table of the loader workers' memory per root (``(label, scenes, measure_worker_memory)``;
-    the first is the baseline of the seed scenes alone)."""
+def memory_rows(memory: list[tuple]) -> list[dict]:
+    """The loader workers' memory per root (``(label, scenes, measure_worker_memory)``; the first is
+    the baseline of the seed scenes alone), each a mean over the workers in MB: ``rss`` and
+    ``private`` before reading, ``private_after_gc``, ``private_after_touch`` (after reading every
+    entry), ``pss``, and ``index_mb``: private after every entry minus the seed root's (None for it)."""
     base = _mean_worker(memory[0][2], "after_touch", "private")
     rows = []
     for label, scenes, m in memory:
-        index_mb = _mean_worker(m, "after_touch", "private") - base
-        rows.append([f"{scenes} ({label})" if label == "seed" else str(scenes), f"{m['load_s']:.2f}",
-                     f"{m['heap_mb']:.1f}", f"{_mean_worker(m, 'before', 'rss'):.0f}",
-                     f"{_mean_worker(m, 'before', 'private'):.1f}", f"{_mean_worker(m, 'after_gc', 'private'):.1f}",
-                     f"{_mean_worker(m, 'after_touch', 'private'):.1f}", f"{_mean_worker(m, 'after_touch', 'pss'):.0f}",
-                     "-" if label == "seed" else f"{index_mb:.1f} ({index_mb / TARGET_INDEX_MB:.2f})"])
+        after = _mean_worker(m, "after_touch", "private")
+        rows.append({"label": label, "scenes": scenes, "load_s": m["load_s"], "heap_mb": m["heap_mb"],
+                     "rss": _mean_worker(m, "before", "rss"), "private": _mean_worker(m, "before", "private"),
+                     "private_after_gc": _mean_worker(m, "after_gc", "private"), "private_after_touch": after,
+                     "pss": _mean_worker(m, "after_touch", "pss"), "index_mb": None if label == "seed" else after - base})
+    return rows
+
+
+def format_memory_table(memory: list[tuple], batches: int) -> str:
+    """Markdown table of ``memory_rows``."""
+    rows = [[f"{r['scenes']} ({r['label']})" if r["index_mb"] is None else str(r["scenes"]), f"{r['load_s']:.2f}",
+             f"{r['heap_mb']:.1f}", f"{r['rss']:.0f}", f"{r['private']:.1f}", f"{r['private_after_gc']:.1f}",
+             f"{r['private_after_touch']:.1f}", f"{r['pss']:.0f}",
+             "-" if r["index_mb"] is None else f"{r['index_mb']:.1f} ({r['index_mb'] / TARGET_INDEX_MB:.2f})"]
+            for r in memory_rows(memory)]
     title = (f"memory per loader worker ({LOADER_WORKERS} workers, {batches} batches each; MB, mean of the workers; "
              "index share = private after reading every entry minus the seed root's; ratio to the "
              f"{TARGET_INDEX_MB:.0f} MB target)")

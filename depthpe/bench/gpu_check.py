@@ -36,28 +36,45 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
+
+from ..config.options import REQUIRED, add_plain_options, option
 
 DESCRIPTION = __doc__
 
 
+PART_TIMEOUT_S = 420.0  # seconds per part (a GPU run aims at under 10 minutes in all)
+SCALED_PART_TIMEOUT_S = 1800.0  # with --scale, whose CPU steps take minutes
+
+
+@dataclass
+class GpuCheckSettings:
+    """``depthpe bench gpu-check``: the three parts on ``device`` written to ``out``; ``tiny``: the
+    CPU-sized plumbing check; ``scale``: the CPU rehearsal at ``scale`` px with a GPU time estimate at
+    ``gpu_tflops``; ``part_timeout``: seconds per part (None: ``PART_TIMEOUT_S``, with ``scale``
+    ``SCALED_PART_TIMEOUT_S``)."""
+
+    out: str = option(REQUIRED, help="report folder (synthetic scenes and runs go there too)")
+    device: str = option("cuda", choices=("cuda", "cpu"), help="torch device of the parts")
+    tiny: bool = option(False, store_true=True, help="CPU-sized plumbing check (numbers mean nothing)")
+    scale: Optional[int] = option(None, metavar="PX", help="rehearse on CPU at the true model size with 2 views "
+                                  "of PX x PX px (a multiple of 14, e.g. 28) and 1-2 steps per part; prints a GPU "
+                                  "time estimate (none: the GPU check itself)")
+    gpu_tflops: float = option(300.0, help="assumed sustained bf16 TFLOP/s of the GPU for the --scale estimate")
+    part_timeout: Optional[float] = option(None, help=f"seconds per part (none: {PART_TIMEOUT_S:g}; "
+                                           f"{SCALED_PART_TIMEOUT_S:g} with --scale, whose CPU steps take minutes)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, help="report folder (synthetic scenes and runs go there too)")
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    parser.add_argument("--tiny", action="store_true", help="CPU-sized plumbing check (numbers mean nothing)")
-    parser.add_argument("--scale", type=int, default=None, metavar="PX",
-                        help="rehearse on CPU at the true model size with 2 views of PX x PX px (a multiple "
-                             "of 14, e.g. 28) and 1-2 steps per part; prints a GPU time estimate")
-    parser.add_argument("--gpu-tflops", type=float, default=300.0,
-                        help="assumed sustained bf16 TFLOP/s of the GPU for the --scale estimate (default 300)")
-    parser.add_argument("--part-timeout", type=float, default=None,
-                        help="seconds per part (default 420; 1800 with --scale, whose CPU steps take minutes)")
+    add_plain_options(parser, GpuCheckSettings)
 
 
 GPU_SIZES = {"train": (24, 1, 518), "recipe": (5, 3, 224)}  # (S, B, px) of a step; recipe: S 2-8, mid
 GPU_STEPS = {"train": 3 + 10, "recipe": 200}  # bench train's 3 warm-up + 10 timed steps; the recipe's
-GPU_ATTENTION = (24, 1374, 5)
-SCALED_TRAIN_STEPS = 1  # timed steps of the rehearsal's train part  # views, tokens per view, repeats of the attention part on the GPU
+GPU_ATTENTION = (24, 1374, 5)  # views, tokens per view, repeats of the attention part on the GPU
+SCALED_TRAIN_STEPS = 1  # timed steps of the rehearsal's train part
 
 
 def _scaled_args(scale: int) -> tuple[list[str], list[str], list[str]]:
@@ -255,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scale is not None and (args.tiny or args.scale < 14 or args.scale % 14):
         raise SystemExit(f"--scale must be a positive multiple of 14 (the patch size) and not used with --tiny, "
                          f"got {args.scale}")
-    timeout = args.part_timeout or (1800.0 if args.scale else 420.0)
+    timeout = args.part_timeout or (SCALED_PART_TIMEOUT_S if args.scale else PART_TIMEOUT_S)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     size = ["--height", "532", "--width", "532"]

@@ -59,8 +59,13 @@ import sys
 import time
 import warnings
 import weakref
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
+
+from ..config.options import add_plain_options, option
+from .settings import JSON_HELP, BenchedRun
 
 DESCRIPTION = __doc__
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
@@ -82,34 +87,44 @@ CUDA_FP32_OPS = frozenset({
 })
 
 
+@dataclass
+class MemorySettings(BenchedRun):
+    """``depthpe bench memory``: the peak memory of one training step of the run ``config`` (with
+    ``overrides``); every size left None is the config's worst case (see ``setting_from_args``).
+    ``target``: whose autocast rules and kernels; ``measure``: also measure it on this CPU (in a
+    child process, ``measure_child``, with ``threads`` threads); ``fit``: search the largest batch
+    or views that fit ``CAPACITIES_GB``."""
+
+    views: Optional[int] = option(None, help="views S per sample (none: the largest of the config's data.views)")
+    batch: Optional[int] = option(None, help="samples B per GPU (none: the config's max_images_per_batch // S, "
+                                  "at least 1)")
+    precision: Optional[str] = option(None, choices=tuple(sorted(PRECISIONS)),
+                                      help="autocast precision (none: the config's train.mixed_precision)")
+    checkpointing: Optional[str] = option(None, choices=("on", "off"), help="activation checkpointing of the "
+                                          "aggregator blocks (none: the config's)")
+    image_width: Optional[int] = option(None, help="image width in px (none: the config's)")
+    aspect: Optional[float] = option(None, help="height / width (none: the largest of the config's data.aspect, "
+                                     "the worst case)")
+    target: str = option("cuda", choices=("cuda", "cpu"),
+                         help="which device's autocast rules and optimizer kernels to model")
+    measure: bool = option(False, store_true=True,
+                           help="also measure the real peak of the same step on this CPU (forces --target cpu)")
+    ddp: bool = option(False, store_true=True,
+                       help="multi-GPU DDP: add its gradient buckets (one more copy of the trainable gradients)")
+    fit: Optional[str] = option(None, choices=("batch", "views"), help="also find the largest batch B at these "
+                                "views (batch), or the largest S at this batch (views), that fits "
+                                f"{', '.join(map(str, CAPACITIES_GB[:-1]))} and {CAPACITIES_GB[-1]} GB "
+                                "(about 5-8 more predictions)")
+    threads: int = option(1, help="torch CPU threads of the --measure run")
+    json: Optional[str] = option(None, help=JSON_HELP)
+    quiet: bool = option(False, store_true=True, help="no progress lines on stderr")
+    measure_child: bool = option(False, flag="--_measure-child", store_true=True, hidden=True,
+                                 help="this process is the --measure run")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``depthpe bench memory`` (sizes default to the run config's worst case)."""
-    parser.add_argument("--config", default="quickstart", help="run config: a YAML file or a shipped config name")
-    parser.add_argument("--views", type=int, default=None,
-                        help="views S per sample (default: the largest of the config's data.views)")
-    parser.add_argument("--batch", type=int, default=None,
-                        help="samples B per GPU (default: the config's max_images_per_batch // S, at least 1)")
-    parser.add_argument("--precision", choices=sorted(PRECISIONS), default=None,
-                        help="autocast precision (default: the config's train.mixed_precision)")
-    parser.add_argument("--checkpointing", choices=["on", "off"], default=None,
-                        help="activation checkpointing of the aggregator blocks (default: the config's)")
-    parser.add_argument("--image-width", type=int, default=None, help="image width in px (default: the config's)")
-    parser.add_argument("--aspect", type=float, default=None,
-                        help="height / width (default: the largest of the config's data.aspect, the worst case)")
-    parser.add_argument("--target", choices=["cuda", "cpu"], default="cuda",
-                        help="which device's autocast rules and optimizer kernels to model (default cuda)")
-    parser.add_argument("--measure", action="store_true",
-                        help="also measure the real peak of the same step on this CPU (forces --target cpu)")
-    parser.add_argument("--ddp", action="store_true",
-                        help="multi-GPU DDP: add its gradient buckets (one more copy of the trainable gradients)")
-    parser.add_argument("--fit", choices=["batch", "views"], default=None,
-                        help="also find the largest batch B at these views (batch), or the largest S at "
-                             "this batch (views), that fits 24, 48 and 80 GB (about 5-8 more predictions)")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the --measure run (default 1)")
-    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. model.global_pe=prope")
-    parser.add_argument("--_measure-child", dest="measure_child", action="store_true", help=argparse.SUPPRESS)
+    add_plain_options(parser, MemorySettings)
 
 
 # ----------------------------------------------------------------------------- the step to account

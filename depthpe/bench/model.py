@@ -22,25 +22,37 @@ import argparse
 import json
 import statistics
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
+from ..config.options import add_plain_options, option
+from .settings import JSON_HELP, BenchedRun
+
+
+@dataclass
+class ModelSettings(BenchedRun):
+    """``depthpe bench model``: ``repeats`` timed forward + backward steps (after ``warmup``) of the
+    model of the run ``config`` (with ``overrides``) on ``batch`` samples of ``views`` views of
+    ``height`` x ``width`` pixels on ``device`` with ``threads`` CPU threads, ``compile``: none,
+    blocks or model."""
+
+    views: int = option(8, help="views S per sample")
+    height: int = option(224, help="image height in pixels")
+    width: int = option(224, help="image width in pixels")
+    batch: int = option(1, help="samples per step")
+    repeats: int = option(7, help="timed steps")
+    warmup: int = option(1, help="untimed steps first (they compile)")
+    threads: Optional[int] = option(None, help="torch CPU threads (none: torch's)")
+    compile: str = option("none", choices=("none", "blocks", "model"),
+                          help="compile the aggregator blocks (as train.compile) or the whole forward")
+    device: str = option("cpu", help="cpu or cuda")
+    json: Optional[str] = option(None, help=JSON_HELP)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="quickstart", help="run config: a YAML file or a shipped config name")
-    parser.add_argument("--views", type=int, default=8, help="views S per sample (default 8)")
-    parser.add_argument("--height", type=int, default=224, help="image height in pixels (default 224)")
-    parser.add_argument("--width", type=int, default=224, help="image width in pixels (default 224)")
-    parser.add_argument("--batch", type=int, default=1, help="samples per step (default 1)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed steps (default 7)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1; they compile)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--compile", choices=["none", "blocks", "model"], default="none",
-                        help="compile the aggregator blocks (as train.compile) or the whole forward")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
-    parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. model.global_pe=prope")
+    add_plain_options(parser, ModelSettings)
 
 
 def _check_args(args) -> None:

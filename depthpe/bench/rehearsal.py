@@ -46,32 +46,45 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Optional
 
+from ..config.options import REQUIRED, add_plain_options, option
 from .rehearsal_run import read_events
+from .settings import BenchedRun, config_option, overrides_option
 
 DESCRIPTION = __doc__
 TRAIN_SCENES, VAL_SCENES, SCENE_FRAMES = 2, 2, 4
 DIGEST_NAMES = ("model", "optimizer", "train_state", "rng", "sampler")
 GIB, MIB = 2**30, 2**20
+STAGE_TIMEOUT_S = 3600.0  # seconds a stage's process may take
+
+
+@dataclass
+class RehearsalSettings(BenchedRun):
+    """``depthpe bench rehearsal``: the run ``config`` (with ``overrides``, applied after the
+    rehearsal's own) rehearsed in ``out`` at ``views`` views of ``image_width`` px with ``threads``
+    torch threads, each stage's process stopped after ``stage_timeout`` s; pushed to
+    ``hub_endpoint`` (with ``hub_token``, to ``hub_repo_id``) when one is given."""
+
+    config: str = config_option("run config: a YAML file or a shipped config name (vggt1b_prope: true size)",
+                                default=REQUIRED)
+    overrides: list[str] = overrides_option("more dotted config overrides, applied last")
+    out: str = option(REQUIRED, help="working folder (scenes, run, logs, rehearsal.json)")
+    views: int = option(2, help="views S per training sample")
+    image_width: int = option(224, help="training width in px")
+    threads: Optional[int] = option(None, help="torch threads of the training processes (none: the config's "
+                                    "train.torch_threads)")
+    hub_endpoint: Optional[str] = option(None, metavar="URL", help="Hub to push final/ to (HF_ENDPOINT of "
+                                         "`depthpe push`); none: the push is skipped")
+    hub_token: Optional[str] = option(None, help="token for --hub-endpoint (none: HF_TOKEN / login)")
+    hub_repo_id: Optional[str] = option(None, metavar="ID",
+                                        help="repository to push to (none: depthpe-rehearsal/<config name>)")
+    stage_timeout: float = option(STAGE_TIMEOUT_S, help="seconds a stage's process may take before it is killed")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``depthpe bench rehearsal``."""
-    parser.add_argument("--config", required=True,
-                        help="run config: a YAML file or a shipped config name (vggt1b_prope: true size)")
-    parser.add_argument("--out", required=True, help="working folder (scenes, run, logs, rehearsal.json)")
-    parser.add_argument("--views", type=int, default=2, help="views S per training sample (default 2)")
-    parser.add_argument("--image-width", type=int, default=224, help="training width in px (default 224)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads of the training processes (default: the config's train.torch_threads)")
-    parser.add_argument("--hub-endpoint", default=None, metavar="URL",
-                        help="Hub to push final/ to (HF_ENDPOINT of `depthpe push`); none: the push is skipped")
-    parser.add_argument("--hub-token", default=None, help="token for --hub-endpoint (default: HF_TOKEN / login)")
-    parser.add_argument("--hub-repo-id", default=None, metavar="ID",
-                        help="repository to push to (default depthpe-rehearsal/<config name>)")
-    parser.add_argument("--stage-timeout", type=float, default=3600.0,
-                        help="seconds a stage's process may take before it is killed (default 3600)")
-    parser.add_argument("overrides", nargs="*", help="more dotted config overrides, applied last")
+    add_plain_options(parser, RehearsalSettings)
 
 
 # ----------------------------------------------------------------------------- child processes
@@ -89,7 +102,7 @@ class ChildResult:
     log: str = ""
 
 
-def run_child(argv: list[str], log: Path, *, env: dict | None = None, timeout: float = 3600.0,
+def run_child(argv: list[str], log: Path, *, env: dict | None = None, timeout: float = STAGE_TIMEOUT_S,
               kill_when=None) -> ChildResult:
     """Run ``argv`` in a new session with stdout and stderr in ``log``; SIGKILL its process group
     as soon as ``kill_when()`` is true, or after ``timeout`` seconds. ``os.wait4`` gives its peak RSS

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from ..config.options import add_plain_options, option
 
 DESCRIPTION = """\
 Generate scenes into a temporary folder with depthpe.data.synth.write_synth_dataset and report the
@@ -17,16 +20,23 @@ REFERENCE_WORK = 64 * 12 * 112 * 112  # pixels rendered by the reference run
 TARGET_S = 60.0
 
 
+@dataclass
+class SynthSettings:
+    """``depthpe bench synth``: generate ``scenes`` scenes of ``views`` views at ``height`` x ``width``
+    with ``workers`` processes from ``seed``, against ``target_s`` seconds for the reference size."""
+
+    scenes: int = option(64, help="scenes to generate")
+    views: int = option(12, help="views per scene")
+    height: int = option(112, help="image height")
+    width: int = option(112, help="image width")
+    workers: int = option(1, help="worker processes")
+    seed: int = option(0, help="dataset seed")
+    target_s: float = option(TARGET_S, help="target wall time in seconds for 64 scenes x 12 views at 112x112, "
+                             "scaled linearly for other sizes")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenes", type=int, default=64, help="scenes to generate (default 64)")
-    parser.add_argument("--views", type=int, default=12, help="views per scene (default 12)")
-    parser.add_argument("--height", type=int, default=112, help="image height (default 112)")
-    parser.add_argument("--width", type=int, default=112, help="image width (default 112)")
-    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="dataset seed (default 0)")
-    parser.add_argument("--target-s", type=float, default=TARGET_S,
-                        help=f"target wall time in seconds for 64 scenes x 12 views at 112x112 "
-                             f"(default {TARGET_S:g}); scaled linearly for other sizes")
+    add_plain_options(parser, SynthSettings)
 
 
 def format_table(summary: dict, scenes: int, views: int, target_s: float, cpu_s: float) -> str:

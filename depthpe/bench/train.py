@@ -13,22 +13,34 @@ import argparse
 import json
 import resource
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
+
+from ..config.options import add_plain_options, option
+from .settings import JSON_HELP, BenchedRun
 
 PARTS = ("data", "forward", "backward", "optimizer")
 WARMUP_STEPS = 3  # untimed steps before the timed ones (default of --warmup)
 
 
+@dataclass
+class TrainSettings(BenchedRun):
+    """``depthpe bench train``: ``steps`` timed training steps of the run ``config`` (with
+    ``overrides``) after ``warmup`` untimed ones on ``device``, ``num_workers`` loader workers;
+    ``compile``: the aggregator blocks compiled (as ``train.compile=true``)."""
+
+    steps: int = option(20, help="steps timed after the warm-up steps")
+    warmup: int = option(WARMUP_STEPS, help="warm-up steps before the timed ones")
+    compile: bool = option(False, store_true=True, help="compile the aggregator blocks (as train.compile=true)")
+    device: str = option("cpu", help="cpu or cuda")
+    num_workers: int = option(1, help="data loader workers")
+    json: Optional[str] = option(None, help=JSON_HELP)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="quickstart", help="run config: a YAML file or a shipped config name")
-    parser.add_argument("--steps", type=int, default=20, help="steps timed after the warm-up steps")
-    parser.add_argument("--warmup", type=int, default=WARMUP_STEPS, help="warm-up steps before the timed ones (default 3)")
-    parser.add_argument("--compile", action="store_true", help="compile the aggregator blocks (as train.compile=true)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--num-workers", type=int, default=1, help="data loader workers (default 1)")
-    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
-    parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. model.global_pe=prope")
+    add_plain_options(parser, TrainSettings)
 
 
 def _sync(device: torch.device) -> None:

@@ -7,6 +7,9 @@ options, so every default is written once, in the dataclass, and the command get
 overrides. ``config_from_args`` merges, later wins: the dataclass defaults, ``--config FILE``, the
 options given on the command line, the ``key=value`` overrides; it builds the dataclass with
 ``depthpe.config`` (OmegaConf), so the ``__post_init__`` checks run and every error is one line.
+``add_plain_options`` is the variant for commands whose ``--config`` and ``key=value`` mean something
+else (``depthpe bench``: the benchmarked training run's config): the fields' options alone, with the
+dataclass's defaults as argparse defaults, so the parsed namespace holds every field.
 
 Written by hand because argparse has no dataclass bridge, and the libraries that have one
 (simple-parsing, tyro, draccus) bring parsers and error messages of their own, unlike
@@ -21,28 +24,31 @@ import types
 import typing
 from typing import Any
 
-__all__ = ["REQUIRED", "option", "add_options", "config_from_args", "flag_of", "check_required"]
+__all__ = ["REQUIRED", "option", "add_options", "add_plain_options", "config_from_args", "flag_of", "check_required"]
 
 REQUIRED: Any = "???"  # OmegaConf's marker of a value that must be set; a field without a usable default
 
 
-def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None, metavar: str | None = None,
+def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None, metavar: Any = None,
            choices: tuple | None = None, positional: bool = False, store_false: bool = False,
-           append: bool = False, nargs: int | None = None, parse: Any = None,
-           default_factory: Any = dataclasses.MISSING):
+           store_true: bool = False, append: bool = False, nargs: Any = None, hidden: bool = False,
+           parse: Any = None, default_factory: Any = dataclasses.MISSING):
     """A dataclass field that is also a command-line option.
 
     help: one line (the default is appended); flag: the option's spelling (default ``--field-name``);
-    positional: a positional argument instead; store_false: a bool field set to False by ``flag``
-    (e.g. ``--quiet`` for ``progress``); append: a list field given by repeating ``flag`` (``--shift a
-    --shift b``) instead of listing its values after one ``flag``; nargs: a list field given as exactly
-    this many values after ``flag`` (``--depth-ratio 2 8``; metavar a tuple naming each); parse: the
-    argparse ``type`` (a function of the text that raises ``argparse.ArgumentTypeError``: the command
-    line's error; the dataclass should check the value too, for ``--config FILE``); choices / metavar
-    as in argparse.
+    positional: a positional argument instead; store_false / store_true: a bool field set to False /
+    True by ``flag`` (e.g. ``--quiet`` for ``progress``; ``--raw``), without a ``--no-`` twin;
+    append: a list field given by repeating ``flag`` (``--shift a --shift b``) instead of listing its
+    values after one ``flag``; nargs: argparse's, for a list (default ``*``; ``+``: at least one) or a
+    tuple field (default: its length); hidden: left out of the help (a flag the command passes to its
+    own child processes); parse: the argparse ``type`` (a function of the text that raises
+    ``argparse.ArgumentTypeError``: the command line's error; the dataclass should check the value
+    too, for ``--config FILE``); choices / metavar as in argparse (a tuple metavar names each value of
+    a tuple field: ``("H", "W")``).
     """
     meta = {"help": help, "flag": flag, "metavar": metavar, "choices": choices, "positional": positional,
-            "store_false": store_false, "append": append, "nargs": nargs, "parse": parse}
+            "store_false": store_false, "store_true": store_true, "append": append, "nargs": nargs,
+            "hidden": hidden, "parse": parse}
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": meta})
 
 
@@ -56,11 +62,16 @@ def flag_of(cls, name: str) -> str:
     return meta.get("flag") or "--" + name.replace("_", "-")
 
 
+def _default(field: dataclasses.Field):
+    """The field's default value (its ``default_factory()`` for a list)."""
+    return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+
+
 def _help_text(field: dataclasses.Field) -> str:
     """The field's help with its default: ``(required)``, ``(default: 8)``; None or an empty list is
     ``(default: none)``, left out when the help explains ``none:`` itself."""
     text = field.metadata["option"]["help"]
-    value = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+    value = _default(field)
     if value is REQUIRED:
         return f"{text} (required)"
     if value is None or value == []:
@@ -94,23 +105,45 @@ def _plain_type(hint):
     return hint
 
 
-def _argparse_kwargs(field: dataclasses.Field, hint) -> dict:
-    """argparse keyword arguments for one field (its value, or nothing when not given)."""
-    meta = field.metadata["option"]
-    kind = _plain_type(hint)
-    kwargs: dict = {"default": argparse.SUPPRESS, "help": _help_text(field)}
-    if meta["store_false"]:
-        return {**kwargs, "action": "store_false", "help": meta["help"]}
-    if kind is bool:
-        return {**kwargs, "action": argparse.BooleanOptionalAction}
+def _value_kwargs(meta: dict, kind) -> dict:
+    """argparse ``type``, ``nargs`` / ``action``, ``metavar`` and ``choices`` of a field of type
+    ``kind``: a list takes ``nargs`` values (or ``append``), a tuple as many as it has items."""
+    kwargs: dict = {}
     if typing.get_origin(kind) is list:
         kind = typing.get_args(kind)[0]
-        kwargs.update({"action": "append"} if meta.get("append") else {"nargs": meta.get("nargs") or "*"})
-    kwargs["type"] = meta.get("parse") or kind
+        kwargs.update({"action": "append"} if meta["append"] else {"nargs": meta["nargs"] or "*"})
+    elif typing.get_origin(kind) is tuple:
+        items = typing.get_args(kind)
+        kind, kwargs["nargs"] = items[0], meta["nargs"] or len(items)
+    kwargs["type"] = meta["parse"] or kind
     for key in ("metavar", "choices"):
         if meta[key] is not None:
             kwargs[key] = meta[key]
-    if meta["positional"]:  # optional here (it may come from --config); None = not given. Its choices
+    return kwargs
+
+
+def _argparse_kwargs(field: dataclasses.Field, hint, plain: bool = False) -> dict:
+    """argparse keyword arguments for one field: its value, or nothing when not given (a positional
+    one: None); ``plain``: the field's default when not given, a required field required."""
+    meta = field.metadata["option"]
+    default = _default(field)
+    kwargs: dict = {"default": default if plain else argparse.SUPPRESS,
+                    "help": argparse.SUPPRESS if meta["hidden"] else _help_text(field)}
+    if plain and default is REQUIRED:
+        del kwargs["default"]
+        kwargs.update({} if meta["positional"] else {"required": True})
+    if meta["store_false"] or meta["store_true"]:
+        return {**kwargs, "action": "store_false" if meta["store_false"] else "store_true",
+                "help": argparse.SUPPRESS if meta["hidden"] else meta["help"]}
+    kind = _plain_type(hint)
+    if kind is bool:
+        return {**kwargs, "action": argparse.BooleanOptionalAction}
+    kwargs.update(_value_kwargs(meta, kind))
+    if meta["positional"] and plain:
+        kwargs["metavar"] = meta["metavar"] or field.name.upper()
+        if default is not REQUIRED and "nargs" not in kwargs and "action" not in kwargs:
+            kwargs["nargs"] = "?"
+    elif meta["positional"]:  # optional here (it may come from --config); None = not given. Its choices
         kwargs.update(nargs=kwargs.get("nargs", "?"), default=None)  # are checked by the dataclass:
         kwargs.pop("choices", None)  # argparse would read key=value
         kwargs["metavar"] = ("{" + ",".join(meta["choices"]) + "}" if meta["choices"]
@@ -118,25 +151,39 @@ def _argparse_kwargs(field: dataclasses.Field, hint) -> dict:
     return kwargs
 
 
-def add_options(parser: argparse.ArgumentParser, cls) -> None:
-    """Add one option per ``option(...)`` field of dataclass ``cls``, then ``--config FILE`` and the
-    ``key=value`` overrides. Options not given are absent from the parsed namespace (a positional
-    one is None); required fields come first in the help."""
+def _add_fields(parser: argparse.ArgumentParser, cls, plain: bool) -> None:
+    """One argparse option per ``option(...)`` field of ``cls``, required fields first."""
     hints = typing.get_type_hints(cls)
     for field in sorted(dataclasses.fields(cls), key=lambda f: f.default is not REQUIRED):  # required first
         if "option" not in field.metadata:
             continue
-        kwargs = _argparse_kwargs(field, hints[field.name])
+        kwargs = _argparse_kwargs(field, hints[field.name], plain)
         if field.metadata["option"]["positional"]:
             parser.add_argument(field.name, **kwargs)
         else:
             parser.add_argument(flag_of(cls, field.name), dest=field.name, **kwargs)
+
+
+def add_options(parser: argparse.ArgumentParser, cls) -> None:
+    """Add one option per ``option(...)`` field of dataclass ``cls``, then ``--config FILE`` and the
+    ``key=value`` overrides. Options not given are absent from the parsed namespace (a positional
+    one is None); required fields come first in the help."""
+    _add_fields(parser, cls, plain=False)
     name, value = _example(cls)
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="YAML file of these settings (keys = the option names with underscores, "
                              f"e.g. '{name}: {value}'); options and key=value given here win")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help=f"settings as key=value (values parsed as YAML), e.g. {name}={value}")
+
+
+def add_plain_options(parser: argparse.ArgumentParser, cls) -> None:
+    """Add one option per ``option(...)`` field of dataclass ``cls`` and nothing else (no ``--config
+    FILE``, no ``key=value``: the command may name fields so itself). argparse's defaults are the
+    fields' defaults, so the parsed namespace holds every field; a ``REQUIRED`` field is a required
+    option; required fields come first in the help. The namespace is read like the dataclass
+    (``args.views``); a tuple field's value given on the command line is a list."""
+    _add_fields(parser, cls, plain=True)
 
 
 def _is_positional(cls, name: str) -> bool:

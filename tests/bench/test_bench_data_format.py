@@ -1,9 +1,10 @@
 """`depthpe bench data --format jpeg`: the scene files it writes (stored like a converter writes them,
 readable by the training loader), the width/views flags, the per-worker and raw OpenCV columns."""
 
+import json
+
 import h5py
 import numpy as np
-import pytest
 
 from depthpe.bench.data import raw_decode_rate, stored_images, write_bench_scenes
 from depthpe.cli import main
@@ -31,18 +32,25 @@ def test_written_scenes_are_jpeg_scene_files_with_exact_cameras(tmp_path):
 
 
 def test_bench_data_on_written_jpeg_scenes_reports_per_worker_and_raw_rates(tmp_path, capsys):
+    result_path = tmp_path / "data.json"
     assert main(["bench", "data", "--config", "quickstart", "--format", "jpeg", "--frame-size", "56", "70",
                  "--image-width", "42", "--views", "2", "3", "--scenes", "2", "--frames", "4", "--workers", "0", "2",
-                 "--batches", "3", "--raw", "--scene-dir", str(tmp_path)]) == 0
+                 "--batches", "3", "--raw", "--scene-dir", str(tmp_path), "--json", str(result_path)]) == 0
     out = capsys.readouterr().out
     assert "width 42, views (2, 3)" in out and str(tmp_path / "bench" / "train") in out
-    raw = float(out.split("one core: ")[1].split(" images/s")[0])
-    rows = table_rows(out, ("0", "2"))
-    assert set(rows) == {"0", "2"}
-    for samples_s, images_s, per_worker, s_per_batch, relative, of_raw in rows.values():
-        assert 2 <= images_s / samples_s <= 3
-        assert of_raw == pytest.approx(per_worker / raw, abs=0.01)
-    assert rows["2"][2] == pytest.approx(rows["2"][1] / 2, rel=0.01)  # per worker = images/s / workers
+    # the unrounded numbers the benchmark computed (--json), not the rounded printout
+    result = json.loads(result_path.read_text())
+    assert result["data"]["image_width"] == 42 and result["data"]["views"] == [2, 3]
+    raw = result["raw_images_per_s"]
+    rows = {row["workers"]: row for row in result["rows"]}
+    assert list(rows) == [0, 2] and raw > 0
+    for row in rows.values():
+        assert 2 <= row["images"] / row["samples"] <= 3
+        assert row["per_worker_over_raw"] == row["images_per_s_per_worker"] / raw
+    assert rows[2]["images_per_s_per_worker"] == rows[2]["images_per_s"] / 2  # per worker = images/s / workers
+    assert f"one core: {raw:.1f} images/s" in out
+    printed = table_rows(out, ("0", "2"))
+    assert [printed[str(w)][-1] for w in rows] == [round(row["per_worker_over_raw"], 2) for row in rows.values()]
 
 
 def test_written_scenes_store_depth_with_the_chosen_codec(tmp_path):
@@ -65,16 +73,23 @@ def test_bench_data_depth_compression_flag_reaches_the_written_scenes(tmp_path, 
 
     monkeypatch.setattr(bench_data, "measure_loader", lambda *a, **k: {
         "samples_per_s": 1.0, "images_per_s": 2.0, "images_per_s_per_worker": 2.0, "s_per_batch": 1.0})
+    result_path = tmp_path / "data.json"
     assert main(["bench", "data", "--config", "quickstart", "--format", "jpeg", "--frame-size", "16", "20",
                  "--scenes", "1", "--frames", "2", "--workers", "0", "--batches", "1", "--depth-compression", "gzip",
-                 "--depth-codecs", "--scene-dir", str(tmp_path)]) == 0
+                 "--depth-codecs", "--scene-dir", str(tmp_path), "--json", str(result_path)]) == 0
     with h5py.File(tmp_path / "bench" / "train" / "scene_000.h5") as f:
         assert f["depth"].compression == "gzip"
-    table = capsys.readouterr().out.split("reading 2 stored float16 depth frames of 16x20 per codec")[1]
-    rows = [line for line in table.splitlines() if line.startswith("| as stored") or line.startswith("| sensor-like")]
-    assert len(rows) == 2 and all(row.count(" ms / ") == 3 for row in rows)
-    none_kb = float(rows[1].split("|")[2].split("ms / ")[1].split(" KB")[0])
+    table = json.loads(result_path.read_text())["depth_codecs"]
+    assert (table["frames"], table["height"], table["width"], table["dtype"]) == (2, 16, 20, "float16")
+    assert list(table["rates"]) == ["as stored", "sensor-like"]
+    for rates in table["rates"].values():
+        assert list(rates) == list(bench_data.DEPTH_COMPRESSIONS)
+        assert all(r["ms_per_frame"] > 0 for r in rates.values())
+    none_kb = table["rates"]["sensor-like"]["none"]["kb_per_frame"]
     assert 16 * 20 * 2 / 1e3 <= none_kb < 5  # uncompressed: 2 bytes per pixel, plus a share of the HDF5 header
+    printed = capsys.readouterr().out.split("reading 2 stored float16 depth frames of 16x20 per codec")[1]
+    rows = [line for line in printed.splitlines() if line.startswith(("| as stored", "| sensor-like"))]
+    assert len(rows) == 2 and all(row.count(" ms / ") == 3 for row in rows)
 
 
 def test_sensor_like_depth_keeps_dtype_holes_and_scale():
@@ -88,25 +103,20 @@ def test_sensor_like_depth_keeps_dtype_holes_and_scale():
 
 
 def test_bench_data_profile_attributes_time_to_every_step(tmp_path, capsys):
-    import argparse
+    from depthpe.bench.data import PROFILE_REST, PROFILE_STEPS
 
-    from depthpe.bench.data import PROFILE_STEPS, _overrides, add_arguments, profile_batches
-    from depthpe.run import load_run_config
-
+    result_path = tmp_path / "data.json"
     argv = ["bench", "data", "--config", "quickstart", "--format", "jpeg", "--frame-size", "56", "70",
             "--image-width", "42", "--views", "2", "3", "--scenes", "2", "--frames", "4", "--workers", "0",
-            "--batches", "2", "--profile", "--scene-dir", str(tmp_path)]
+            "--batches", "2", "--profile", "--scene-dir", str(tmp_path), "--json", str(result_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out.split("cProfile, MultiViewDataset.__getitems__")[1]
-    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in out.splitlines() if line.startswith("| ")}
-    assert set(PROFILE_STEPS) < set(rows)
-    shares = [float(r[1].rstrip("%")) for name, r in rows.items() if name not in ("step", "---")]
-    assert sum(shares) == pytest.approx(100, abs=0.5)
-    # unrounded: a renamed function would leave its step at exactly 0 s (the table rounds small steps to 0.00 ms)
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    cfg = load_run_config("quickstart", _overrides(parser.parse_args(argv[2:]), tmp_path))
-    images, total, steps = profile_batches(cfg.data, batches=2)
-    assert images > 0 and total > 0
-    for step, seconds in steps.items():
+    rows = {line.split(" | ")[0][2:] for line in out.splitlines() if line.startswith("| ")}
+    assert set(PROFILE_STEPS) | {PROFILE_REST} < rows
+    # unrounded (--json): a renamed function would leave its step at exactly 0 s (the table rounds small
+    # steps to 0.00 ms), and the rest row is what the steps leave of the total
+    profile = json.loads(result_path.read_text())["profile"]
+    assert profile["images"] > 0 and profile["seconds"] > 0 and list(profile["steps"]) == list(PROFILE_STEPS)
+    for step, seconds in profile["steps"].items():
         assert seconds > 0, step
+    assert profile["rest_seconds"] == profile["seconds"] - sum(profile["steps"].values())

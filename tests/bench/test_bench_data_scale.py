@@ -3,8 +3,8 @@ throughput and the loader workers' memory, at a tiny N (the real measurement is 
 
 from __future__ import annotations
 
+import json
 import os
-import re
 
 import pytest
 
@@ -50,27 +50,26 @@ def test_process_memory_reads_proc():
     assert m["rss"] > 10 and 0 < m["private"] <= m["rss"] and m["pss"] > 0
 
 
-def _rows(text: str, title_start: str) -> list[list[str]]:
-    """The body rows of the table under the title that starts with ``title_start``."""
-    block = text[text.index(title_start):].split("\n\n")[1]
-    return [[c.strip() for c in line.strip("|").split("|")] for line in block.splitlines()[2:]]
-
-
 @pytest.mark.slow
 def test_the_benchmark_tables_are_sane(tmp_path, capsys):
+    result_path = tmp_path / "scale.json"
     argv = ["bench", "data-scale", "--scenes", "20", "40", "--out", str(tmp_path), "--check-scenes", "16",
-            "--batches", "2", *TINY]
+            "--batches", "2", *TINY, "--json", str(result_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    memory = _rows(out, "memory per loader worker")
-    assert [r[0] for r in memory] == ["2 (seed)", "20", "40"]
-    assert all(0 < float(r[4]) <= float(r[6]) <= float(r[3]) for r in memory)  # private grows, below RSS
-    assert all(abs(float(r[-1].split()[0])) < 20 for r in memory[1:])  # 40 scenes: no index worth a MB
-    val = _rows(out, "validation draw")
-    assert [(r[0], r[2], r[-2], r[-1]) for r in val] == [("20", "40", "yes", "yes"), ("40", "80", "yes", "yes")]
-    rows = _rows(out, "`depthpe index`")
-    index = [r for r in rows if r[1] == "index"]
-    check = [r for r in rows if r[1] == "check"]
-    assert [(r[0], r[2]) for r in index] == [("20", "20"), ("20", "20"), ("40", "40"), ("40", "40")]
-    assert [r[3] for r in check] == ["1 (1 used)", "2 (2 used)"] * 2  # 16 scenes: 2 workers' worth
-    assert all(r[-1] == "yes" for r in rows) and all(re.match(r"16 \(first 16 of \d+\)", r[2]) for r in check)
+    assert "memory per loader worker" in out and "validation draw" in out and "`depthpe index`" in out
+    # the unrounded numbers the benchmark computed (--json), not the rounded printout
+    result = json.loads(result_path.read_text())
+    memory = result["memory"]
+    assert [(r["label"], r["scenes"]) for r in memory] == [("seed", 2), (20, 20), (40, 40)]
+    assert all(0 < r["private"] <= r["private_after_touch"] <= r["rss"] for r in memory)  # private grows, below RSS
+    assert memory[0]["index_mb"] is None and all(abs(r["index_mb"]) < 20 for r in memory[1:])  # 40 scenes: no index worth a MB
+    assert all(r["index_mb"] == r["private_after_touch"] - memory[0]["private_after_touch"] for r in memory[1:])
+    val = result["validation"]
+    assert [(v["scenes"], v["drawn"], v["same_seed_identical"], v["other_seed_differs"]) for v in val] == [
+        (20, 40, True, True), (40, 80, True, True)]
+    index = [r for r in result["throughput"] if r["task"] == "index"]
+    check = [r for r in result["throughput"] if r["task"] == "check"]
+    assert [(r["scenes"], r["files"]) for r in index] == [(20, 20), (20, 20), (40, 40), (40, 40)]
+    assert [(r["workers"], r["used"]) for r in check] == [(1, 1), (2, 2)] * 2  # 16 scenes: 2 workers' worth
+    assert all(r["same"] for r in result["throughput"]) and all(r["files"] == 16 for r in check)

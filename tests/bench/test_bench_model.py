@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+
 import pytest
 import torch
 
@@ -29,9 +30,11 @@ def test_table_reports_the_medians_of_the_json_runs(tmp_path, capsys):
     assert len(data["wall_s"]) == len(data["cpu_s"]) == 3 and len(data["warmup_s"]) == 1
     row = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| step")][0]
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert float(cells[0]) == pytest.approx(statistics.median(data["wall_s"]) * 1e3, abs=0.06)
-    assert float(cells[2]) == pytest.approx(statistics.median(data["cpu_s"]) * 1e3, abs=0.06)
-    assert float(cells[4]) == pytest.approx(2 / statistics.median(data["wall_s"]), rel=0.01)
+    # the table prints exactly the statistics of the unrounded runs of the JSON (no tolerance: any load)
+    wall, cpu = statistics.median(data["wall_s"]), statistics.median(data["cpu_s"])
+    spread = {k: (max(data[k]) - min(data[k])) / statistics.median(data[k]) for k in ("wall_s", "cpu_s")}
+    assert cells[:6] == [f"{wall * 1e3:.1f}", f"{spread['wall_s']:.2f}", f"{cpu * 1e3:.1f}",
+                         f"{spread['cpu_s']:.2f}", f"{2 / wall:.2f}", f"{data['peak_mib']:.0f}"]
     assert "global_pe prope" in text and "S=2 28x28" in text
 
 

@@ -96,8 +96,9 @@ def test_run_child_kills_on_cue_and_reports_peak_memory(tmp_path):
     code = (f"import pathlib, time; b = bytearray(64 * 2**20); pathlib.Path({str(flag)!r}).touch(); "
             "time.sleep(60)")
     child = rehearsal.run_child([sys.executable, "-c", code], tmp_path / "log", kill_when=flag.exists)
-    assert child.killed and not child.timed_out and child.status == -9
-    assert child.peak_rss_mib > 64 and child.seconds < 30
+    # killed on the cue (its flag), not at the end of its sleep nor for the timeout: no clock involved
+    assert child.killed and not child.timed_out and child.status == -9 and flag.exists()
+    assert child.peak_rss_mib > 64
     quick = rehearsal.run_child([sys.executable, "-c", "print('hi')"], tmp_path / "log2")
     assert quick.status == 0 and not quick.killed and Path(quick.log).read_text() == "hi\n"
     late = rehearsal.run_child([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "log3", timeout=1)

@@ -94,9 +94,14 @@ def test_pairs_and_options_are_methods(tmp_path, capsys):
     pairs = ["qk=p2d,vo=KRtAdd2d", "qk=KRtAdd2d,vo=KRtAdd2d,softmax=blockwise", "dppe_tadd,softmax=blockwise"]
     text, data = _run([*TINY, "--repeats", "1", "--methods", *pairs], tmp_path, capsys)
     assert list(data["results"]) == ["rope", *pairs]
-    rows = _table_rows(text)
-    for m in pairs:  # time and memory ratios to rope (tiny sizes: the memory may round to 0)
-        assert len(rows[m]) == 7 and float(rows[m][2]) > 0 and float(rows[m][5]) >= 0
+    rows, results = _table_rows(text), data["results"]
+    for m in pairs:  # time and memory columns, from the unrounded results (tiny sizes: the memory may be 0)
+        r, rope = results[m], results["rope"]
+        assert r["fwd_bwd_ms"] > 0 and r["peak_mib"] >= 0
+        memory_ratio = r["peak_mib"] / rope["peak_mib"] if rope["peak_mib"] else float("nan")
+        assert rows[m][1:] == [f"{r['fwd_bwd_ms']:.1f}", f"{r['fwd_bwd_ms'] / rope['fwd_bwd_ms']:.3f}",
+                               f"{r['spread']:.2f}", f"{r['prepare_ms']:.2f}", f"{r['peak_mib']:.1f}",
+                               f"{memory_ratio:.3f}"]
     assert attention.parse_method(pairs[1]) == ({"qk": "KRtAdd2d", "vo": "KRtAdd2d"}, {"softmax": "blockwise"})
 
 

@@ -66,7 +66,8 @@ def _default(field: dataclasses.Field):
 
 
 def test_every_command_with_settings_is_covered():
-    assert set(CASES) == set(COMMANDS) - {"train", "bench", "probe"}  # train: its run config; bench, probe: groups
+    # train: its run config; bench, probe: groups (bench NAME: tests/commands/test_bench_configs.py)
+    assert set(CASES) == set(COMMANDS) - {"train", "bench", "probe"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -14,12 +14,6 @@ from depthpe.evaluation.record import SceneRecord
 from tests.helpers.eval_resume import SCENES, Predictions, eval_into, interrupt
 
 
-@pytest.fixture(scope="module")
-def data(resume_data):
-    return resume_data
-
-
-
 def test_an_appended_record_is_in_the_file_before_close(tmp_path):
     partial = PartialEvaluation(tmp_path, rank=3)
     partial.start({"seed": 0})
@@ -39,22 +33,21 @@ def test_an_appended_record_is_in_the_file_before_close(tmp_path):
         partial.close()
 
 
-def test_a_cut_short_line_is_cut_off_when_the_evaluation_resumes(data, saved_model, tmp_path,
-                                                                  monkeypatch):
+def test_a_cut_short_line_is_cut_off_when_the_evaluation_resumes(resume_data, saved_model, tmp_path, monkeypatch):
     """Interrupted after 2 scenes, a cut-short third line, resumed and interrupted after 1 more:
     3 whole lines; the third run reads them and evaluates only the rest."""
     out = tmp_path / "eval"
     kept = out / "partial" / "scenes.0.jsonl"
-    interrupt(data, saved_model, out, monkeypatch, after=2)
+    interrupt(resume_data, saved_model, out, monkeypatch, after=2)
     with open(kept, "a") as f:
         f.write('{"key": "synth/val_0000')  # a line cut short by a kill
     with monkeypatch.context() as patch:
         Predictions(patch, fail_at=2)
         with pytest.raises(KeyboardInterrupt):
-            eval_into(data, saved_model, out)
+            eval_into(resume_data, saved_model, out)
     assert kept.read_text().endswith("\n")
     keys = [json.loads(line)["key"] for line in kept.read_text().splitlines()]
     assert len(keys) == 3 and len(set(keys)) == 3
     predictions = Predictions(monkeypatch)
-    assert eval_into(data, saved_model, out) == 0
+    assert eval_into(resume_data, saved_model, out) == 0
     assert predictions.calls == SCENES - 3

@@ -14,24 +14,19 @@ from tests.helpers.eval_resume import Predictions, eval_into
 OTHER = [("--worst", "3", "2"), ("--panels", "2", "1"), ("--min-valid-fraction", "0.01", "0.5")]
 
 
-@pytest.fixture(scope="module")
-def data(resume_data):
-    return resume_data
-
-
-
-def test_other_output_options_on_a_rerun_are_the_other_settings_error(data, saved_model, tmp_path,
+def test_other_output_options_on_a_rerun_are_the_other_settings_error(resume_data, saved_model, tmp_path,
                                                                      monkeypatch, capsys):
     out = tmp_path / "eval"
     with monkeypatch.context() as patch:
         Predictions(patch, fail_at=1)  # stopped while predicting the first scene: settings.json is kept
         with pytest.raises(KeyboardInterrupt):
-            eval_into(data, saved_model, out)
+            eval_into(resume_data, saved_model, out)
     assert (out / "partial" / "settings.json").is_file()
     predictions = Predictions(monkeypatch)
     for flag, old, new in OTHER:
         capsys.readouterr()
-        assert eval_into(data, saved_model, out, flag, new) == 2, f"{flag} {new} resumed a partial evaluation of {old}"
+        assert eval_into(resume_data, saved_model, out, flag, new) == 2, (
+            f"{flag} {new} resumed a partial evaluation of {old}")
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1, err
         assert re.fullmatch(rf"error: --out {re.escape(str(out))} holds a partial evaluation made with other "
