@@ -47,6 +47,9 @@ CASES = {
     "rehearsal": (RehearsalSettings, ["--config", "c", "--out", "o"], "--config --hub-endpoint --hub-repo-id "
                   "--hub-token --image-width --out --stage-timeout --threads --views"),
 }
+# benchmarks with no benchmarked run: their settings are one config dataclass with --config FILE and
+# key=value of its own (``add_options``, as `depthpe eval`)
+OWN_CONFIG = {"correspondence": "depthpe.bench.correspondence_config.CorrespondenceConfig"}
 HIDDEN = {"attention": {"--_memory-child"}, "memory": {"--_measure-child"}}  # flags of their own child processes
 
 
@@ -62,7 +65,24 @@ def _default(field: dataclasses.Field):
 
 
 def test_every_benchmark_is_covered():
-    assert set(CASES) == set(BENCHMARKS)
+    assert set(CASES) | set(OWN_CONFIG) == set(BENCHMARKS) and not set(CASES) & set(OWN_CONFIG)
+
+
+@pytest.mark.parametrize("name", sorted(OWN_CONFIG))
+def test_a_benchmark_with_its_own_config_takes_its_fields_and_its_config_file(name, tmp_path):
+    import importlib
+
+    from depthpe.config.options import config_from_args
+
+    module, _, cls_name = OWN_CONFIG[name].rpartition(".")
+    cls = getattr(importlib.import_module(module), cls_name)
+    parser = _parser(name)
+    dests = {a.dest for a in parser._actions} - {"help", "config", "overrides", "debug", "_run"}
+    assert dests == {f.name for f in dataclasses.fields(cls)}
+    (tmp_path / "c.yaml").write_text("steps: 7\n")
+    cfg = config_from_args(cls, parser.parse_args(["--data", "d", "--out", "o", "--config", str(tmp_path / "c.yaml"),
+                                                   "views=3"]))
+    assert (cfg.steps, cfg.views, cfg.data) == (7, 3, "d")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
