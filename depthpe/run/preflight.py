@@ -164,7 +164,7 @@ def _resume_checkpoint(cfg: RunConfig, resume: str, warnings: list[str]) -> Path
         checkpoint = find_checkpoint(cfg.output_dir, "latest" if resume in RESUME_MODES else resume,
                                      warn=warnings.append)
     except FileNotFoundError as err:
-        raise ConfigError(f"--resume {resume}: {err} (pass another checkpoints/step_N folder or 'latest')") from None
+        raise ConfigError(f"--resume {resume}: {err}") from None
     if checkpoint is None and resume == "latest":
         broken = f" ({len(warnings)} broken: {warnings[0]})" if warnings else ""
         raise ConfigError(f"--resume latest: no complete checkpoint in {cfg.output_dir}/checkpoints{broken} (start "
