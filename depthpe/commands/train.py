@@ -46,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "latest if there is one, else start fresh, or a checkpoints/step_N folder")
     parser.add_argument("--overwrite", action="store_true",
                         help="start a new run even though output_dir holds one (checkpoints/, final/, validation "
-                             "history): that run is first moved aside, whole, to <output_dir>.old-TIMESTAMP "
-                             "(nothing is deleted); not with --resume")
+                             "history): everything in it but its .lock is first moved aside to "
+                             "<output_dir>.old-TIMESTAMP (nothing is deleted); not with --resume")
     parser.add_argument("--allow-config-change", action="append", default=[], metavar="KEY",
                         help="with --resume: allow a change of KEY that a resume refuses because it changes what "
                              "the run trains for (data.image_width, data.scale_reference); repeat for several. "

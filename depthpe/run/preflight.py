@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import Sequence
 
 from ..config import ConfigError
