@@ -1,4 +1,5 @@
-"""``depthpe train --config NAME_OR_PATH [--resume latest|auto|PATH] [key=value ...]``: train a model."""
+"""``depthpe train --config NAME_OR_PATH [--resume latest|auto|PATH | --overwrite] [--allow-config-change KEY]
+[key=value ...]``: train a model."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ Config sections:
   val                validation sources, every, views, max_scenes, panels
   hub                repo_id and settings of background pushes to the Hugging Face Hub
 
+Every run has an id (run.json, trainer_state.json). A new run (no --resume) refuses an output_dir
+that holds a run: resume it with --resume latest, choose another output_dir, or pass --overwrite,
+which moves the earlier run aside to <output_dir>.old-TIMESTAMP first. --resume refuses a
+checkpoint of another run, another model, and a changed data.image_width or data.scale_reference
+(unless --allow-config-change KEY); other changed settings are logged.
+
 Every key with its default: docs/configuration.md (or --print-config). A bad config stops with one
 line 'error: ...' and exit status 2 before anything is built or downloaded.
 Several processes: accelerate launch -m depthpe.train --config NAME [...] (same arguments)."""
@@ -37,6 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", default=None, metavar="latest|auto|PATH",
                         help="'latest' = newest complete checkpoint of output_dir (error if none), 'auto' = "
                              "latest if there is one, else start fresh, or a checkpoints/step_N folder")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start a new run even though output_dir holds one (checkpoints/, final/, validation "
+                             "history): everything in it but its .lock is first moved aside to "
+                             "<output_dir>.old-TIMESTAMP (nothing is deleted); not with --resume")
+    parser.add_argument("--allow-config-change", action="append", default=[], metavar="KEY",
+                        help="with --resume: allow a change of KEY that a resume refuses because it changes what "
+                             "the run trains for (data.image_width, data.scale_reference); repeat for several. "
+                             "Every other changed setting is allowed and logged")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
@@ -66,24 +81,16 @@ def _train(args: argparse.Namespace) -> int:
             return 0
         from ..data.datasets import NoUsableSampleError
         from ..run.checkpoints import NoSpaceError
+        from ..run.tracking import error_line
         from ..run.trainer import train
 
         try:
-            train(cfg, resume=args.resume)
+            train(cfg, resume=args.resume, overwrite=args.overwrite, allow_config_change=tuple(args.allow_config_change))
         except (NoSpaceError, NoUsableSampleError) as err:  # a full disk, broken data: one line, status 1
             if args.debug:
                 raise
-            print(f"error: {_own_message(err)}", file=sys.stderr, flush=True)
+            print(f"error: {error_line(err)}", file=sys.stderr, flush=True)
             return 1
         return 0
     return USAGE_ERROR_STATUS
 
-
-def _own_message(err: Exception) -> str:
-    """The error's own one-line message. An error raised in a DataLoader worker comes back with the
-    worker's traceback in its text ("Caught X in DataLoader worker process 0. Original Traceback ...
-    X: message"); its last line holds the message."""
-    text = str(err).strip()
-    if "Original Traceback" not in text:
-        return text
-    return text.splitlines()[-1].split(": ", 1)[-1]

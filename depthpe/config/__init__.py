@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 __all__ = ["ConfigError", "build", "merge_layers", "instantiate", "env_interpolated_keys", "read_yaml_chain", "to_yaml",
-           "to_container", "did_you_mean", "require"]
+           "to_container", "flatten_settings", "did_you_mean", "require"]
 
 
 class ConfigError(ValueError):
@@ -216,3 +216,20 @@ def to_yaml(obj) -> str:
     from omegaconf import OmegaConf
 
     return OmegaConf.to_yaml(OmegaConf.structured(obj), resolve=True)
+
+
+def flatten_settings(mapping: dict, prefix: str = "") -> dict[str, Any]:
+    """{dotted key: value} of a nested config mapping (``to_container``'s form): nested mappings by
+    key, lists of mappings by index (``data.sources.0.root``); other lists stay one value
+    (``data.views``: [2, 8]); an empty mapping or list is one value too."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten_settings(value, name + "."))
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for i, item in enumerate(value):
+                out.update(flatten_settings(item, f"{name}.{i}.") if item else {f"{name}.{i}": item})
+        else:
+            out[name] = value
+    return out

@@ -8,7 +8,8 @@ shape beyond the format's limits, breaks the format (``SceneFileError``), holds 
 anywhere in the scene (NaN/inf, non-positive focal length, non-orthonormal rotation, principal
 point far outside the image: checked when the file is opened, ``validation.camera_problems``),
 NaN/inf depth in a frame the sample reads (``SceneReader(strict=True)``), or, for training, whose
-camera centres all coincide (a pure rotation: no view pair has a baseline,
+frames are smaller than ``MIN_FRAME_SIDE`` pixels (``require_frame_size``, the rule of ``depthpe
+check``) or whose camera centres all coincide (a pure rotation: no view pair has a baseline,
 ``require_camera_motion``). Such a draw is skipped, warned about (``SceneSkippedWarning``, once per
 file and process) and replaced by another scene, so no NaN or inf from a file ever reaches a batch;
 the file is remembered as bad by the process and every later draw of it is skipped without reading
@@ -49,6 +50,7 @@ from depthpe.data.scenes import (
     SceneEntry,
     load_entries,
     require_camera_motion,
+    require_frame_size,
     too_few_frames_problem,
 )
 from depthpe.geometry import perturb_cameras
@@ -120,7 +122,7 @@ class MultiViewDataset(_SceneSource, Dataset):
             self.entries.append([e for e in listed if e.num_frames >= MIN_TRAIN_FRAMES])
         self.probs = normalized_weights([s.weight for s in cfg.sources], self.scene_counts)
         self._init_readers(cfg.reader_cache_size)
-        self._moving: set[str] = set()  # files whose cameras were found to move (require_camera_motion)
+        self._moving: set[str] = set()  # files found large enough, with moving cameras (require_*)
 
     @property
     def scene_counts(self) -> list[int]:
@@ -134,6 +136,7 @@ class MultiViewDataset(_SceneSource, Dataset):
               out: dict[str, torch.Tensor] | None = None) -> dict:
         cfg, src = self.cfg, self.cfg.sources[source]
         if str(reader.path) not in self._moving:
+            require_frame_size(reader)
             require_camera_motion(reader)
             self._moving.add(str(reader.path))
         w2c = reader.read_cameras()[1] if src.view_selection == "nearest" else None

@@ -4,7 +4,8 @@ A dataset is built from ``index.json`` files only (``load_entries``: no HDF5 fil
 scene files are opened lazily where a sample is read (in DataLoader workers), through a
 ``ReaderCache``: a small per-process LRU of ``SceneReader(strict=True)`` that is dropped when the
 process id changes (after a fork) and not pickled (spawn). ``require_camera_motion`` is the
-training check that a scene's cameras move at all; ``too_few_frames_problem`` the one-line verdict
+training check that a scene's frames are large enough (``limits.frame_size_problem``, the rule of
+``depthpe check``) and that its cameras move at all; ``too_few_frames_problem`` the one-line verdict
 on a training source whose scenes are all too short.
 """
 
@@ -18,10 +19,12 @@ from typing import Sequence
 import torch
 
 from depthpe.data.config import SourceConfig
+from depthpe.data.format.limits import frame_size_problem
 from depthpe.data.format.scene_file import SceneFileError, SceneReader, read_index
 from depthpe.geometry import DegenerateSceneError, normalize_scene
 
-__all__ = ["MIN_TRAIN_FRAMES", "SceneEntry", "load_entries", "too_few_frames_problem", "require_camera_motion",
+__all__ = ["MIN_TRAIN_FRAMES", "SceneEntry", "load_entries", "too_few_frames_problem", "require_frame_size",
+           "require_camera_motion",
            "ReaderCache"]
 
 MIN_TRAIN_FRAMES = 2  # views of one scene a training sample needs at the least
@@ -58,6 +61,15 @@ def too_few_frames_problem(index: int, src: SourceConfig, entries: Sequence[Scen
     return (f"source {index} ({src.name}) has {len(entries)} scene(s) in {src.split_dir} but none with "
             f">= {MIN_TRAIN_FRAMES} frames (frame counts {frames}): a training sample needs {MIN_TRAIN_FRAMES} or "
             f"more views of one scene; convert the scenes with more frames, or set data.sources.{index}.weight=0")
+
+
+def require_frame_size(reader: SceneReader) -> None:
+    """Raise ``SceneFileError`` when the scene's frames are too small to train on
+    (``limits.frame_size_problem``: a side below ``MIN_FRAME_SIDE``, the rule that fails ``depthpe
+    check`` too); training then skips the file like any unusable one and counts it."""
+    too_small = frame_size_problem(reader.height, reader.width)
+    if too_small:
+        raise SceneFileError(f"{reader.path}: {too_small}")
 
 
 def require_camera_motion(reader: SceneReader) -> None:

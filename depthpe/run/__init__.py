@@ -6,7 +6,8 @@
 folder), ``preemption`` (SIGTERM/SIGINT turned into a checkpoint and an exit status), ``distributed``
 (several processes and machines: collective timeout, group checks, a lost peer), ``state``
 (what a checkpoint restores), ``step`` (one optimizer step), ``checkpoints`` (writing, finding and
-loading them), ``disk_space`` (free space before a checkpoint, one-line disk-full errors), ``tracking`` (logging and trackers), ``validation`` (what validation keeps in the run
+loading them), ``checkpoint_files`` (whether every file of one loads), ``identity`` (run ids, what of a
+run a folder holds, ``--overwrite``), ``resume_checks`` (what a resume compares), ``disk_space`` (free space before a checkpoint, one-line disk-full errors), ``tracking`` (logging and trackers), ``validation`` (what validation keeps in the run
 folder), ``pushes`` (what training pushes to the Hub), ``correspondence`` (the correspondence term of a
 forward pass, ``loss.correspondence_weight``), ``callbacks`` (hooks into the loop:
 ``train(cfg, callbacks=[...])``), ``trainer`` (the loop).

@@ -18,12 +18,12 @@ import contextlib
 import json
 import os
 import shutil
-import zipfile
 from pathlib import Path
 from typing import Callable
 
 from ..files import atomic_write_bytes
 from ..model.training_inputs import TrainingInputs, write_training_inputs
+from .checkpoint_files import STATE_FILE, checkpoint_problem
 from .disk_space import NoSpaceError, check_free_space, expected_checkpoint_bytes, export_bytes, space_error
 
 __all__ = ["CHECKPOINT_PREFIX", "STATE_FILE", "checkpoint_dirs", "checkpoint_problem", "find_checkpoint",
@@ -31,7 +31,6 @@ __all__ = ["CHECKPOINT_PREFIX", "STATE_FILE", "checkpoint_dirs", "checkpoint_pro
            "NoSpaceError"]
 
 CHECKPOINT_PREFIX = "step_"
-STATE_FILE = "trainer_state.json"
 
 
 def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
@@ -44,63 +43,11 @@ def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]))
 
 
-def _file_problem(path: Path) -> str | None:
-    """Why a checkpoint file cannot be read back (truncated or corrupt), or None. Reads headers only:
-    safetensors files must cover their header's tensors; everything else Accelerate writes
-    (``torch.save``: optimizer.bin, random_states_*.pkl, ...) is a zip archive with a central directory."""
-    from safetensors import SafetensorError, safe_open
-
-    if path.suffix == ".safetensors":
-        try:
-            with safe_open(str(path), "pt"):
-                return None
-        except (SafetensorError, OSError) as err:
-            return f"{path.name}: {str(err).splitlines()[0]}"
-    return None if zipfile.is_zipfile(path) else f"{path.name}: truncated or not a torch.save archive"
-
-
-def checkpoint_problem(folder: Path) -> str | None:
-    """The first broken file of a checkpoint folder ("<file>: <why>"), or None when it looks complete:
-    a parseable trainer_state.json, the exported model and every file of Accelerate's state."""
-    try:
-        doc = json.loads((folder / STATE_FILE).read_text())
-        if not isinstance(doc.get("step"), int) or not isinstance(doc.get("counters"), dict):
-            return f"{STATE_FILE}: no integer 'step' or no 'counters'"
-    except (OSError, ValueError) as err:
-        return f"{STATE_FILE}: {err}"
-    files = [folder / "model" / "model.safetensors", *_state_files(folder / "state")]
-    for path in files:
-        problem = _file_problem(path) if path.is_file() else f"{path.name}: missing"
-        if problem:
-            return f"{path.parent.name}/{problem}"
-    return None
-
-
-TORCH_SAVE_SUFFIXES = (".bin", ".pkl", ".pt", ".pth", ".safetensors")
-
-
-def _state_files(state: Path) -> list[Path]:
-    """The files of Accelerate's state folder that must be readable archives: its own top-level files,
-    and in its subfolders (DeepSpeed's ``<tag>/``: ``mp_rank_*_model_states.pt``,
-    ``*_optim_states.pt``) the files with a ``torch.save`` or safetensors suffix. DeepSpeed's
-    ``latest`` (a text file naming the tag folder) counts as that folder, missing if it is; its
-    ``zero_to_*.py`` conversion scripts are not checked."""
-    files: list[Path] = []
-    for path in sorted(state.glob("*")):
-        if path.is_dir():
-            files += sorted(p for p in path.rglob("*") if p.suffix in TORCH_SAVE_SUFFIXES)
-        elif path.name == "latest":
-            name = path.read_text(errors="replace").strip()
-            files += [] if name and (state / name).is_dir() else [state / (name or "latest (empty)")]
-        elif path.suffix != ".py":
-            files.append(path)
-    return files
-
-
 def find_checkpoint(output_dir: str | Path, resume: str, warn: Callable[[str], None] | None = None) -> Path | None:
     """``resume`` = "latest" (newest complete, readable checkpoint of the run, or None; broken newer
-    ones are passed over with a ``warn``ing) or a checkpoint path (``FileNotFoundError`` unless it
-    is complete and readable, naming the broken file)."""
+    ones are passed over with a ``warn``ing) or a checkpoint path (``FileNotFoundError`` with one
+    line and what to pass instead, unless it is complete and readable: it names the broken file, or
+    says that an exported model folder such as ``final/`` is no checkpoint)."""
     if resume == "latest":
         for folder in reversed(checkpoint_dirs(output_dir)):
             problem = checkpoint_problem(folder)
@@ -110,12 +57,31 @@ def find_checkpoint(output_dir: str | Path, resume: str, warn: Callable[[str], N
                 warn(f"skipping checkpoint {folder}: {problem}; falling back to the previous one")
         return None
     path = Path(resume)
+    exported = _exported_model_problem(path)
+    if exported:
+        raise FileNotFoundError(exported)
     if not (path / STATE_FILE).is_file():
-        raise FileNotFoundError(f"{path} is not a complete depthpe checkpoint (no {STATE_FILE})")
+        raise FileNotFoundError(f"{path} is not a complete depthpe checkpoint (no {STATE_FILE}) {_PASS_ANOTHER}")
     problem = checkpoint_problem(path)
     if problem:
-        raise FileNotFoundError(f"{path} is broken: {problem}")
+        raise FileNotFoundError(f"{path} is broken: {problem} {_PASS_ANOTHER}")
     return path
+
+
+_PASS_ANOTHER = "(pass another checkpoints/step_N folder or 'latest')"
+
+
+def _exported_model_problem(path: Path) -> str | None:
+    """One line when ``path`` is an exported model folder (``final/``, a checkpoint's ``model/``:
+    config.json + model.safetensors, no Accelerate state) rather than a training checkpoint."""
+    from ..hub.folders import REQUIRED_FILES
+
+    if (path / "state").is_dir() or not all((path / name).is_file() for name in REQUIRED_FILES):
+        return None
+    checkpoint = path.parent if path.name == "model" and (path.parent / "state").is_dir() else None
+    instead = str(checkpoint) if checkpoint else f"{path.parent / 'checkpoints' / (CHECKPOINT_PREFIX + 'N')}"
+    return (f"{path} is an exported model ({path.name}/), not a training checkpoint: pass {instead} "
+            "or 'latest'")
 
 
 def remove_tree(path: Path) -> None:

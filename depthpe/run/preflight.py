@@ -2,12 +2,14 @@
 
 ``preflight(cfg, resume)`` runs before the Accelerator, the model or any download exists, creates
 nothing locally, and raises a one-line ``ConfigError`` for the first problem it finds: an output_dir that is
-a file or is in use by a live run, a data root without ``index.json``, a local weights file that does not exist, a tracker
-whose package is missing, a ``hub.repo_id`` that is no Hub repository id, a resume with no checkpoint or with a
-checkpoint whose model differs from the config, and (with a Hugging Face token, online) a ``hub.repo_id`` the
-Hub refuses to create or write to: it creates the repository as the first push would, so a run that
-could never push stops before it trains. It returns the checkpoint to resume from and the settings that changed since the
-checkpoint (allowed, reported in the log).
+a file or is in use by a live run, a fresh start into an output_dir that holds a run (unless
+``--overwrite``), a data root without ``index.json``, a local weights file that does not exist, a tracker
+whose package is missing, a ``hub.repo_id`` that is no Hub repository id, a resume with no checkpoint, with a
+checkpoint of another run, with a checkpoint whose model differs from the config or with a changed
+setting that changes what the run trains for (``depthpe.run.resume_checks``), and (with a Hugging Face
+token, online) a ``hub.repo_id`` the Hub refuses to create or write to: it creates the repository as
+the first push would, so a run that could never push stops before it trains. It returns the checkpoint
+to resume from, the run id and the settings that changed since the checkpoint (allowed, reported in the log).
 """
 
 from __future__ import annotations
@@ -15,29 +17,32 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from ..config import ConfigError
-from ..model.config import DepthModelConfig
 from .checkpoints import find_checkpoint
+from .identity import new_run_id, run_remains
+from .resume_checks import WEIGHT_SOURCE_FIELDS, changed_settings, check_allowed_changes, check_same_model, resumed_run_id
 from .schema import RunConfig
 
 __all__ = ["Preflight", "preflight", "check_data_sources", "check_hub_repo", "RESUME_MODES", "WEIGHT_SOURCE_FIELDS"]
 
 RESUME_MODES = ("latest", "auto")
-# Model fields that say where weights come from or how they are computed, not what they are:
-# a resumed run may change them (the checkpoint restores every weight).
-WEIGHT_SOURCE_FIELDS = ("pretrained", "backbone_weights", "gradient_checkpointing")
 
 
 @dataclass
 class Preflight:
     """Outcome of ``preflight``: the checkpoint to resume from (None = a new run), the config keys
-    that differ from the checkpoint's run ("key: old -> new") and warnings (broken newer checkpoints
-    that ``--resume latest`` passed over)."""
+    that differ from the checkpoint's run ("key: old -> new"), warnings (broken newer checkpoints
+    that ``--resume latest`` passed over), the run's id (``depthpe.run.identity``: the checkpoint's,
+    or a new one for a new run) and whether the run already in output_dir is to be moved aside
+    first (``--overwrite``)."""
 
     checkpoint: Path | None = None
     changes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    run_id: str = ""
+    move_aside: bool = False
 
 
 def _check_output_dir(cfg: RunConfig) -> None:
@@ -134,28 +139,13 @@ def _wandb_can_log() -> bool:
         return False
 
 
-def _model_differences(checkpoint: Path, cfg: RunConfig) -> list[str]:
-    """Model fields whose value in the checkpoint's exported config.json differs from ``cfg``."""
-    saved = DepthModelConfig.from_json(checkpoint / "model" / "config.json").to_dict()
-    wanted = cfg.model_config().to_dict()
-    return [f"model.{k} (checkpoint {saved[k]!r}, config {wanted[k]!r})" for k in sorted(wanted)
-            if k not in WEIGHT_SOURCE_FIELDS and saved.get(k) != wanted[k]]
-
-
-def _config_changes(checkpoint: Path, cfg: RunConfig) -> list[str]:
-    """Keys of the run's saved config.yaml that ``cfg`` changes (flattened "key: old -> new")."""
-    from .loading import load_run_config
-    from .tracking import flat_hparams
-
-    saved_file = checkpoint.parent.parent / "config.yaml"
-    if not saved_file.is_file():
-        return []
-    try:
-        old = flat_hparams(load_run_config(saved_file).to_dict())
-    except ConfigError:  # written by another version: nothing to compare
-        return []
-    new = flat_hparams(cfg.to_dict())
-    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+def _refuse_existing_run(cfg: RunConfig) -> None:
+    """``ConfigError`` when a new run would start in an output_dir that holds a run."""
+    out, remains = cfg.output_dir, run_remains(cfg.output_dir)
+    if remains:
+        raise ConfigError(f"output_dir {out} already holds a run ({', '.join(remains)}): resume it with --resume latest, "
+                          f"choose another output_dir, or pass --overwrite to move that run aside to {out}.old-TIMESTAMP "
+                          "and start a new one")
 
 
 def _resume_checkpoint(cfg: RunConfig, resume: str, warnings: list[str]) -> Path | None:
@@ -164,7 +154,7 @@ def _resume_checkpoint(cfg: RunConfig, resume: str, warnings: list[str]) -> Path
         checkpoint = find_checkpoint(cfg.output_dir, "latest" if resume in RESUME_MODES else resume,
                                      warn=warnings.append)
     except FileNotFoundError as err:
-        raise ConfigError(f"--resume {resume}: {err} (pass another checkpoints/step_N folder or 'latest')") from None
+        raise ConfigError(f"--resume {resume}: {err}") from None
     if checkpoint is None and resume == "latest":
         broken = f" ({len(warnings)} broken: {warnings[0]})" if warnings else ""
         raise ConfigError(f"--resume latest: no complete checkpoint in {cfg.output_dir}/checkpoints{broken} (start "
@@ -172,22 +162,28 @@ def _resume_checkpoint(cfg: RunConfig, resume: str, warnings: list[str]) -> Path
     return checkpoint
 
 
-def preflight(cfg: RunConfig, resume: str | None = None) -> Preflight:
+def preflight(cfg: RunConfig, resume: str | None = None, *, overwrite: bool = False,
+              allow_changes: Sequence[str] = ()) -> Preflight:
     """Check ``cfg`` (and the checkpoint named by ``resume``: "latest", "auto" or a path) before a
-    run builds anything; raises ``ConfigError``. Reads files only; writes nothing."""
+    run builds anything; raises ``ConfigError``. ``overwrite``: a new run may start in an output_dir
+    that holds one (it is moved aside by the run, not here); ``allow_changes``: keys of
+    ``RESUME_FIXED_KEYS`` a resume may change. Reads files only; writes nothing."""
     _check_output_dir(cfg)
+    if overwrite and resume:
+        raise ConfigError(f"--overwrite starts a new run and cannot be combined with --resume {resume} (drop one of them)")
+    check_allowed_changes(allow_changes)
     check_data_sources(cfg)
     _check_files(cfg)
     check_hub_repo(cfg, online=False)
     warnings: list[str] = []
     checkpoint = _resume_checkpoint(cfg, resume, warnings) if resume else None
-    if checkpoint is not None:
-        differences = _model_differences(checkpoint, cfg)
-        if differences:
-            raise ConfigError(f"--resume: the checkpoint {checkpoint} holds another model: {'; '.join(differences)} "
-                              "(resume with the model settings it was trained with, or train into a new output_dir; "
-                              "settings such as train.steps, val.* and hub.* may change)")
-    check_hub_repo(cfg)  # last: the only check that talks to the network
     if checkpoint is None:
-        return Preflight(warnings=warnings)
-    return Preflight(checkpoint, _config_changes(checkpoint, cfg), warnings)
+        if not overwrite:
+            _refuse_existing_run(cfg)
+        check_hub_repo(cfg)  # last: the only check that talks to the network
+        return Preflight(warnings=warnings, run_id=new_run_id(), move_aside=overwrite)
+    check_same_model(checkpoint, cfg)
+    run_id = resumed_run_id(checkpoint, cfg.output_dir)
+    changes = changed_settings(checkpoint, cfg, allow_changes)
+    check_hub_repo(cfg)
+    return Preflight(checkpoint, changes, warnings, run_id=run_id)

@@ -49,7 +49,8 @@ class Smoother:
 class TrainState:
     """A run's progress (the same on every process). ``step`` = optimizer steps done;
     ``bad_files`` = unusable scene file -> reason; ``nonfinite_in_row`` = skipped steps in a row;
-    ``world_size`` = processes of the run that wrote it."""
+    ``world_size`` = processes of the run that wrote it; ``run_id`` = the run's id
+    (``depthpe.run.identity``; "" in checkpoints of versions before ids)."""
 
     smoothing: float = 0.95
     step: int = 0
@@ -57,6 +58,7 @@ class TrainState:
     bad_files: dict = field(default_factory=dict)
     nonfinite_in_row: int = 0
     world_size: int = 1
+    run_id: str = ""
 
     def __post_init__(self):
         self.smoother = Smoother(self.smoothing)
@@ -65,12 +67,14 @@ class TrainState:
         """The ``trainer_state.json`` document."""
         return {"step": self.step, "counters": dict(self.counters), "smoother": self.smoother.state(),
                 "bad_files": dict(self.bad_files), "nonfinite_in_row": self.nonfinite_in_row,
-                "world_size": self.world_size}
+                "world_size": self.world_size, "run_id": self.run_id}
 
     def load_json(self, doc: dict) -> None:
-        """Restore from a ``trainer_state.json`` document (keeps this run's ``world_size``)."""
+        """Restore from a ``trainer_state.json`` document (keeps this run's ``world_size``, and its
+        ``run_id`` when the document has none)."""
         self.step = int(doc["step"])
         self.counters.update(doc["counters"])
         self.bad_files.update(doc.get("bad_files", {}))
         self.nonfinite_in_row = int(doc.get("nonfinite_in_row", 0))
         self.smoother.load(doc["smoother"])
+        self.run_id = str(doc.get("run_id") or self.run_id)

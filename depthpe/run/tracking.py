@@ -19,8 +19,8 @@ import numpy as np
 
 from .callbacks import TrainingCallback
 
-__all__ = ["LOG_FILE", "FILE_ONLY", "get_run_logger", "setup_logging", "close_logging", "tracker_init_kwargs",
-           "flat_hparams", "log_panels", "step_scalars", "TrackerLogging"]
+__all__ = ["LOG_FILE", "FILE_ONLY", "get_run_logger", "setup_logging", "close_logging", "error_line",
+           "tracker_init_kwargs", "flat_hparams", "log_panels", "step_scalars", "TrackerLogging"]
 
 LOG_FILE = "train.log"
 _LOGGER = "depthpe.run"
@@ -79,6 +79,16 @@ def close_logging() -> None:
         handler.close()
 
 
+def error_line(err: BaseException) -> str:
+    """The error's own one-line message. An error raised in a DataLoader worker comes back with the
+    worker's traceback in its text ("Caught X in DataLoader worker process 0. Original Traceback ...
+    X: message"); its last line holds the message."""
+    text = str(err).strip()
+    if "Original Traceback" not in text:
+        return text
+    return text.splitlines()[-1].split(": ", 1)[-1]
+
+
 def tracker_init_kwargs(output_dir: Path) -> dict[str, dict]:
     """Per-tracker ``init_kwargs`` for ``Accelerator.init_trackers``: W&B writes into the run folder
     and names the run after it."""
@@ -88,17 +98,10 @@ def tracker_init_kwargs(output_dir: Path) -> dict[str, dict]:
 def flat_hparams(config: dict) -> dict[str, Any]:
     """Scalar hyper-parameters of a run config dict (nested keys joined with '.'; data and val
     sections left out, other values as strings), as trackers take them."""
-    out: dict[str, Any] = {}
+    from ..config import flatten_settings
 
-    def walk(prefix: str, x) -> None:
-        if isinstance(x, dict):
-            for k, v in x.items():
-                walk(f"{prefix}.{k}" if prefix else k, v)
-        else:
-            out[prefix] = x if isinstance(x, (int, float, str, bool)) else str(x)
-
-    walk("", {k: v for k, v in config.items() if k not in ("data", "val")})
-    return out
+    kept = flatten_settings({k: v for k, v in config.items() if k not in ("data", "val")})
+    return {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in kept.items()}
 
 
 def log_panels(trackers, panels: list[tuple[str, np.ndarray]], step: int, prefix: str = "val_panels") -> int:

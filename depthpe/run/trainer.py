@@ -17,7 +17,7 @@ the config, logs, checkpoints and the final model. See docs/training.md and docs
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -29,6 +29,7 @@ from .callbacks import Callbacks, TrainingCallback
 from .checkpoints import (STATE_FILE, NoSpaceError, find_checkpoint, publish_final, remove_incomplete,
                           rotate_checkpoints, save_checkpoint)
 from .distributed import LOST_PEER_EXIT_CODE, check_world_size, lost_peer, process_group_kwargs
+from .identity import RUN_FILE, move_run_aside, write_run_id
 from .loading import save_run_config
 from .lock import run_lock
 from .preemption import STOP_SIGNALS, StopRequest
@@ -39,7 +40,8 @@ from .step import StepResult, run_step
 from .validation import (append_val_history, loss_terms_fn, read_val_manifest, trim_val_history,
                          val_manifest_file, write_val_summary)
 from .pushes import HubPushes
-from .tracking import FILE_ONLY, TrackerLogging, close_logging, get_run_logger, log_panels, setup_logging, step_scalars
+from .tracking import (FILE_ONLY, TrackerLogging, close_logging, error_line, get_run_logger, log_panels, setup_logging,
+                       step_scalars)
 
 __all__ = ["Run", "train", "builtin_callbacks", "make_accelerator", "start_run", "log_step", "validate", "checkpoint",
            "finish"]
@@ -84,18 +86,27 @@ def builtin_callbacks() -> list[TrainingCallback]:
     return [TrackerLogging(), HubPushes()]
 
 
-def train(cfg: RunConfig, *, resume: str | None = None, callbacks: list[TrainingCallback] | None = None) -> Path:
+def train(cfg: RunConfig, *, resume: str | None = None, overwrite: bool = False, allow_config_change: tuple = (),
+          callbacks: list[TrainingCallback] | None = None) -> Path:
     """Run training as configured; returns the exported final model folder. ``resume``: "latest",
-    "auto" (latest if any) or a checkpoint folder. ``callbacks``: ``TrainingCallback`` instances
-    called at each event of the run (``depthpe.run.callbacks``; a raising callback stops the run with
-    ``CallbackError``). Raises ``ConfigError`` before building anything when the config cannot run;
-    exits with status 143 after a checkpoint on SIGTERM (130 on SIGINT), and with status 1 and one
-    line naming the checkpoint to resume from when another process of the run is gone."""
+    "auto" (latest if any) or a checkpoint folder; without it, an output_dir that holds a run is
+    refused unless ``overwrite``, which moves that run aside to ``<output_dir>.old-TIMESTAMP``
+    first. ``allow_config_change``: keys of ``resume_checks.RESUME_FIXED_KEYS`` the resume may
+    change. ``callbacks``: ``TrainingCallback`` instances called at each event of the run
+    (``depthpe.run.callbacks``; a raising callback stops the run with ``CallbackError``). Raises
+    ``ConfigError`` before building anything when the config cannot run; exits with status 143
+    after a checkpoint on SIGTERM (130 on SIGINT), and with status 1 and one line naming the
+    checkpoint to resume from when another process of the run is gone. A full disk
+    (``NoSpaceError``) or data without a usable sample (``NoUsableSampleError``) ends the progress
+    bar and writes the error line to train.log before it is raised."""
+    from ..data.datasets import NoUsableSampleError
+
     hooks = Callbacks([*builtin_callbacks(), *(callbacks or [])])
-    checked = preflight(cfg, resume)
+    checked = preflight(cfg, resume, overwrite=overwrite, allow_changes=tuple(allow_config_change))
     accelerator = make_accelerator(cfg)
     with run_lock(cfg.output_dir, accelerator) as took_over:
         stop = StopRequest()  # before the loader forks its workers: they inherit it until they ignore signals
+        run = None
         try:
             run = start_run(cfg, checked, accelerator, notes=[took_over] if took_over else [], callbacks=hooks)
             while run.state.step < cfg.train.steps:
@@ -111,9 +122,8 @@ def train(cfg: RunConfig, *, resume: str | None = None, callbacks: list[Training
                 if stop_status:
                     _exit_preempted(run, stop_status)
             return finish(run)
-        except NoSpaceError as err:  # one line in train.log too; the command line prints it as `error: ...`
-            run.bar.close()
-            log.error(f"error: {err}", extra={FILE_ONLY: True})
+        except (NoSpaceError, NoUsableSampleError) as err:  # the command line prints it as `error: ...`
+            _log_error_line(run, err)
             raise
         except Exception as err:
             if not lost_peer(err, accelerator.num_processes):
@@ -124,18 +134,31 @@ def train(cfg: RunConfig, *, resume: str | None = None, callbacks: list[Training
             close_logging()
 
 
-def _prepare_output(cfg: RunConfig, accelerator) -> None:
-    """Main process: run folder, train.log, config.yaml, leftovers of interrupted saves removed."""
+def _log_error_line(run: Run | None, err: Exception) -> None:
+    """Close the progress bar (so that the error starts a line of its own) and write ``error: ...``
+    (``error_line``) to train.log only."""
+    if run is not None:
+        run.bar.close()
+    log.error(f"error: {error_line(err)}", extra={FILE_ONLY: True})
+
+
+def _prepare_output(cfg: RunConfig, checked: Preflight, accelerator) -> list[str]:
+    """Main process: the earlier run moved aside (``--overwrite``), run folder, train.log,
+    config.yaml, run.json, leftovers of interrupted saves removed. Returns the lines to log."""
     output_dir = Path(cfg.output_dir)
+    moved = move_run_aside(output_dir) if checked.move_aside and accelerator.is_main_process else None
     setup_logging(output_dir if accelerator.is_main_process else None)
+    lines = [f"--overwrite: moved the earlier run in {output_dir} aside to {moved}"] if moved else []
     if accelerator.is_main_process:
         save_run_config(cfg, output_dir / "config.yaml")
-        for line in remove_incomplete(output_dir):
-            log.info(line)
+        write_run_id(output_dir, checked.run_id)
+        lines += remove_incomplete(output_dir)
     t, world = cfg.train, accelerator.num_processes
-    log.info(f"world size {world} ({accelerator.distributed_type.value}, device {accelerator.device}, mixed "
-             f"precision {accelerator.mixed_precision}); global batch per step = {world} process(es) x "
-             f"{t.grad_accum} micro-batch(es) x floor({cfg.data.max_images_per_batch} / S) samples")
+    lines.append(f"run id {checked.run_id} ({'resumed' if checked.checkpoint else 'a new run'}; {RUN_FILE})")
+    lines.append(f"world size {world} ({accelerator.distributed_type.value}, device {accelerator.device}, mixed "
+                 f"precision {accelerator.mixed_precision}); global batch per step = {world} process(es) x "
+                 f"{t.grad_accum} micro-batch(es) x floor({cfg.data.max_images_per_batch} / S) samples")
+    return lines
 
 
 def make_accelerator(cfg: RunConfig):
@@ -184,9 +207,13 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
 
     from ..data.loaders import build_train_loader
 
+    from accelerate.utils import broadcast_object_list
+
     hooks = callbacks if callbacks is not None else Callbacks()
     hooks.on_run_begin(cfg)
-    _prepare_output(cfg, accelerator)
+    checked = replace(checked, run_id=broadcast_object_list([checked.run_id])[0])  # the main process's id
+    for line in _prepare_output(cfg, checked, accelerator):
+        log.info(line)
     for warning in [*notes, *checked.warnings]:
         log.warning(warning)
     accelerator.wait_for_everyone()
@@ -197,7 +224,7 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
                  "(the first steps, and each new batch shape, compile; later steps run compiled)")
     fit_deepspeed_config(accelerator, cfg)
     model, optimizer = accelerator.prepare(model, build_optimizer(model, cfg))
-    state = TrainState(cfg.train.smoothing, world_size=accelerator.num_processes)
+    state = TrainState(cfg.train.smoothing, world_size=accelerator.num_processes, run_id=checked.run_id)
     if checked.checkpoint is not None:
         hooks.on_restore_begin(checked.checkpoint)
         _restore(accelerator, checked, state, optimizer, cfg)

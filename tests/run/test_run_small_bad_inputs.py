@@ -67,9 +67,35 @@ def test_training_data_with_no_readable_scene_is_one_error_line(workers, synth_r
     config.write_text(dump_run_config(run_config(root, tmp_path / "run", train={"num_workers": workers})))
     assert main(["train", "--config", str(config)]) == 1
     err = capsys.readouterr().err
-    lines = [line[line.index("error:"):] for line in err.splitlines() if "error:" in line]  # after tqdm's \r
-    assert len(lines) == 1 and lines[0].startswith("error: no usable sample after "), err
+    lines = [line for line in err.split("\n") if "error:" in line]  # split("\n"): a "\r" of the bar would count
+    assert len(lines) == 1 and lines[0].startswith("error: no usable sample after "), err  # a line of its own
     assert "run `depthpe check`" in lines[0] and "Traceback" not in err
+    logged = [line for line in (tmp_path / "run" / "train.log").read_text().splitlines() if "error:" in line]
+    assert len(logged) == 1 and logged[0].endswith(lines[0]), logged  # and in train.log, the same line
+
+
+def test_a_scene_of_1x1_pixels_fails_check_and_training_skips_and_counts_it(synth_root, tmp_path):
+    from depthpe.data.format.check import check_scene
+    from depthpe.data.format.limits import frame_size_problem
+    from depthpe.data.format.scene_file import write_index, write_scene
+    from tests.helpers.scenes import plane_scene
+
+    split = tmp_path / "data" / "tiny" / "train"
+    split.mkdir(parents=True)
+    s = plane_scene(4, 1, 1)
+    entry = write_scene(split / "s0.h5", images=s["images"], depth=s["depth"], K=s["K"], w2c=s["w2c"], dataset="tiny",
+                        scene_id="s0", split="train", metric=True, depth_units="m", image_format="png")
+    write_index(split, [entry], dataset="tiny", split="train")
+    problem = frame_size_problem(1, 1)
+    assert problem.startswith("frames of 1x1 pixels (HxW) are too small: a usable scene has at least MIN_FRAME_SIDE")
+    assert check_scene(split / "s0.h5").problems == [problem]
+    sources = [{"name": "tiny", "root": str(tmp_path / "data"), "split": "train"},
+               {"name": "synth", "root": str(synth_root), "split": "train"}]
+    final = train(run_config(synth_root, tmp_path / "run", data={"sources": sources},
+                             train={"steps": 2, "checkpoint_every": 0}))
+    state = json.loads((final / "trainer_state.json").read_text())
+    assert state["counters"]["bad_files"] == 1 and state["counters"]["skipped_files"] >= 1
+    assert state["bad_files"] == {str(split / "s0.h5"): f"{split / 's0.h5'}: {problem}"}
 
 
 @pytest.mark.parametrize("seed", [-1, 2**40, 2**32])

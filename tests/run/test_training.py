@@ -177,7 +177,7 @@ def test_ctrl_c_once_asks_for_a_checkpoint_twice_stops_at_once_with_one_line(mon
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert "SIGINT received: stopping after this step with a checkpoint (Ctrl-C again" in capfd.readouterr().err
 
-    def interrupted(cfg, resume=None):
+    def interrupted(cfg, **options):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(trainer_mod, "train", interrupted)
@@ -372,7 +372,7 @@ def test_a_live_run_holds_its_output_dir_and_a_dead_ones_lock_is_taken_over(synt
         holder.wait()
     assert holder.returncode == -9
     capsys.readouterr()
-    train(run_config(synth_root, out, train={"steps": 1, "checkpoint_every": 0}))
+    train(run_config(synth_root, out, train={"steps": 1, "checkpoint_every": 0}), overwrite=True)  # holds a run
     assert f"took over the lock of a run that is gone (pid {holder.pid} on {host}, since " in capsys.readouterr().out
     assert not (out / ".lock.owner").exists()
 

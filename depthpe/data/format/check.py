@@ -29,7 +29,7 @@ from ..config import MIN_SCALE_RATIO
 from ..parallel import ordered_map
 from .scene_file import SceneFileError, SceneReader, read_index
 from .check_config import CheckThresholds
-from .limits import ROTATION_ATOL, camera_problems
+from .limits import ROTATION_ATOL, camera_problems, frame_size_problem
 from ..workers import one_thread, use_one_thread
 
 _DEFAULTS = CheckThresholds()  # the defaults of check_scene and pair_disagreement: depthpe check's
@@ -202,7 +202,9 @@ def check_scene(
     """Check one scene file; never raises for a bad file (the problem is recorded in the report).
 
     Fails (``problems``) on: unreadable or malformed file, a shape beyond the format's limits
-    (``validation.MAX_FRAMES`` / ``MAX_FRAME_SIDE``, checked before anything is read), invalid
+    (``validation.MAX_FRAMES`` / ``MAX_FRAME_SIDE``, checked before anything is read), frames too
+    small to use (``limits.frame_size_problem``, the rule training applies too; nothing else is
+    judged then), invalid
     cameras (``validation.camera_problems``: non-finite, non-positive focal length, rotation not
     orthonormal with det +1 within ``rotation_atol``, principal point far outside the image),
     non-finite or negative stored depth, any frame whose image is truncated or cannot be decoded
@@ -226,6 +228,10 @@ def check_scene(
     try:
         _read_header(report, reader.attrs)
         _compare_with_index(report, expected)
+        too_small = frame_size_problem(report.height, report.width)
+        if too_small:
+            report.problems.append(too_small)
+            return report
         K, w2c = reader.read_cameras()
         report.problems += camera_problems(K, w2c, report.height, report.width, rotation_atol)
         if not (np.isfinite(K).all() and np.isfinite(w2c).all()):

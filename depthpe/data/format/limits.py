@@ -8,6 +8,9 @@ constant                       value      meaning
 =============================  =========  ===============================================================
 ``MAX_FRAME_SIDE``             8192       largest image height or width of a stored frame (pixels)
 ``MAX_FRAMES``                 100000     most frames in one scene file
+``MIN_FRAME_SIDE``             8          smallest image height or width a scene is usable at: a smaller
+                                          frame (a 1x1 "scene") fails ``depthpe check`` and training
+                                          skips it like any unusable file (``frame_size_problem``)
 ``ROTATION_ATOL``              1e-3       tolerance of ``|R R^T - I|`` (max element) and ``|det R - 1|``
 ``PRINCIPAL_POINT_MAX_OFFSET`` 2.0        the principal point may lie at most this many image sizes from
                                           the image centre: ``|cx - (W - 1) / 2| <= 2 W``, same for cy, H
@@ -42,8 +45,10 @@ __all__ = [
     "ROTATION_ATOL",
     "PRINCIPAL_POINT_MAX_OFFSET",
     "MIN_DISTINCT_DEPTHS",
+    "MIN_FRAME_SIDE",
     "depth_storage_problem",
     "shape_problem",
+    "frame_size_problem",
     "camera_problems",
     "index_entry_problem",
 ]
@@ -53,6 +58,7 @@ MAX_FRAMES = 100_000
 ROTATION_ATOL = 1e-3
 PRINCIPAL_POINT_MAX_OFFSET = 2.0
 MIN_DISTINCT_DEPTHS = 16
+MIN_FRAME_SIDE = 8  # the smallest side depthpe synth and depthpe convert write, too
 
 
 def shape_problem(num_frames: int, height: int, width: int) -> str | None:
@@ -63,6 +69,15 @@ def shape_problem(num_frames: int, height: int, width: int) -> str | None:
         return (f"claims frames of {height}x{width} pixels (HxW; allowed: 1 to MAX_FRAME_SIDE = "
                 f"{MAX_FRAME_SIDE} per side)")
     return None
+
+
+def frame_size_problem(height: int, width: int) -> str | None:
+    """Why frames of ``height`` x ``width`` pixels are too small to check, train or evaluate on
+    (a side below ``MIN_FRAME_SIDE``), or None. The one rule of ``depthpe check`` and training."""
+    if height >= MIN_FRAME_SIDE and width >= MIN_FRAME_SIDE:
+        return None
+    return (f"frames of {height}x{width} pixels (HxW) are too small: a usable scene has at least "
+            f"MIN_FRAME_SIDE = {MIN_FRAME_SIDE} pixels per side (convert it from larger images)")
 
 
 def depth_storage_problem(depth: np.ndarray, dtype: str) -> str | None:
