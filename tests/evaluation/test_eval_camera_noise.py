@@ -19,6 +19,9 @@ ARGS = ["--views", "3", "--image-width", "42", "--panels", "0", "--worst", "0", 
 
 
 def _eval(saved_model, synth_root, out, *extra) -> int:
+    """One `depthpe eval` with one torch thread: runs compared bit for bit must use the same thread
+    count (a module fixture runs before conftest's per-test thread reset)."""
+    torch.set_num_threads(1)
     return main(["eval", "--model", str(saved_model), "--data", str(synth_root), "--out", str(out), *ARGS, *extra])
 
 
