@@ -1,4 +1,4 @@
-"""``depthpe.correspondence``: target key patches of chosen view pairs, blocks of an attention matrix,
+"""``depthpe.geometry``: target key patches of chosen view pairs, blocks of an attention matrix,
 top-1 / within-r hits.
 
 The analytic case: a pure-translation stereo pair. Two views of 28 x 56 pixels (2 x 4 patches of
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depthpe.correspondence import (cyclic_pairs, match_hits, pair_blocks, pair_targets, patch_matches,
+from depthpe.geometry import (cyclic_pairs, match_hits, pair_blocks, pair_targets, patch_matches,
                                     query_patches)
 
 H, W, GRID = 28, 56, (2, 4)

@@ -66,7 +66,7 @@ def train_steps(model, optimizer, pool: list[dict], cfg: CorrespondenceConfig, s
     """Run optimizer ``steps`` on batches drawn from ``pool`` with ``generator``; returns the losses."""
     import torch
 
-    from ..correspondence import cyclic_pairs
+    from ..geometry import cyclic_pairs
     from ..run.correspondence import forward_with_correspondence
     from ..run.losses import depth_loss
     from .correspondence_eval import batches

@@ -6,7 +6,7 @@ resized back, ``zoom_center``) and noise on the input cameras (``geometry.pertur
 always come from the true cameras of the images the model sees. ``evaluate_setting`` runs the
 aggregator with the probe's capture (``depthpe.probe.capture``) and, per global layer, scores the
 head-averaged attention of every query patch over the patches of every other view: top-1 and
-within-1-patch accuracy (``depthpe.correspondence.match_hits``) and the probe's correspondence lift
+within-1-patch accuracy (``depthpe.geometry.match_hits``) and the probe's correspondence lift
 with its same-position control (``depthpe.probe.lift.LiftAccumulator``).
 """
 
@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..correspondence import match_hits, pair_blocks, pair_targets, patch_matches
+from ..geometry import match_hits, pair_blocks, pair_targets, patch_matches
 from ..geometry import crop_intrinsics, perturb_cameras, resize_intrinsics
 from ..probe.capture import capture_global_attention
 from ..probe.lift import LiftAccumulator

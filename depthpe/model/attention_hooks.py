@@ -106,7 +106,7 @@ def record_global_scores(model, grid: tuple[int, int], pairs: Sequence[tuple[int
 
     Yields a dict filled by each forward: {layer: (B, heads, len(pairs) * n, h*w)}, pairs in order,
     n = len(patches) query patches per pair (None = all h*w; same order as
-    ``depthpe.correspondence.pair_targets``). grid: (h, w) patches per view of the forward's images.
+    ``depthpe.geometry.pair_targets``). grid: (h, w) patches per view of the forward's images.
     """
     core = getattr(model, "module", model)
     config = getattr(core, "config")

@@ -1,6 +1,6 @@
 """Correspondence lift: attention mass on the true correspondences against uniform attention.
 
-For a usable match (query patch p of view i, view j; ``depthpe.correspondence.patch_matches``) and a radius
+For a usable match (query patch p of view i, view j; ``depthpe.geometry.patch_matches``) and a radius
 r, the *mass* is the attention weight the query token puts on the key patches of view j within r
 patches of the true target, and the *uniform mass* is what uniform attention over all N keys of the
 sample would put there (number of those key patches / N). Summed over every match of every sample,
@@ -27,7 +27,7 @@ from typing import Sequence
 
 import torch
 
-from ..correspondence import PatchMatches, patch_rows_cols, window_masks
+from ..geometry import PatchMatches, patch_rows_cols, window_masks
 
 __all__ = ["LiftAccumulator", "anchor_bins", "MIN_BIN_PAIRS"]
 

@@ -3,7 +3,7 @@
 Scenes and views are those of a resolved held-out set (``depthpe.evaluation.heldout.HeldOutSet``: the same
 scenes, views, input size and normalized scene unit as the evaluation of that set), and the model runs through the one inference path
 (``evaluation.scene_prediction`` -> ``predict_depth``) with ``capture.capture_global_attention``
-active; the matches come from the scene's GT depth and cameras (``depthpe.correspondence.patch_matches``).
+active; the matches come from the scene's GT depth and cameras (``depthpe.geometry.patch_matches``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 from ..evaluation.heldout import HeldOutSet
 from ..evaluation.loop import scene_loader, scene_prediction
 from .capture import attention_bytes, capture_global_attention
-from ..correspondence import patch_matches
+from ..geometry import patch_matches
 from .lift import LiftAccumulator
 
 __all__ = ["probe_attention", "probe_scene", "run_probe", "urope_anchors", "MAX_ATTENTION_BYTES"]
@@ -40,7 +40,7 @@ def probe_attention(model, held_out: HeldOutSet, *, dtype: str = "fp32", radii: 
                     depth_tolerance: float = 0.05, progress: bool = False) -> dict[str, LiftAccumulator]:
     """Correspondence lift of ``model`` (a ``DepthModel``, possibly DDP-wrapped) per dataset, on the
     scenes and views of ``held_out`` (one scene per forward pass; an unusable scene is skipped); radii: window radii in patches; depth_tolerance: relative depth
-    agreement of the occlusion test (``depthpe.correspondence.patch_matches``). Returns {dataset:
+    agreement of the occlusion test (``depthpe.geometry.patch_matches``). Returns {dataset:
     ``LiftAccumulator``} (datasets without a usable scene are absent). Raises ``ValueError`` when a
     scene's attention matrix would exceed ``MAX_ATTENTION_BYTES`` (fewer views or a smaller width).
     """

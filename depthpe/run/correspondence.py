@@ -4,7 +4,7 @@
 training, its aggregator alone in ``depthpe bench correspondence``) while every global layer's
 scores of the chosen query patches over the key view's patches are recorded
 (``depthpe.model.attention_hooks.record_global_scores``), computes the true key patch of every
-query from the GT depth and cameras (``depthpe.correspondence``) and returns the forward's output
+query from the GT depth and cameras (``depthpe.geometry``) and returns the forward's output
 with the correspondence loss (``losses.correspondence_loss``), averaged over the global layers.
 """
 
@@ -14,7 +14,7 @@ from typing import Callable, Sequence, TypeVar
 
 import torch
 
-from ..correspondence import pair_targets, patch_matches
+from ..geometry import pair_targets, patch_matches
 from ..model.attention_hooks import record_global_scores
 from .losses import correspondence_loss
 
@@ -34,7 +34,7 @@ def forward_with_correspondence(model, forward: Callable[[], Out], depth: torch.
     the TRUE world-to-camera (the matches come from them, whatever cameras ``forward`` feeds the
     model); grid: (h, w) patches per view; pairs: (query view, key view) pairs; patches: the query
     patches of each query view (None = all); depth_tolerance: the occlusion test's relative depth
-    agreement (``depthpe.correspondence.patch_matches``).
+    agreement (``depthpe.geometry.patch_matches``).
     """
     with record_global_scores(model, grid, pairs, patches) as scores:
         out = forward()

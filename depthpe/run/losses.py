@@ -47,7 +47,7 @@ Choices among / deviations from VGGT (VGGT's ``training/loss.py``):
   not multiplication, is used for masking).
 
 Correspondence loss (``correspondence_loss``, docs/correspondence.md): for a query patch of view i
-whose true patch t in view j is known (``depthpe.correspondence.pair_targets``), the cross-entropy
+whose true patch t in view j is known (``depthpe.geometry.pair_targets``), the cross-entropy
 of the attention scores s of that query over the h*w key patches of view j,
 ``CE = logsumexp_k s_k - s_t`` (a softmax restricted to view j's patches: the attention the query
 gives view j, renormalized), per head. Same reduction as the depth terms: the mean over the heads

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..correspondence import cyclic_pairs, query_patches
+from ..geometry import cyclic_pairs, query_patches
 from . import losses
 from .correspondence import forward_with_correspondence
 from .schema import OptimConfig, RunConfig

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from depthpe import DepthModel
-from depthpe.correspondence import cyclic_pairs, pair_blocks
+from depthpe.geometry import cyclic_pairs, pair_blocks
 from depthpe.model.attention_hooks import record_global_scores
 from depthpe.probe.capture import capture_global_attention
 from tests.helpers.inputs import moving_camera_inputs

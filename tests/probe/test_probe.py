@@ -16,7 +16,7 @@ import torch
 
 from depthpe import DepthModel
 from depthpe.probe.capture import capture_global_attention
-from depthpe.correspondence import patch_matches
+from depthpe.geometry import patch_matches
 from depthpe.probe.lift import LiftAccumulator
 from tests.helpers.probe import GRID, NS, hand_probs, two_views
 

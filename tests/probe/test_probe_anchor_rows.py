@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depthpe.correspondence import patch_matches
+from depthpe.geometry import patch_matches
 from depthpe.probe.lift import LiftAccumulator
 from tests.helpers.probe import GRID, N, NS, hand_probs, two_views
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from depthpe.config import ConfigError
-from depthpe.correspondence import cyclic_pairs, query_patches
+from depthpe.geometry import cyclic_pairs, query_patches
 from depthpe.model import DepthModel
 from depthpe.run import RunConfig
 from depthpe.run.correspondence import forward_with_correspondence
