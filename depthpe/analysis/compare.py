@@ -437,14 +437,20 @@ def compare_cells(result: dict) -> dict[str, list[list[str]]]:
     return out
 
 
-def format_compare(result: dict, notes: Sequence[str] = ()) -> str:
-    """The Markdown of a ``compare_groups`` result: ``notes`` as lines, then one table per dataset."""
+def markdown_tables(tables: dict[str, list[list[str]]], columns: Sequence[str], notes: Sequence[str] = ()) -> str:
+    """``notes`` as lines, then one Markdown table per entry of ``tables`` ({title: rows of cells}),
+    each under a ``### title`` heading with the header ``columns``."""
     lines = [*notes, ""] if notes else []
-    for dataset, rows in compare_cells(result).items():
-        lines += [f"### {dataset}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for title, rows in tables.items():
+        lines += [f"### {title}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         lines += ["| " + " | ".join(cells) + " |" for cells in rows]
         lines.append("")
     return "\n".join(lines)
+
+
+def format_compare(result: dict, notes: Sequence[str] = ()) -> str:
+    """The Markdown of a ``compare_groups`` result: ``notes`` as lines, then one table per dataset."""
+    return markdown_tables(compare_cells(result), COLUMNS, notes)
 
 
 def write_compare(result: dict, markdown: str, out_dir: str | Path, meta: dict) -> dict[str, Path]:

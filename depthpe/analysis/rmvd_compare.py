@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import ConfigError
-from .compare import EvalInput, group_inputs, mean_std, paired_comparison, resolve_input
+from .compare import EvalInput, group_inputs, markdown_tables, mean_std, paired_comparison, resolve_input
 from .settings import BOOTSTRAP, GROUP_BY
 
 __all__ = ["RMVD_COLUMNS", "RMVD_TABLE", "is_rmvd_folder", "rmvd_compare_groups", "rmvd_cells", "format_rmvd_compare",
@@ -153,12 +153,7 @@ def rmvd_cells(result: dict) -> dict[str, list[list[str]]]:
 
 def format_rmvd_compare(result: dict, notes: Sequence[str] = ()) -> str:
     """The Markdown of an ``rmvd_compare_groups`` result: ``notes``, then the one table."""
-    lines = [*notes, ""] if notes else []
-    for title, rows in rmvd_cells(result).items():
-        lines += [f"### {title}", "", "| " + " | ".join(RMVD_COLUMNS) + " |", "|" + "---|" * len(RMVD_COLUMNS)]
-        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-        lines.append("")
-    return "\n".join(lines)
+    return markdown_tables(rmvd_cells(result), RMVD_COLUMNS, notes)
 
 
 def run_rmvd_compare(paths: Sequence[str], *, group_by: str = GROUP_BY, reference: str | None = None,

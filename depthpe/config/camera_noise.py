@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from . import require
 from .options import option
 
-__all__ = ["CameraNoise", "CameraNoiseOptions", "scene_noise_seed"]
+__all__ = ["CameraNoise", "CameraNoiseOptions", "check_levels", "scene_noise_seed"]
 
 
 def scene_noise_seed(seed: int, key: str) -> int:
@@ -25,6 +25,17 @@ def scene_noise_seed(seed: int, key: str) -> int:
     number of processes."""
     digest = hashlib.sha256(f"{int(seed)}:{key}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1
+
+
+def check_levels(levels: tuple, names: tuple[str, str, str]) -> None:
+    """Raise ``ConfigError`` (one line, naming the level by ``names``) unless the (rotation in
+    degrees, translation fraction, focal fraction) ``levels`` are finite numbers >= 0, the rotation
+    at most 180 degrees and the focal fraction below 1."""
+    for value, name in zip(levels, names):
+        require(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0,
+                f"{name} must be a finite number >= 0, got {value!r}")
+    require(levels[0] <= 180, f"{names[0]} must be at most 180 degrees, got {levels[0]}")
+    require(levels[2] < 1, f"{names[2]} must be below 1 (a fraction of the focal length), got {levels[2]}")
 
 
 @dataclass(frozen=True)
@@ -44,12 +55,8 @@ class CameraNoise:
     focal: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("rotation_deg", "translation", "focal"):
-            value = getattr(self, name)
-            require(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0,
-                    f"camera noise {name} must be a finite number >= 0, got {value!r}")
-        require(self.rotation_deg <= 180, f"camera noise rotation_deg must be at most 180, got {self.rotation_deg}")
-        require(self.focal < 1, f"camera noise focal must be below 1 (a fraction of the focal length), got {self.focal}")
+        check_levels((self.rotation_deg, self.translation, self.focal),
+                     ("camera noise rotation_deg", "camera noise translation", "camera noise focal"))
 
     @property
     def is_zero(self) -> bool:
@@ -77,13 +84,8 @@ class CameraNoiseOptions:
 
     def _check_camera_noise(self) -> None:
         """One ``ConfigError`` line naming the flag of a bad level."""
-        for name in ("rotation_noise", "translation_noise", "focal_noise"):
-            value = getattr(self, name)
-            require(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0,
-                    f"--{name.replace('_', '-')} must be a finite number >= 0, got {value!r}")
-        require(self.rotation_noise <= 180, f"--rotation-noise must be at most 180 degrees, got {self.rotation_noise}")
-        require(self.focal_noise < 1, f"--focal-noise must be below 1 (a fraction of the focal length), "
-                                      f"got {self.focal_noise}")
+        check_levels((self.rotation_noise, self.translation_noise, self.focal_noise),
+                     ("--rotation-noise", "--translation-noise", "--focal-noise"))
 
     def camera_noise_entry(self) -> dict:
         """{"camera_noise": the levels and the seed}, as summary.json's meta, the manifest and the
