@@ -270,7 +270,7 @@ def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
     return float(arr.mean()), (float(arr.std(ddof=1)) if arr.size > 1 else None)
 
 
-def _row_value(item: EvalInput, dataset: str, row: str, metric: str) -> float:
+def row_value(item: EvalInput, dataset: str, row: str, metric: str) -> float:
     """``summary[dataset][row][metric]`` of an evaluation (NaN where missing)."""
     entry = (item.summary.get("summary") or {}).get(dataset, {}).get(row) or {}
     value = entry.get(metric)
@@ -280,10 +280,10 @@ def _row_value(item: EvalInput, dataset: str, row: str, metric: str) -> float:
 def seed_stats(items: Sequence[EvalInput], dataset: str) -> dict[str, dict]:
     """{name: {"mean", "std", "values"}} over the seeds of one group: the ``STAT_KEYS`` and the
     ratios of native AbsRel to each constant baseline's AbsRel (one ratio per seed, then averaged)."""
-    per_seed = {name: [_row_value(it, dataset, row, metric) for it in items] for name, row, metric in STAT_KEYS}
+    per_seed = {name: [row_value(it, dataset, row, metric) for it in items] for name, row, metric in STAT_KEYS}
     native = per_seed["native_abs_rel"]
     for name, baseline in RATIO_KEYS:
-        per_seed[name] = [n / _row_value(it, dataset, baseline, "abs_rel") for n, it in zip(native, items)]
+        per_seed[name] = [n / row_value(it, dataset, baseline, "abs_rel") for n, it in zip(native, items)]
     out = {}
     for name, values in per_seed.items():
         mean, std = mean_std(values)
@@ -360,7 +360,7 @@ def paired_comparison(group: dict[str, float], reference: dict[str, float], *, n
             "excludes_zero": bool(low > 0 or high < 0)}
 
 
-def _datasets(items: Sequence[EvalInput], wanted: Sequence[str] | None) -> list[str]:
+def common_datasets(items: Sequence[EvalInput], wanted: Sequence[str] | None) -> list[str]:
     """The datasets to compare: ``wanted`` (each must be in every evaluation), else those that every
     evaluation has."""
     have = [set((it.summary.get("summary") or {})) for it in items]
@@ -388,7 +388,7 @@ def compare_groups(groups: dict[str, list[EvalInput]], *, reference: str | None 
         raise ConfigError(f"--reference {reference!r}: no such group (groups: {', '.join(groups)})")
     items = [it for members in groups.values() for it in members]
     out: dict = {"reference": reference, "datasets": {}}
-    for dataset in _datasets(items, datasets):
+    for dataset in common_datasets(items, datasets):
         refs = {mode: group_scene_values(groups[reference], dataset, mode) for mode in PAIRED_ROWS}
         table = {}
         for label, members in groups.items():
@@ -401,20 +401,22 @@ def compare_groups(groups: dict[str, list[EvalInput]], *, reference: str | None 
     return out
 
 
-def _pm(stat: dict) -> str:
-    """``mean ± std`` with 4 decimals ('-' for a missing std, i.e. one seed)."""
+def mean_std_text(stat: dict, digits: int = 4) -> str:
+    """``mean ± std`` with ``digits`` decimals ('-' for a missing std, i.e. one seed; '-' alone for no mean)."""
     if not math.isfinite(stat["mean"]):
         return "-"
-    return f"{stat['mean']:.4f} ± " + ("-" if stat["std"] is None else f"{stat['std']:.4f}")
+    return f"{stat['mean']:.{digits}f} ± " + ("-" if stat["std"] is None else f"{stat['std']:.{digits}f}")
 
 
-def _paired_cells(paired: dict, is_reference: bool) -> list[str]:
-    """Table cells of a paired comparison: mean difference, interval, excludes 0."""
+def paired_cells(paired: dict, is_reference: bool, digits: int = 4, unit: str = "scenes") -> list[str]:
+    """Table cells of a paired comparison: mean difference, interval (with the number of paired
+    ``unit``), excludes 0; ``digits`` decimals."""
     if is_reference:
         return ["(reference)", "", ""]
     if not paired["n_scenes"]:
-        return ["-", "no common scene", "-"]
-    return [f"{paired['mean']:+.4f}", f"[{paired['low']:+.4f}, {paired['high']:+.4f}] ({paired['n_scenes']} scenes)",
+        return ["-", f"no common {unit.rstrip('s')}", "-"]
+    return [f"{paired['mean']:+.{digits}f}",
+            f"[{paired['low']:+.{digits}f}, {paired['high']:+.{digits}f}] ({paired['n_scenes']} {unit})",
             "yes" if paired["excludes_zero"] else "no"]
 
 
@@ -430,10 +432,10 @@ def compare_cells(result: dict) -> dict[str, list[list[str]]]:
         out[dataset] = []
         for label, entry in table.items():
             stats = entry["stats"]
-            out[dataset].append([label, str(entry["n_seeds"]), *(_pm(stats[name]) for name, _, _ in STAT_KEYS),
-                                 *(_pm(stats[name]) for name, _ in RATIO_KEYS),
+            out[dataset].append([label, str(entry["n_seeds"]), *(mean_std_text(stats[name]) for name, _, _ in STAT_KEYS),
+                                 *(mean_std_text(stats[name]) for name, _ in RATIO_KEYS),
                                  *(cell for key in PAIRED_ROWS.values()
-                                   for cell in _paired_cells(entry[key], label == result["reference"]))])
+                                   for cell in paired_cells(entry[key], label == result["reference"]))])
     return out
 
 

@@ -156,13 +156,13 @@ def plot_curves(runs: Sequence[CurveRun], out_dir: str | Path, *, metrics: Seque
         fig.tight_layout()
         stem = safe_component(f"curves_{dataset}")
         png, svg = out / f"{stem}.png", out / f"{stem}.svg"
-        _save(fig, png, svg)
+        save_figure(fig, png, svg)
         figures.append(CurveFigure(dataset, png, svg, [ax.get_title() for ax in fig.axes], max(lines, default=0)))
         plt.close(fig)
     return figures
 
 
-def _save(fig, png: Path, svg: Path) -> None:
+def save_figure(fig, png: Path, svg: Path) -> None:
     """Save ``fig`` as PNG and SVG, each written atomically."""
     import io
 

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import ConfigError
-from .compare import EvalInput, group_inputs, markdown_tables, mean_std, paired_comparison, resolve_input
+from .compare import EvalInput, group_inputs, markdown_tables, mean_std, mean_std_text, paired_cells, paired_comparison, resolve_input
 from .settings import BOOTSTRAP, GROUP_BY
 
 __all__ = ["RMVD_COLUMNS", "RMVD_TABLE", "is_rmvd_folder", "rmvd_compare_groups", "rmvd_cells", "format_rmvd_compare",
@@ -126,28 +126,14 @@ def rmvd_compare_groups(groups: dict[str, list[EvalInput]], *, reference: str | 
     return {"kind": "rmvd", "reference": reference, "rows": rows}
 
 
-def _pm(stat: dict, digits: int) -> str:
-    if not math.isfinite(stat["mean"]):
-        return "-"
-    return f"{stat['mean']:.{digits}f} ± " + ("-" if stat["std"] is None else f"{stat['std']:.{digits}f}")
-
-
 def rmvd_cells(result: dict) -> dict[str, list[list[str]]]:
     """{``RMVD_TABLE``: one row of text cells (``RMVD_COLUMNS`` order) per row of the result}."""
     cells = []
     for row in result["rows"]:
-        paired, is_ref = row["paired"], row["group"] == result["reference"]
-        if paired is None:
-            tail = ["", "", ""]
-        elif is_ref:
-            tail = ["(reference)", "", ""]
-        elif not paired["n_scenes"]:
-            tail = ["-", "no common sample", "-"]
-        else:
-            tail = [f"{paired['mean']:+.2f}", f"[{paired['low']:+.2f}, {paired['high']:+.2f}] "
-                    f"({paired['n_scenes']} samples)", "yes" if paired["excludes_zero"] else "no"]
+        paired = row["paired"]
+        tail = ["", "", ""] if paired is None else paired_cells(paired, row["group"] == result["reference"], 2, "samples")
         cells.append([row["dataset"], row["setting"], row["ordering"], row["group"], str(row["n_seeds"]),
-                      _pm(row["abs_rel"], 2), _pm(row["inliers"], 1), *tail])
+                      mean_std_text(row["abs_rel"], 2), mean_std_text(row["inliers"], 1), *tail])
     return {RMVD_TABLE: cells}
 
 

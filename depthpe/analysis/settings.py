@@ -56,7 +56,7 @@ class PlotConfig:
     per group of ``group_by``, one panel per metric of ``metrics`` and table row of ``rows``."""
 
     runs: list[str] = option(REQUIRED, positional=True, metavar="RUN_DIR",
-                             help="run folders (config.yaml and val_history.jsonl)")
+                             help="run folders (config.yaml and val_history.jsonl), or camera-noise sweep folders")
     group_by: str = option(GROUP_BY, help="dotted run-config key that names the group (colour) of a run")
     metrics: list[str] = option(default_factory=lambda: list(PLOT_METRICS), help="metrics, one panel each")
     rows: list[str] = option(default_factory=lambda: list(PLOT_ROWS),

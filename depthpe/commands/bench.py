@@ -30,6 +30,8 @@ BENCHMARKS = {
     "correspondence": ("depthpe.bench.correspondence", "train the global attention of a tiny model on true cross-view "
                        "matches (correspondence loss) per encoding; per layer top-1 / within-1 accuracy and lift, "
                        "with more views, zoom and pose noise"),
+    "camera-noise": ("depthpe.bench.camera_noise", "evaluate models at a list of input-camera noise levels (rotation, "
+                     "translation, focal): per-level table with paired intervals, metric-vs-noise figure"),
     "rehearsal": ("depthpe.bench.rehearsal", "a recipe end to end on the CPU at true size: train, SIGKILL, resume, "
                   "bf16 step, export, reload, eval, predict, push; memory prediction vs measured"),
 }

@@ -19,7 +19,9 @@ reference group with a bootstrap 95% interval over scenes. Evaluations on differ
 refused unless --allow-different-manifests. With --out, writes compare.md, compare.json, report.html, and
 the validation curves of the runs that have a val_history.jsonl to curves/ (as `depthpe plot`).
 Output folders of depthpe rmvd are compared the same way, in one table whose rows are datasets x
-settings (AbsRel and inliers, paired per sample). How to compare encodings honestly: docs/compare.md."""
+settings (AbsRel and inliers, paired per sample); folders of `depthpe bench camera-noise` in one
+table per dataset whose rows are groups x noise levels (paired against the first level and against
+the reference at each level). How to compare encodings honestly: docs/compare.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,21 +54,28 @@ def run(args: argparse.Namespace) -> int:
 
 def _compare(cfg: CompareConfig):
     """(result, Markdown, meta, table columns, table cells) of evaluation folders
-    (``compare.run_compare``) or of ``depthpe rmvd`` folders (``rmvd_compare.run_rmvd_compare``);
-    a mix of both is a ``ConfigError``."""
+    (``compare.run_compare``), of ``depthpe rmvd`` folders (``rmvd_compare.run_rmvd_compare``) or of
+    camera-noise sweep folders (``noise_sweep.run_sweep_compare``); a mix of kinds is a ``ConfigError``."""
     from ..analysis.compare import COLUMNS, compare_cells, run_compare
+    from ..analysis.noise_sweep import SWEEP_COLUMNS, is_sweep_folder, run_sweep_compare, sweep_cells
     from ..analysis.rmvd_compare import RMVD_COLUMNS, is_rmvd_folder, rmvd_cells, run_rmvd_compare
     from ..config import ConfigError
 
-    rmvd = [is_rmvd_folder(p) for p in cfg.inputs]
-    if any(rmvd) and not all(rmvd):
-        shown = next(p for p, r in zip(cfg.inputs, rmvd) if r)
-        raise ConfigError(f"{shown} is a depthpe rmvd output and the other inputs are not: compare RMVD folders "
-                          "with RMVD folders, evaluations with evaluations")
-    if all(rmvd):
+    kinds = {p: "a depthpe rmvd output" if is_rmvd_folder(p) else
+             "a camera-noise sweep (depthpe bench camera-noise)" if is_sweep_folder(p) else "an evaluation"
+             for p in cfg.inputs}
+    if len(set(kinds.values())) > 1:
+        shown = next(p for p in cfg.inputs if kinds[p] != kinds[cfg.inputs[0]])
+        raise ConfigError(f"{shown} is {kinds[shown]} and {cfg.inputs[0]} is {kinds[cfg.inputs[0]]}: compare "
+                          "folders of one kind (evaluations, RMVD outputs or sweeps) at a time")
+    if is_rmvd_folder(cfg.inputs[0]):
         result, markdown, meta = run_rmvd_compare(cfg.inputs, group_by=cfg.group_by, reference=cfg.reference,
                                                   datasets=cfg.dataset, n_boot=cfg.bootstrap, seed=cfg.seed)
         return result, markdown, meta, RMVD_COLUMNS, rmvd_cells(result)
+    if is_sweep_folder(cfg.inputs[0]):
+        result, markdown, meta = run_sweep_compare(cfg.inputs, group_by=cfg.group_by, reference=cfg.reference,
+                                                   datasets=cfg.dataset, n_boot=cfg.bootstrap, seed=cfg.seed)
+        return result, markdown, meta, SWEEP_COLUMNS, sweep_cells(result)
     result, markdown, meta = run_compare(
         cfg.inputs, group_by=cfg.group_by, reference=cfg.reference, datasets=cfg.dataset,
         allow_different_manifests=cfg.allow_different_manifests, n_boot=cfg.bootstrap, seed=cfg.seed)

@@ -14,7 +14,9 @@ one figure (curves_<dataset>.png and .svg in --out) with one panel per metric (a
 table once per --rows row; `loss` is the total validation loss, `loss.l1` / `loss.gradient` its
 terms), one line per run, one colour per group of --group-by (runs that differ only by seed share
 it). Raw points are faint; the line on top is a bias-corrected exponential moving average with
-decay 0.95 per 1,000 steps (formula: docs/compare.md)."""
+decay 0.95 per 1,000 steps (formula: docs/compare.md). Given the folders of `depthpe bench
+camera-noise` instead, draws each metric against the noise level (noise_<dataset>.png and .svg:
+mean ± std over the seeds of each group; validation losses are left out)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,9 +28,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(PlotConfig, args)
+        from ..analysis.noise_sweep import is_sweep_folder, run_sweep_plot
         from ..analysis.plotting import run_plot
 
-        for figure in run_plot(cfg.runs, cfg.out, group_by=cfg.group_by, metrics=cfg.metrics, rows=cfg.rows):
+        sweeps = [is_sweep_folder(path) for path in cfg.runs]
+        if any(sweeps) and not all(sweeps):
+            from ..config import ConfigError
+
+            raise ConfigError("give run folders or camera-noise sweep folders (depthpe bench camera-noise), not both")
+        draw = run_sweep_plot if all(sweeps) else run_plot
+        for figure in draw(cfg.runs, cfg.out, group_by=cfg.group_by, metrics=cfg.metrics, rows=cfg.rows):
             print(f"wrote {figure.png} and {figure.svg} ({len(figure.panels)} panels)")
         return 0
     return USAGE_ERROR_STATUS

@@ -68,7 +68,7 @@ def test_depthpe_compare_reads_rmvd_folders_and_refuses_a_mix(rmvd_study, tmp_pa
     (evaluation / "summary.json").write_text('{"summary": {}}')
     assert main(["compare", paths[0], str(evaluation)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "is a depthpe rmvd output and the other inputs are not" in err
+    assert err.count("\n") == 1 and "is a depthpe rmvd output" in err and "folders of one kind" in err
 
 
 def test_compare_reads_rmvd_model_runs(tmp_path, capsys, rmvd_micro_model, rmvd_camera_model):

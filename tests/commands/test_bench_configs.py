@@ -49,7 +49,11 @@ CASES = {
 }
 # benchmarks with no benchmarked run: their settings are one config dataclass with --config FILE and
 # key=value of its own (``add_options``, as `depthpe eval`)
-OWN_CONFIG = {"correspondence": "depthpe.bench.correspondence_config.CorrespondenceConfig"}
+# name -> (settings class, its required options, its positional arguments, a field set by the config file)
+OWN_CONFIG = {"correspondence": ("depthpe.bench.correspondence_config.CorrespondenceConfig", ["--data", "d", "--out", "o"],
+                                 [], "steps"),
+              "camera-noise": ("depthpe.bench.camera_noise.CameraNoiseSweepConfig", ["--data", "d", "--out", "o"],
+                               ["m"], "noise_seed")}
 HIDDEN = {"attention": {"--_memory-child"}, "memory": {"--_measure-child"}}  # flags of their own child processes
 
 
@@ -74,15 +78,16 @@ def test_a_benchmark_with_its_own_config_takes_its_fields_and_its_config_file(na
 
     from depthpe.config.options import config_from_args
 
-    module, _, cls_name = OWN_CONFIG[name].rpartition(".")
+    path, required, positional, from_file = OWN_CONFIG[name]
+    module, _, cls_name = path.rpartition(".")
     cls = getattr(importlib.import_module(module), cls_name)
     parser = _parser(name)
     dests = {a.dest for a in parser._actions} - {"help", "config", "overrides", "debug", "_run"}
     assert dests == {f.name for f in dataclasses.fields(cls)}
-    (tmp_path / "c.yaml").write_text("steps: 7\n")
-    cfg = config_from_args(cls, parser.parse_args(["--data", "d", "--out", "o", "--config", str(tmp_path / "c.yaml"),
+    (tmp_path / "c.yaml").write_text(f"{from_file}: 7\n")
+    cfg = config_from_args(cls, parser.parse_args([*required, "--config", str(tmp_path / "c.yaml"), *positional,
                                                    "views=3"]))
-    assert (cfg.steps, cfg.views, cfg.data) == (7, 3, "d")
+    assert (getattr(cfg, from_file), cfg.views, cfg.data) == (7, 3, "d")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
