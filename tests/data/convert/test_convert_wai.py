@@ -145,3 +145,14 @@ def test_converted_wai_trains_evaluates_and_indexes(converted, tmp_path):
     assert "wai" in json.dumps(json.loads((tmp_path / "eval" / "summary.json").read_text()))
     assert main(["index", str(converted / "wai"), "--quiet"]) == 0
     assert [e["scene_id"] for e in read_index(converted / "wai" / "val")] in (["a"], ["b"])
+
+
+def test_the_principal_point_is_colmaps_half_pixel_one(wai_root, scene_files):
+    """WAI stores cx, cy as COLMAP does (the centre of the top-left pixel at (0.5, 0.5)): MapAnything's
+    conversions copy them from COLMAP's cameras.txt. The fixture writes them so, and the converted K
+    (OpenCV: that centre at (0, 0)) is 0.5 px lower, which the round trip above checks."""
+    meta = json.loads((wai_root / "a" / "scene_meta.json").read_text())
+    K = read_scene_frames(scene_files[0])["K"]
+    for frame, k in zip(meta["frames"], K):
+        assert (frame["cx"], frame["cy"]) == pytest.approx((k[0, 2] + 0.5, k[1, 2] + 0.5), abs=1e-5)
+        assert (frame["fl_x"], frame["fl_y"]) == pytest.approx((k[0, 0], k[1, 1]), rel=1e-6)
