@@ -121,8 +121,14 @@ def run_seed(cfg: CorrespondenceConfig, seed: int, pool: list[dict], held_out: d
 
 def _mean_row(rows: list[dict]) -> dict:
     """The mean over layers of every number in ``rows`` (NaN left out)."""
-    keys = [k for k in rows[0] if k not in ("layer", "matches")] if rows else []
+    keys = [k for k in rows[0] if _is_number_key(k)] if rows else []
     return {k: _nanmean([r[k] for r in rows]) for k in keys}
+
+
+def _is_number_key(key: str) -> bool:
+    """Whether a layer row's ``key`` is a number averaged over layers or seeds (not the layer, the
+    match count or a per-scene list)."""
+    return key not in ("layer", "matches") and not key.startswith("scene_")
 
 
 def _nanmean(values) -> float:
@@ -136,7 +142,7 @@ def summarize(runs: list[dict]) -> dict:
     for name in runs[0]["curve"][-1]["settings"]:
         per_seed = [run["curve"][-1]["settings"][name] for run in runs]
         out[name] = [{"layer": rows[0]["layer"], "matches": rows[0]["matches"],
-                      **{k: _nanmean([r[k] for r in rows]) for k in rows[0] if k not in ("layer", "matches")}}
+                      **{k: _nanmean([r[k] for r in rows]) for k in rows[0] if _is_number_key(k)}}
                      for rows in zip(*per_seed)]
     return out
 
@@ -192,6 +198,7 @@ def run_correspondence(cfg: CorrespondenceConfig) -> dict:
     meta = {**dataclasses.asdict(cfg), "grid": [grid, grid],
             "chance_top1": 1 / grid**2, "train_samples": len(pool),
             "eval_samples": {str(v): len(s) for v, s in held_out.items()},
+            "eval_scenes_of": {str(v): [x["scene"] for x in s] for v, s in held_out.items()},
             "settings": [vars(s) for s in settings], "seconds": time.perf_counter() - start}
     result = {"meta": meta, "runs": runs, "summary": summarize(runs)}
     out = Path(cfg.out)

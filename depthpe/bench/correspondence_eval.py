@@ -57,7 +57,8 @@ def load_samples(root: str, dataset: str, split: str, views: int, image_width: i
                  max_scenes: int | None = None) -> list[dict]:
     """Samples of ``root/<dataset>/<split>`` as ``depthpe eval`` reads them (``resolve_held_out``: no
     augmentation, normalized scene frame, square images of ``image_width``), one view subset per
-    scene and seed; each {images (S, 3, H, W), K, w2c (S, 4, 4), depth (S, H, W), valid}. Unusable
+    scene and seed; each {images (S, 3, H, W), K, w2c (S, 4, 4), depth (S, H, W), valid, scene (its
+    key, ``"<dataset>/<scene>"``)}. Unusable
     scenes are left out. Raises ``FileNotFoundError`` without an index.json."""
     from ..data.config import SourceConfig
     from ..evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
@@ -74,7 +75,7 @@ def load_samples(root: str, dataset: str, split: str, views: int, image_width: i
         for i in held_out.order:
             item = dataset_[i]
             if item["error"] is None and item["images"].shape[0] == views:
-                samples.append({key: item[key] for key in KEYS})
+                samples.append({**{key: item[key] for key in KEYS}, "scene": dataset_.scene_key(i)})
     return samples
 
 
@@ -121,7 +122,7 @@ def evaluate_setting(model, samples: list[dict], setting: Setting, *, radii: Seq
     config = model.config
     generator = torch.Generator().manual_seed(seed)
     lift = LiftAccumulator(radii)
-    hits: dict[int, list[int]] = {}
+    hits: dict[int, list[torch.Tensor]] = {}  # layer -> per sample [top-1 hits, within-1 hits, matches]
     for images, K, w2c, depth, valid in batches(samples, batch_size):
         images, K, depth, valid = zoom_center(images, K, depth, valid, setting.zoom)
         _, seen = perturb_cameras(K, w2c, rotation_deg=setting.rotation_deg, translation=setting.translation,
@@ -135,18 +136,19 @@ def evaluate_setting(model, samples: list[dict], setting: Setting, *, radii: Seq
         def on_layer(index, probs, encoding):
             lift.add(index, probs)
             mean = pair_blocks(probs.mean(dim=1, keepdim=True), grid, config.num_special_tokens, pairs)[:, 0]
-            counts = hits.setdefault(index, [0, 0, 0])
-            counts[0] += int(match_hits(mean, target, grid, 0).sum())
-            counts[1] += int(match_hits(mean, target, grid, 1).sum())
-            counts[2] += int((target >= 0).sum())
+            counts = torch.stack([match_hits(mean, target, grid, 0).sum(1), match_hits(mean, target, grid, 1).sum(1),
+                                  (target >= 0).sum(1)], dim=1)  # (B, 3)
+            hits.setdefault(index, []).append(counts)
 
         with torch.no_grad(), capture_global_attention(model, on_layer):
             model.aggregator(images, K, seen)
     return _layer_rows(lift, hits)
 
 
-def _layer_rows(lift: LiftAccumulator, hits: dict[int, list[int]]) -> list[dict]:
-    """The rows of ``evaluate_setting`` from the lift sums and the hit counts per layer."""
+def _layer_rows(lift: LiftAccumulator, hits: dict[int, list[torch.Tensor]]) -> list[dict]:
+    """The rows of ``evaluate_setting`` from the lift sums and the per-sample hit counts per layer
+    (each row also has ``scene_top1`` / ``scene_within1``: per sample, in order, the fraction of its
+    matches, None for a sample without one, and ``scene_matches``)."""
     by_layer: dict[int, dict] = {}
     for row in lift.layer_rows():
         r = row["radius"]
@@ -156,7 +158,11 @@ def _layer_rows(lift: LiftAccumulator, hits: dict[int, list[int]]) -> list[dict]
         entry[f"lift_minus_same_r{r}"] = row["lift"] - row["same_position_lift"]
     rows = []
     for layer in sorted(hits):
-        top1, within1, n = hits[layer]
+        per_sample = torch.cat(hits[layer]).tolist()
+        top1, within1, n = (sum(column) for column in zip(*per_sample))
+        fraction = lambda k: [c[k] / c[2] if c[2] else None for c in per_sample]  # noqa: E731
         rows.append({"layer": layer, "matches": n, "top1": top1 / n if n else math.nan,
-                     "within1": within1 / n if n else math.nan, **by_layer.get(layer, {})})
+                     "within1": within1 / n if n else math.nan, **by_layer.get(layer, {}),
+                     "scene_top1": fraction(0), "scene_within1": fraction(1),
+                     "scene_matches": [c[2] for c in per_sample]})
     return rows

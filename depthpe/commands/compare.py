@@ -21,7 +21,8 @@ the validation curves of the runs that have a val_history.jsonl to curves/ (as `
 Output folders of depthpe rmvd are compared the same way, in one table whose rows are datasets x
 settings (AbsRel and inliers, paired per sample); folders of `depthpe bench camera-noise` in one
 table per dataset whose rows are groups x noise levels (paired against the first level and against
-the reference at each level). How to compare encodings honestly: docs/compare.md."""
+the reference at each level); folders of `depthpe bench correspondence` in one table per
+evaluation setting (top-1 at the last layer, paired per held-out scene). How to compare encodings honestly: docs/compare.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,31 +53,44 @@ def run(args: argparse.Namespace) -> int:
     return USAGE_ERROR_STATUS
 
 
+def _kind(path: str) -> str:
+    """What a compared folder holds: ``rmvd``, ``sweep``, ``correspondence`` or ``evaluation``."""
+    from ..analysis.correspondence_compare import is_correspondence_folder
+    from ..analysis.noise_sweep import is_sweep_folder
+    from ..analysis.rmvd_compare import is_rmvd_folder
+
+    return ("rmvd" if is_rmvd_folder(path) else "sweep" if is_sweep_folder(path) else
+            "correspondence" if is_correspondence_folder(path) else "evaluation")
+
+
+KIND_NAMES = {"rmvd": "a depthpe rmvd output", "sweep": "a camera-noise sweep (depthpe bench camera-noise)",
+              "correspondence": "a depthpe bench correspondence output", "evaluation": "an evaluation"}
+
+
 def _compare(cfg: CompareConfig):
     """(result, Markdown, meta, table columns, table cells) of evaluation folders
-    (``compare.run_compare``), of ``depthpe rmvd`` folders (``rmvd_compare.run_rmvd_compare``) or of
-    camera-noise sweep folders (``noise_sweep.run_sweep_compare``); a mix of kinds is a ``ConfigError``."""
-    from ..analysis.compare import COLUMNS, compare_cells, run_compare
-    from ..analysis.noise_sweep import SWEEP_COLUMNS, is_sweep_folder, run_sweep_compare, sweep_cells
-    from ..analysis.rmvd_compare import RMVD_COLUMNS, is_rmvd_folder, rmvd_cells, run_rmvd_compare
+    (``compare.run_compare``), ``depthpe rmvd`` folders (``rmvd_compare.run_rmvd_compare``),
+    camera-noise sweeps (``noise_sweep.run_sweep_compare``) or correspondence benchmark folders
+    (``correspondence_compare.run_correspondence_compare``); a mix of kinds is a ``ConfigError``."""
+    from ..analysis import compare, correspondence_compare, noise_sweep, rmvd_compare
     from ..config import ConfigError
 
-    kinds = {p: "a depthpe rmvd output" if is_rmvd_folder(p) else
-             "a camera-noise sweep (depthpe bench camera-noise)" if is_sweep_folder(p) else "an evaluation"
-             for p in cfg.inputs}
-    if len(set(kinds.values())) > 1:
-        shown = next(p for p in cfg.inputs if kinds[p] != kinds[cfg.inputs[0]])
-        raise ConfigError(f"{shown} is {kinds[shown]} and {cfg.inputs[0]} is {kinds[cfg.inputs[0]]}: compare "
-                          "folders of one kind (evaluations, RMVD outputs or sweeps) at a time")
-    if is_rmvd_folder(cfg.inputs[0]):
-        result, markdown, meta = run_rmvd_compare(cfg.inputs, group_by=cfg.group_by, reference=cfg.reference,
-                                                  datasets=cfg.dataset, n_boot=cfg.bootstrap, seed=cfg.seed)
-        return result, markdown, meta, RMVD_COLUMNS, rmvd_cells(result)
-    if is_sweep_folder(cfg.inputs[0]):
-        result, markdown, meta = run_sweep_compare(cfg.inputs, group_by=cfg.group_by, reference=cfg.reference,
-                                                   datasets=cfg.dataset, n_boot=cfg.bootstrap, seed=cfg.seed)
-        return result, markdown, meta, SWEEP_COLUMNS, sweep_cells(result)
-    result, markdown, meta = run_compare(
-        cfg.inputs, group_by=cfg.group_by, reference=cfg.reference, datasets=cfg.dataset,
-        allow_different_manifests=cfg.allow_different_manifests, n_boot=cfg.bootstrap, seed=cfg.seed)
-    return result, markdown, meta, COLUMNS, compare_cells(result)
+    kinds = [_kind(p) for p in cfg.inputs]
+    if len(set(kinds)) > 1:
+        k = next(i for i, kind in enumerate(kinds) if kind != kinds[0])
+        raise ConfigError(f"{cfg.inputs[k]} is {KIND_NAMES[kinds[k]]} and {cfg.inputs[0]} is {KIND_NAMES[kinds[0]]}: "
+                          "compare folders of one kind (evaluations, RMVD outputs, sweeps or correspondence runs) at a time")
+    shared = {"group_by": cfg.group_by, "reference": cfg.reference, "n_boot": cfg.bootstrap, "seed": cfg.seed}
+    if kinds[0] == "rmvd":
+        result, markdown, meta = rmvd_compare.run_rmvd_compare(cfg.inputs, datasets=cfg.dataset, **shared)
+        return result, markdown, meta, rmvd_compare.RMVD_COLUMNS, rmvd_compare.rmvd_cells(result)
+    if kinds[0] == "sweep":
+        result, markdown, meta = noise_sweep.run_sweep_compare(cfg.inputs, datasets=cfg.dataset, **shared)
+        return result, markdown, meta, noise_sweep.SWEEP_COLUMNS, noise_sweep.sweep_cells(result)
+    if kinds[0] == "correspondence":
+        result, markdown, meta = correspondence_compare.run_correspondence_compare(cfg.inputs, **shared)
+        return (result, markdown, meta, correspondence_compare.CORRESPONDENCE_COLUMNS,
+                correspondence_compare.correspondence_cells(result))
+    result, markdown, meta = compare.run_compare(cfg.inputs, datasets=cfg.dataset,
+                                                 allow_different_manifests=cfg.allow_different_manifests, **shared)
+    return result, markdown, meta, compare.COLUMNS, compare.compare_cells(result)
