@@ -29,7 +29,7 @@ from ..config import ConfigError
 from ..files import atomic_write_bytes, safe_component
 from .compare import (common_datasets, paired_cells, mean_std_text, row_value, check_manifests, group_inputs, group_scene_values,
                       markdown_tables, paired_comparison, resolve_input, seed_stats)
-from .plotting import CurveFigure, save_figure, panel_specs
+from .plotting import CurveFigure, finish_figure, panel_specs
 from .settings import BOOTSTRAP, GROUP_BY
 
 __all__ = ["SWEEP_FILE", "SWEEP_COLUMNS", "NoiseSweep", "is_sweep_folder", "level_label", "write_sweep_plan",
@@ -247,12 +247,7 @@ def plot_sweep(sweep: NoiseSweep, out_dir: str | Path, *, group_by: str = GROUP_
                           rotation=30, fontsize="small")
             ax.set_xlabel("noise: rotation ° / translation / focal")
         fig.suptitle(f"{dataset}: metric vs input-camera noise (mean ± std over seeds)")
-        fig.tight_layout()
-        stem = safe_component(f"noise_{dataset}")
-        png, svg = out / f"{stem}.png", out / f"{stem}.svg"
-        save_figure(fig, png, svg)
-        figures.append(CurveFigure(dataset, png, svg, [ax.get_title() for ax in fig.axes], max(lines, default=0)))
-        plt.close(fig)
+        figures.append(finish_figure(fig, out, "noise", dataset, lines))
     return figures
 
 

@@ -22,7 +22,7 @@ from .settings import GROUP_BY, PLOT_METRICS, PLOT_ROWS
 from ..run.validation import VAL_HISTORY, read_val_history
 
 __all__ = ["ema", "read_history", "series", "panel_specs", "CurveRun", "CurveFigure", "plot_curves", "run_plot",
-           "write_curves"]
+           "write_curves", "finish_figure", "save_figure"]
 
 
 def ema(steps: Sequence[float], values: Sequence[float], decay: float = 0.95, every: float = 1000.0) -> np.ndarray:
@@ -153,13 +153,22 @@ def plot_curves(runs: Sequence[CurveRun], out_dir: str | Path, *, metrics: Seque
         fig, axes = plt.subplots(1, len(specs), figsize=(4.2 * len(specs), 3.4), squeeze=False)
         lines = [_draw_panel(ax, runs, colours, dataset, spec, decay, every) for ax, spec in zip(axes[0], specs)]
         fig.suptitle(f"{dataset}: validation (smoothed: decay {decay} per {every:g} steps)")
-        fig.tight_layout()
-        stem = safe_component(f"curves_{dataset}")
-        png, svg = out / f"{stem}.png", out / f"{stem}.svg"
-        save_figure(fig, png, svg)
-        figures.append(CurveFigure(dataset, png, svg, [ax.get_title() for ax in fig.axes], max(lines, default=0)))
-        plt.close(fig)
+        figures.append(finish_figure(fig, out, "curves", dataset, lines))
     return figures
+
+
+def finish_figure(fig, out: Path, prefix: str, dataset: str, lines: Sequence[int]) -> CurveFigure:
+    """Lay out ``fig``, save it as ``out/<prefix>_<dataset>.png`` and ``.svg`` (one safe file-name
+    component), close it; returns what was drawn (``lines``: the lines drawn per panel)."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    stem = safe_component(f"{prefix}_{dataset}")
+    png, svg = out / f"{stem}.png", out / f"{stem}.svg"
+    save_figure(fig, png, svg)
+    figure = CurveFigure(dataset, png, svg, [ax.get_title() for ax in fig.axes], max(lines, default=0))
+    plt.close(fig)
+    return figure
 
 
 def save_figure(fig, png: Path, svg: Path) -> None:

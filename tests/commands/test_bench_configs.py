@@ -24,8 +24,8 @@ from depthpe.bench.settings import BenchedRun
 from depthpe.bench.synth import SynthSettings
 from depthpe.bench.train import TrainSettings
 from depthpe.commands.bench import BENCHMARKS
-from depthpe.commands.subcommands import configure_parser
 from depthpe.config.options import REQUIRED, add_plain_options, option
+from tests.helpers.parsers import command_parser, field_default
 
 # benchmark -> (settings dataclass, the shortest valid command line, the options its help had before)
 CASES = {
@@ -57,15 +57,8 @@ OWN_CONFIG = {"correspondence": ("depthpe.bench.correspondence_config.Correspond
 HIDDEN = {"attention": {"--_memory-child"}, "memory": {"--_measure-child"}}  # flags of their own child processes
 
 
-def _parser(name: str) -> argparse.ArgumentParser:
-    module, help_text = BENCHMARKS[name]
-    parser = argparse.ArgumentParser(prog=f"depthpe bench {name}")
-    configure_parser(parser, module, help_text, "_run")
-    return parser
-
-
-def _default(field: dataclasses.Field):
-    return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+def _parser(name: str):
+    return command_parser(BENCHMARKS, name, f"depthpe bench {name}")
 
 
 def test_every_benchmark_is_covered():
@@ -99,7 +92,7 @@ def test_options_are_the_settings_fields_with_their_defaults(name):
     given = {a.dest for a in parser._actions for s in a.option_strings if s in required}
     for field in dataclasses.fields(cls):
         if field.name not in given:
-            assert getattr(args, field.name) == _default(field), (name, field.name)
+            assert getattr(args, field.name) == field_default(field), (name, field.name)
     for action in parser._actions:  # a required field is a required option, nothing else is
         field = {f.name: f for f in dataclasses.fields(cls)}.get(action.dest)
         if field is not None and action.option_strings:

@@ -5,14 +5,12 @@ command had before its options were generated."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import pytest
 
 from depthpe.analysis.settings import CompareConfig, PlotConfig
 from depthpe.cli import COMMANDS
-from depthpe.commands.subcommands import configure_parser
 from depthpe.config.inference import EvalConfig, PredictConfig
 from depthpe.config.options import config_from_args
 from depthpe.data.convert.options import ConvertConfig
@@ -21,6 +19,7 @@ from depthpe.data.synth_config import SynthConfig
 from depthpe.hub.push_config import PushConfig
 from depthpe.rmvd.config import RmvdConfig
 from depthpe.view.config import ViewConfig
+from tests.helpers.parsers import command_parser, field_default
 
 # command -> (config dataclass, the shortest valid command line, the option names it had before)
 CASES = {
@@ -54,15 +53,8 @@ CASES = {
 SHARED = {"help", "config", "overrides", "debug"}  # not settings: argparse's, the config machinery's, --debug
 
 
-def _parser(name: str) -> argparse.ArgumentParser:
-    module, help_text = COMMANDS[name]
-    parser = argparse.ArgumentParser(prog=f"depthpe {name}")
-    configure_parser(parser, module, help_text, "_run")
-    return parser
-
-
-def _default(field: dataclasses.Field):
-    return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+def _parser(name: str):
+    return command_parser(COMMANDS, name, f"depthpe {name}")
 
 
 def test_every_command_with_settings_is_covered():
@@ -81,7 +73,7 @@ def test_options_are_the_config_fields_with_their_defaults(name):
         a.dest for a in parser._actions if not a.option_strings and a.dest not in SHARED}
     for field in dataclasses.fields(cls):
         if field.name not in given:
-            assert getattr(cfg, field.name) == _default(field), (name, field.name)
+            assert getattr(cfg, field.name) == field_default(field), (name, field.name)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
