@@ -19,6 +19,9 @@ def test_preset_output_unchanged(name, method, options, d, dtype):
     now = run_case(method, options, d, dtype)
     for key, ref in saved.items():
         # Bit for bit on the machine that wrote the fixture; the tolerance only absorbs a different
-        # CPU's summation order (1e-12 relative in float64, 1e-6 in float32).
+        # CPU's summation order (another SIMD width): 1e-12 in float64, 1e-6 in float32, relative to
+        # the largest entry (an entry near 0 inherits the rounding of the large ones it was summed
+        # from: 2e-6 on entries up to 9 was seen in float32 on another Xeon).
         tol = 1e-12 if dtype == torch.float64 else 1e-6
-        torch.testing.assert_close(now[key], ref, rtol=tol, atol=tol, msg=f"{name} {key} changed")
+        scale = max(1.0, float(ref.abs().max()))
+        torch.testing.assert_close(now[key], ref, rtol=tol, atol=tol * scale, msg=f"{name} {key} changed")
