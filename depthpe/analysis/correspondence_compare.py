@@ -24,8 +24,8 @@ from ..config import ConfigError
 from .compare import markdown_tables, mean_std, mean_std_text, paired_cells, paired_comparison
 from .settings import BOOTSTRAP, GROUP_BY
 
-__all__ = ["CORRESPONDENCE_COLUMNS", "is_correspondence_folder", "encoding_label", "run_correspondence_compare",
-           "correspondence_cells"]
+__all__ = ["CORRESPONDENCE_COLUMNS", "is_correspondence_folder", "encoding_label", "group_correspondence_runs",
+           "run_correspondence_compare", "correspondence_cells"]
 
 RESULTS = "results.json"
 # meta keys in which the folders of one group may differ: where they were written, their seeds, the run time
@@ -102,6 +102,17 @@ def _check_same(groups: dict[str, list], group_by: str) -> None:
                                   "the seed; compare one configuration at a time or --group-by that setting")
 
 
+def group_correspondence_runs(paths: Sequence[str], group_by: str = GROUP_BY) -> tuple[dict[str, list], dict]:
+    """({group: [(path, results.json document)]} in order of first appearance, the first folder's
+    meta) of correspondence folders, checked: one held-out set, a group differs only in the seed."""
+    groups: dict[str, list] = {}
+    for path in paths:
+        doc = _read(path)
+        groups.setdefault(_group(path, doc, group_by), []).append((path, doc))
+    _check_same(groups, group_by)
+    return groups, next(iter(groups.values()))[0][1]["meta"]
+
+
 def _last_rows(doc: dict, setting: str) -> list[dict]:
     """The last-layer row at the last step of every seed of one folder, in ``setting``."""
     rows = []
@@ -151,16 +162,12 @@ def run_correspondence_compare(paths: Sequence[str], *, group_by: str = GROUP_BY
     """``depthpe compare CORR_DIR ...``: (result, Markdown, meta) of correspondence benchmark folders."""
     if n_boot < 1:
         raise ConfigError(f"--bootstrap must be at least 1, got {n_boot}")
-    groups: dict[str, list] = {}
-    for path in paths:
-        doc = _read(path)
-        groups.setdefault(_group(path, doc, group_by), []).append((path, doc))
-    _check_same(groups, group_by)
+    groups, meta0 = group_correspondence_runs(paths, group_by)
     reference = reference if reference is not None else next(iter(groups))
     if reference not in groups:
         raise ConfigError(f"--reference {reference!r}: no such group (groups: {', '.join(groups)})")
-    meta0 = next(iter(groups.values()))[0][1]["meta"]
-    r0, layer = min(meta0["radii"]), len(_last_rows(next(iter(groups.values()))[0][1], "base")) - 1
+    first = next(iter(groups.values()))[0][1]
+    r0, layer = min(meta0["radii"]), first["runs"][0]["curve"][-1]["settings"]["base"][-1]["layer"]
     settings = {s["name"]: s["views"] for s in meta0["settings"]}
     result = {"kind": "correspondence", "reference": reference, "layer": layer, "radius": r0,
               "chance_top1": meta0["chance_top1"],

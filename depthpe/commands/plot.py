@@ -16,7 +16,9 @@ terms), one line per run, one colour per group of --group-by (runs that differ o
 it). Raw points are faint; the line on top is a bias-corrected exponential moving average with
 decay 0.95 per 1,000 steps (formula: docs/compare.md). Given the folders of `depthpe bench
 camera-noise` instead, draws each metric against the noise level (noise_<dataset>.png and .svg:
-mean ± std over the seeds of each group; validation losses are left out)."""
+mean ± std over the seeds of each group; validation losses are left out); given the folders of
+`depthpe bench correspondence`, draws top-1, within-1 and the lift above the same-position lift
+at the last global layer against the training step (correspondence_<setting>.png and .svg)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,16 +30,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(PlotConfig, args)
-        from ..analysis.noise_sweep import is_sweep_folder, run_sweep_plot
-        from ..analysis.plotting import run_plot
-
-        sweeps = [is_sweep_folder(path) for path in cfg.runs]
-        if any(sweeps) and not all(sweeps):
-            from ..config import ConfigError
-
-            raise ConfigError("give run folders or camera-noise sweep folders (depthpe bench camera-noise), not both")
-        draw = run_sweep_plot if all(sweeps) else run_plot
-        for figure in draw(cfg.runs, cfg.out, group_by=cfg.group_by, metrics=cfg.metrics, rows=cfg.rows):
+        figures = _draw(cfg)
+        for figure in figures:
             print(f"wrote {figure.png} and {figure.svg} ({len(figure.panels)} panels)")
         return 0
     return USAGE_ERROR_STATUS
+
+
+def _draw(cfg: PlotConfig) -> list:
+    """The figures of run folders (``plotting.run_plot``), camera-noise sweeps
+    (``noise_sweep.run_sweep_plot``) or correspondence folders (``correspondence_plot``); a mix is a
+    ``ConfigError``."""
+    from ..analysis.correspondence_compare import is_correspondence_folder
+    from ..analysis.correspondence_plot import plot_correspondence
+    from ..analysis.noise_sweep import is_sweep_folder, run_sweep_plot
+    from ..analysis.plotting import run_plot
+    from ..config import ConfigError
+
+    kinds = {"sweep" if is_sweep_folder(p) else "correspondence" if is_correspondence_folder(p) else "run"
+             for p in cfg.runs}
+    if len(kinds) > 1:
+        raise ConfigError("give folders of one kind: run folders, camera-noise sweeps (depthpe bench camera-noise) "
+                          "or correspondence runs (depthpe bench correspondence)")
+    if kinds == {"correspondence"}:
+        return plot_correspondence(cfg.runs, cfg.out, group_by=cfg.group_by)
+    draw = run_sweep_plot if kinds == {"sweep"} else run_plot
+    return draw(cfg.runs, cfg.out, group_by=cfg.group_by, metrics=cfg.metrics, rows=cfg.rows)

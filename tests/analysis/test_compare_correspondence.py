@@ -55,6 +55,9 @@ def test_compare_groups_by_encoding_and_pairs_per_scene(corr_runs, tmp_path, cap
     assert base["prope"]["top1"]["mean"] == pytest.approx(
         np.mean([d["runs"][0]["curve"][-1]["settings"]["base"][-1]["top1"] for d in docs[1:]]))
     assert (tmp_path / "cmp" / "report.html").is_file()
+    # the layer is the model's last global layer, whatever the number of seeds of the first folder
+    assert main(["compare", paths[1], paths[0], "--bootstrap", "50"]) == 0
+    assert "### base (layer 1)" in capsys.readouterr().out
 
 
 def test_mixing_kinds_and_held_out_sets_is_one_line(corr_runs, synth_root, tmp_path, capsys):
@@ -77,3 +80,14 @@ def test_encoding_labels_keep_the_ablations_apart():
     assert encoding_label({**base, "anchor_assignment": "channels"}) == "urope/channels"
     assert encoding_label({**base, "pe": "rope", "plucker": True}) == "rope+plucker"
     assert encoding_label({**base, "pe": "prope", "depth_weight": 0.5}) == "prope/depth=0.5"
+
+
+def test_plot_draws_the_curves_of_each_setting(corr_runs, tmp_path, capsys):
+    paths = [str(corr_runs / n) for n in ("rope", "prope_s0", "prope_s1")]
+    assert main(["plot", *paths, "--out", str(tmp_path / "p")]) == 0
+    printed = capsys.readouterr().out
+    for setting in ("base", "views3"):
+        assert (tmp_path / "p" / f"correspondence_{setting}.png").stat().st_size > 1000
+    assert printed.count("(3 panels)") == 2
+    assert main(["plot", paths[0], str(tmp_path / "p"), "--out", str(tmp_path / "q")]) == 2
+    assert "folders of one kind" in capsys.readouterr().err
