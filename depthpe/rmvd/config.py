@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ..config.camera_noise import CameraNoiseOptions
 from ..config.choices import DTYPES
 from ..config.options import REQUIRED, check_required, option
 
@@ -17,7 +18,7 @@ BURN_IN = 3  # samples per setting and dataset predicted before runtime and memo
 
 
 @dataclass
-class RmvdConfig:
+class RmvdConfig(CameraNoiseOptions):
     """``depthpe rmvd``: score the depth maps under ``predictions`` -- or those ``model`` predicts
     into ``out/predictions`` -- on the RMVD sample lists ``samples`` (files or folders of ``*.json``)
     in each of ``settings``, with the source views of ``ordering`` (up to ``max_source_views``), and
@@ -28,7 +29,9 @@ class RmvdConfig:
     ``dtype``, ``device``, ``burn_in`` (samples per setting and dataset predicted before runtime and
     memory are measured), ``restart`` (discard an earlier run in ``out``), ``progress``. ``ause``
     adds RMVD's AUSE from the confidence maps next to the predictions. A list's paths are relative to
-    ``data_roots`` (``DATASET=DIR``) where given."""
+    ``data_roots`` (``DATASET=DIR``) where given. rotation_noise, translation_noise, focal_noise,
+    noise_seed (``CameraNoiseOptions``): with ``--model``, perturb the cameras the model is given in
+    ``known_poses`` (the ground truth and the other settings are untouched)."""
 
     samples: list[str] = option(default_factory=list, metavar="FILE_OR_DIR",
                                 help="sample-list JSON files, or folders of them (one or more); official:all or "
@@ -93,3 +96,7 @@ class RmvdConfig:
             raise ValueError(f"--dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
         if self.burn_in < 0:
             raise ValueError(f"--burn-in must be >= 0, got {self.burn_in}")
+        self._check_camera_noise()
+        if not self.camera_noise().is_zero and (self.model is None or "known_poses" not in self.settings):
+            raise ValueError("--rotation-noise, --translation-noise and --focal-noise perturb the cameras a --model "
+                             "is given in the known_poses setting: pass --model and --setting known_poses")

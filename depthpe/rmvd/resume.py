@@ -39,6 +39,7 @@ DESCRIBED = {
     "scale_reference": "the scale reference of --model (training_inputs.json)",
     "device": "the device (--device, or the GPU)",
     "depthpe": "the depthpe version",
+    "camera_noise": "the camera noise (--rotation-noise, --translation-noise, --focal-noise, --noise-seed)",
 }
 
 
@@ -46,15 +47,15 @@ def rmvd_fingerprint(cfg: RmvdConfig, facts, lists, device: str) -> dict:
     """Everything that determines the predictions of a ``--model`` run: the model
     (``facts.identity()``: spec, source, revision, weights file's size and mtime, config hash), the
     sample lists (path and SHA-256 of each file of ``lists``), the settings, ordering, source
-    views, input size and width, scale reference, dtype, burn-in, the device type and the depthpe
-    version. Not in it: ``--ause`` and ``--quiet`` (scoring and display only)."""
+    views, input size and width, scale reference, dtype, burn-in, the device type, the depthpe
+    version and the camera noise (when there is any). Not in it: ``--ause`` and ``--quiet`` (scoring and display only)."""
     from .. import __version__
 
     samples = [[str(Path(sl.path).resolve()), hashlib.sha256(Path(sl.path).read_bytes()).hexdigest()] for sl in lists]
     return {**facts.identity(), "sample_lists": samples, "settings": list(cfg.settings), "ordering": cfg.ordering,
             "max_source_views": cfg.max_source_views, "input_size": cfg.input_size, "image_width": facts.image_width,
             "scale_reference": facts.scale_reference, "dtype": cfg.dtype, "burn_in": cfg.burn_in, "device": device,
-            "depthpe": __version__}
+            "depthpe": __version__, **cfg.camera_noise_entry()}
 
 
 def record_key(setting: str, dataset: str, sample: str) -> str:

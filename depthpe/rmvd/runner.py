@@ -44,12 +44,14 @@ from .resume import PREDICTIONS_DIR, finished_records, make_record, open_store, 
 from .samples import RmvdSample, load_sample_lists
 from .views import SampleImages, input_hw
 
-__all__ = ["run_model_rmvd", "scoring_config", "sample_view_sets_key", "predict_sample"]
+__all__ = ["run_model_rmvd", "scoring_config", "sample_view_sets_key", "predict_sample", "noisy_cameras"]
 
 
 def scoring_config(cfg: RmvdConfig) -> RmvdConfig:
-    """The harness's config of a ``--model`` run: the same settings, reading ``OUT/predictions``."""
-    return dataclasses.replace(cfg, predictions=str(Path(cfg.out) / PREDICTIONS_DIR), model=None)
+    """The harness's config of a ``--model`` run: the same settings, reading ``OUT/predictions``
+    (no camera noise: the predictions were made with it, scoring never perturbs anything)."""
+    return dataclasses.replace(cfg, predictions=str(Path(cfg.out) / PREDICTIONS_DIR), model=None,
+                               rotation_noise=0.0, translation_noise=0.0, focal_noise=0.0)
 
 
 def sample_view_sets_key(cfg: RmvdConfig, setting: str, views: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -62,6 +64,24 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
     """``array`` as a ``.npy`` file at ``path``, written atomically."""
     with atomic_target(path) as tmp, open(tmp, "wb") as f:
         np.save(f, np.ascontiguousarray(array), allow_pickle=False)
+
+
+def noisy_cameras(cfg: RmvdConfig, K: np.ndarray, w2c: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """The cameras of one view set (K (S, 3, 3) pixels, w2c (S, 4, 4) metres, keyview first) as the
+    model is given them: perturbed by ``cfg``'s camera noise (``geometry.perturb_cameras``, the
+    keyview kept; seeded from ``cfg.noise_seed`` and ``key`` = ``"<dataset>/<sample>"``), or
+    themselves without noise. The metric scale then comes from the perturbed poses, as it would
+    from a user's noisy ones."""
+    from ..config.camera_noise import scene_noise_seed
+    from ..geometry import perturb_cameras
+
+    noise = cfg.camera_noise()
+    if noise.is_zero:
+        return K, w2c
+    generator = torch.Generator().manual_seed(scene_noise_seed(cfg.noise_seed, key))
+    K2, w2 = perturb_cameras(torch.from_numpy(K), torch.from_numpy(w2c), rotation_deg=noise.rotation_deg,
+                             translation=noise.translation, focal=noise.focal, generator=generator)
+    return K2.numpy(), w2.numpy()
 
 
 @dataclasses.dataclass
@@ -87,6 +107,8 @@ def predict_sample(run: _Run, setting: str, dataset: str, sample: RmvdSample, me
         if views in predicted:
             return
         imgs, K, w2c = images.inputs(views, out_hw)
+        if setting == "known_poses":
+            K, w2c = noisy_cameras(cfg, K, w2c, f"{dataset}/{sample.name}")
         poses = w2c if setting == "known_poses" else None
         (depth, conf), m = measured(lambda: run_views(run.model, imgs, K, poses, cfg.dtype, run.facts.scale_reference),
                                     run.device, measure)
@@ -191,7 +213,7 @@ def _meta(cfg: RmvdConfig, facts: ModelFacts, device: torch.device) -> dict:
             "camera_free": facts.camera_free, "input_size": cfg.input_size, "input_width": facts.width_note,
             "dtype": cfg.dtype, "device": str(device), "batch_size": 1, "burn_in": cfg.burn_in,
             "runtime": "wall-clock ms of the prediction call (copies in and out included)",
-            "peak_memory": _memory_note(device)}
+            "peak_memory": _memory_note(device), **cfg.camera_noise_entry()}
 
 
 def run_model_rmvd(cfg: RmvdConfig) -> dict:
