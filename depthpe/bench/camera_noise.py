@@ -141,18 +141,15 @@ def run_sweep(cfg: CameraNoiseSweepConfig) -> dict:
 
 
 def write_sweep_outputs(cfg: CameraNoiseSweepConfig, out: Path) -> dict:
-    """Print and write the table (compare.md, compare.json, report.html) and the figures of ``out``."""
-    from ..analysis.compare import write_compare
-    from ..analysis.noise_sweep import SWEEP_COLUMNS, plot_sweep, read_sweeps, run_sweep_compare, sweep_cells
-    from ..report.compare_report import write_compare_report
+    """The figures (``depthpe plot OUT --out OUT``) and the tables (``depthpe compare OUT --out OUT``:
+    compare.md, compare.json, report.html with the figures) of the sweep in ``out``; returns the
+    table's result."""
+    from ..analysis.settings import CompareConfig, PlotConfig
+    from ..commands.compare import compare_and_write
+    from ..commands.plot import draw_figures
 
-    result, markdown, meta = run_sweep_compare([str(out)], group_by=cfg.group_by, reference=cfg.reference,
-                                               datasets=cfg.datasets, n_boot=cfg.bootstrap)
-    print(markdown)
-    paths = write_compare(result, markdown, out, meta)
-    figures = plot_sweep(read_sweeps([out]), out, group_by=cfg.group_by)
-    report = write_compare_report(result, markdown, meta, out, [f.png for f in figures], SWEEP_COLUMNS,
-                                  sweep_cells(result))
-    print(f"wrote {paths['markdown']}, {paths['json']}, {', '.join(str(f.png) for f in figures)} and {report}")
-    return result
-
+    figures = draw_figures(PlotConfig(runs=[str(out)], out=str(out), group_by=cfg.group_by))
+    for figure in figures:
+        print(f"wrote {figure.png} and {figure.svg}")
+    return compare_and_write(CompareConfig(inputs=[str(out)], group_by=cfg.group_by, reference=cfg.reference,
+                                           dataset=cfg.datasets, out=str(out), bootstrap=cfg.bootstrap), figures)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Sequence
 
 from ..analysis.settings import CompareConfig
 from ..config.options import add_options, config_from_args
@@ -34,37 +35,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(CompareConfig, args)
-        from ..analysis.compare import write_compare
-        from ..analysis.plotting import write_curves
-
-        result, markdown, meta, columns, tables = _compare(cfg)
-        print(markdown)
-        if cfg.out:
-            paths = write_compare(result, markdown, cfg.out, meta)
-            print(f"wrote {paths['markdown']} and {paths['json']}")
-            figures = write_curves(meta, cfg.out)
-            for figure in figures:
-                print(f"wrote {figure.png} and {figure.svg} (validation curves)")
-            from ..report.compare_report import write_compare_report
-
-            report = write_compare_report(result, markdown, meta, cfg.out, [f.png for f in figures], columns, tables)
-            print(f"wrote {report} (open it in a browser)")
+        compare_and_write(cfg)
         return 0
     return USAGE_ERROR_STATUS
 
 
-def _kind(path: str) -> str:
-    """What a compared folder holds: ``rmvd``, ``sweep``, ``correspondence`` or ``evaluation``."""
-    from ..analysis.correspondence_compare import is_correspondence_folder
-    from ..analysis.noise_sweep import is_sweep_folder
-    from ..analysis.rmvd_compare import is_rmvd_folder
+def compare_and_write(cfg: CompareConfig, figures: Sequence = ()) -> dict:
+    """``depthpe compare``: print the tables of ``cfg.inputs`` and, with ``cfg.out``, write
+    compare.md, compare.json, the validation curves of runs with a history and report.html (which
+    also shows ``figures``: drawn figures with a ``png`` path, e.g. a sweep's). Returns the result."""
+    from ..analysis.compare import write_compare
+    from ..analysis.plotting import write_curves
 
-    return ("rmvd" if is_rmvd_folder(path) else "sweep" if is_sweep_folder(path) else
-            "correspondence" if is_correspondence_folder(path) else "evaluation")
+    result, markdown, meta, columns, tables = _compare(cfg)
+    print(markdown)
+    if cfg.out:
+        paths = write_compare(result, markdown, cfg.out, meta)
+        print(f"wrote {paths['markdown']} and {paths['json']}")
+        curves = write_curves(meta, cfg.out)
+        for figure in curves:
+            print(f"wrote {figure.png} and {figure.svg} (validation curves)")
+        from ..report.compare_report import write_compare_report
 
-
-KIND_NAMES = {"rmvd": "a depthpe rmvd output", "sweep": "a camera-noise sweep (depthpe bench camera-noise)",
-              "correspondence": "a depthpe bench correspondence output", "evaluation": "an evaluation"}
+        pngs = [f.png for f in [*figures, *curves]]
+        report = write_compare_report(result, markdown, meta, cfg.out, pngs, columns, tables)
+        print(f"wrote {report} (open it in a browser)")
+    return result
 
 
 def _compare(cfg: CompareConfig):
@@ -73,21 +69,17 @@ def _compare(cfg: CompareConfig):
     camera-noise sweeps (``noise_sweep.run_sweep_compare``) or correspondence benchmark folders
     (``correspondence_compare.run_correspondence_compare``); a mix of kinds is a ``ConfigError``."""
     from ..analysis import compare, correspondence_compare, noise_sweep, rmvd_compare
-    from ..config import ConfigError
+    from .folder_kinds import one_kind
 
-    kinds = [_kind(p) for p in cfg.inputs]
-    if len(set(kinds)) > 1:
-        k = next(i for i, kind in enumerate(kinds) if kind != kinds[0])
-        raise ConfigError(f"{cfg.inputs[k]} is {KIND_NAMES[kinds[k]]} and {cfg.inputs[0]} is {KIND_NAMES[kinds[0]]}: "
-                          "compare folders of one kind (evaluations, RMVD outputs, sweeps or correspondence runs) at a time")
+    kind = one_kind(cfg.inputs)
     shared = {"group_by": cfg.group_by, "reference": cfg.reference, "n_boot": cfg.bootstrap, "seed": cfg.seed}
-    if kinds[0] == "rmvd":
+    if kind == "rmvd":
         result, markdown, meta = rmvd_compare.run_rmvd_compare(cfg.inputs, datasets=cfg.dataset, **shared)
         return result, markdown, meta, rmvd_compare.RMVD_COLUMNS, rmvd_compare.rmvd_cells(result)
-    if kinds[0] == "sweep":
+    if kind == "sweep":
         result, markdown, meta = noise_sweep.run_sweep_compare(cfg.inputs, datasets=cfg.dataset, **shared)
         return result, markdown, meta, noise_sweep.SWEEP_COLUMNS, noise_sweep.sweep_cells(result)
-    if kinds[0] == "correspondence":
+    if kind == "correspondence":
         result, markdown, meta = correspondence_compare.run_correspondence_compare(cfg.inputs, **shared)
         return (result, markdown, meta, correspondence_compare.CORRESPONDENCE_COLUMNS,
                 correspondence_compare.correspondence_cells(result))

@@ -30,29 +30,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(PlotConfig, args)
-        figures = _draw(cfg)
+        figures = draw_figures(cfg)
         for figure in figures:
             print(f"wrote {figure.png} and {figure.svg} ({len(figure.panels)} panels)")
         return 0
     return USAGE_ERROR_STATUS
 
 
-def _draw(cfg: PlotConfig) -> list:
+def draw_figures(cfg: PlotConfig) -> list:
     """The figures of run folders (``plotting.run_plot``), camera-noise sweeps
     (``noise_sweep.run_sweep_plot``) or correspondence folders (``correspondence_plot``); a mix is a
     ``ConfigError``."""
-    from ..analysis.correspondence_compare import is_correspondence_folder
     from ..analysis.correspondence_plot import plot_correspondence
-    from ..analysis.noise_sweep import is_sweep_folder, run_sweep_plot
+    from ..analysis.noise_sweep import run_sweep_plot
     from ..analysis.plotting import run_plot
-    from ..config import ConfigError
+    from .folder_kinds import one_kind
 
-    kinds = {"sweep" if is_sweep_folder(p) else "correspondence" if is_correspondence_folder(p) else "run"
-             for p in cfg.runs}
-    if len(kinds) > 1:
-        raise ConfigError("give folders of one kind: run folders, camera-noise sweeps (depthpe bench camera-noise) "
-                          "or correspondence runs (depthpe bench correspondence)")
-    if kinds == {"correspondence"}:
+    kind = one_kind(cfg.runs)
+    if kind == "correspondence":
         return plot_correspondence(cfg.runs, cfg.out, group_by=cfg.group_by)
-    draw = run_sweep_plot if kinds == {"sweep"} else run_plot
+    if kind == "rmvd":
+        from ..config import ConfigError
+
+        raise ConfigError(f"{cfg.runs[0]} is a depthpe rmvd output: it has no curves to plot (compare it with "
+                          "depthpe compare)")
+    draw = run_sweep_plot if kind == "sweep" else run_plot
     return draw(cfg.runs, cfg.out, group_by=cfg.group_by, metrics=cfg.metrics, rows=cfg.rows)

@@ -69,6 +69,8 @@ def test_depthpe_compare_reads_rmvd_folders_and_refuses_a_mix(rmvd_study, tmp_pa
     assert main(["compare", paths[0], str(evaluation)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is a depthpe rmvd output" in err and "folders of one kind" in err
+    assert main(["plot", paths[0], "--out", str(tmp_path / "plot")]) == 2
+    assert "has no curves to plot" in capsys.readouterr().err
 
 
 def test_compare_reads_rmvd_model_runs(tmp_path, capsys, rmvd_micro_model, rmvd_camera_model):
