@@ -6,7 +6,7 @@ and the model card all use; ``depthpe.run.loading`` reads them with OmegaConf. E
 listed with its meaning in docs/configuration.md.
 
 Sections: ``model`` (``ModelSection``: a preset plus any ``DepthModelConfig`` field, and
-``init_from``), ``data`` (``depthpe.data.config.DataConfig``), ``optim``, ``loss``, ``train``,
+``init_from``), ``data`` (``depthpe.loader.config.DataConfig``), ``optim``, ``loss``, ``train``,
 ``val``, ``hub``. Each ``__post_init__`` checks ranges and choices, so a bad value fails when the
 config is read, before anything is built.
 """
@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 from omegaconf import MISSING
 
 from ..config import ConfigError, env_interpolated_keys, instantiate, merge_layers, require
-from ..data.config import DataConfig, SourceConfig
+from depthpe.loader.config import DataConfig, SourceConfig
 from ..hub.card import licence_problem
 from ..hub.timeouts import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
 from ..config.inference import ViewProtocol
