@@ -34,6 +34,7 @@ import torch
 
 from ..geometry import invert_intrinsics, invert_w2c, normalize_intrinsics, to_4x4
 from .base import Encoding
+from .kernels import FusedKernel, fused_kernel
 from .rope import apply_rope_2d
 from .spec import head_dim_multiple, transform_layout
 
@@ -49,6 +50,8 @@ __all__ = [
     "VggtRope",
     "CameraBlockEncoding",
     "work_dtype",
+    "attention_dtype",
+    "head_chunks",
     "check_head_dim",
 ]
 
@@ -56,6 +59,25 @@ __all__ = [
 def work_dtype(dtype: torch.dtype) -> torch.dtype:
     """Dtype the transforms run in for activations of ``dtype``: float64 stays, all else float32."""
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def attention_dtype(q: torch.Tensor) -> torch.dtype:
+    """The dtype SDPA computes in for ``q``: autocast's lower precision when autocast is on for q's
+    device (it would cast q, k and v to it), else q's own dtype."""
+    if torch.is_autocast_enabled(q.device.type):
+        return torch.get_autocast_dtype(q.device.type)
+    return q.dtype
+
+
+HEAD_CHUNKS = 8  # the fused attention functions work on at most this many head slices at a time
+
+
+def head_chunks(heads: int) -> list[slice]:
+    """Slices of the head dim, ``heads // HEAD_CHUNKS`` heads each (at least 1): the fused attention
+    functions transform, attend and differentiate one slice at a time, so that their temporaries
+    (v', the pre-transform output, its gradient, the kernel's gradients) are 1/8 of a tensor."""
+    size = max(1, heads // HEAD_CHUNKS)
+    return [slice(h, min(h + size, heads)) for h in range(0, heads, size)]
 
 
 def lift_intrinsics(K: torch.Tensor) -> torch.Tensor:
@@ -355,17 +377,55 @@ class CameraBlockEncoding(Encoding):
         for name in set(self.transforms.values()):
             check_head_dim(d, f"{self.method} ({name})", head_dim_multiple(name))
 
-    def _apply(self, x: torch.Tensor, which: str, adjoint: bool = False) -> torch.Tensor:
-        """The map of ``which`` (or its adjoint) on x (B, H, N, d) in the work dtype, no autograd."""
+    def _apply(self, x: torch.Tensor, which: str, adjoint: bool = False,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+        """The map of ``which`` (or its adjoint) on x (B, H, N, d) in the work dtype, no autograd.
+
+        Written into ``out`` (B, H, N, d), any dtype, e.g. a head slice of a larger buffer (the camera
+        and RoPE segments are written in place, no split/cat copies); a new tensor when None.
+        """
         B, H, N, d = x.shape
         xv = x.unflatten(2, (self.S, self.T))
-        out = torch.empty(B, H, self.S, self.T, d, dtype=x.dtype, device=x.device)
-        for lo, hi, kind in transform_layout(self.transforms[which], d):
+        if out is None:
+            out = torch.empty(B, H, N, d, dtype=x.dtype, device=x.device)
+        ov = out.unflatten(2, (self.S, self.T))
+        layout = transform_layout(self.transforms[which], d)
+        if not layout:
+            out.copy_(x)
+        for lo, hi, kind in layout:
             if kind == "cam":
-                self.ops[which].apply(xv[..., lo:hi], out[..., lo:hi], adjoint=adjoint)
+                self.ops[which].apply(xv[..., lo:hi], ov[..., lo:hi], adjoint=adjoint)
             else:
-                self.rotary[kind].apply(xv[..., lo:hi], out[..., lo:hi], inverse=(which == "o") != adjoint)
-        return out.view(B, H, N, d)
+                self.rotary[kind].apply(xv[..., lo:hi], ov[..., lo:hi], inverse=(which == "o") != adjoint)
+        return out
+
+    def _map(self, x: torch.Tensor, which: str, *, dtype: torch.dtype, adjoint: bool = False,
+             out: torch.Tensor | None = None) -> torch.Tensor:
+        """``_apply`` from any dtype: x cast to the work dtype, the result in ``dtype`` (or written
+        into ``out``); x itself (cast) where the transform of ``which`` is the identity."""
+        if not transform_layout(self.transforms[which], x.shape[-1]):
+            return x.to(dtype) if out is None else out.copy_(x)
+        if out is None:
+            out = torch.empty(x.shape, dtype=dtype, device=x.device)
+        return self._apply(x.to(work_dtype(x.dtype)), which, adjoint=adjoint, out=out)
+
+    def attend(self, q, k, v, *, dropout_p: float = 0.0):
+        """Encoded attention, q, k, v (B, heads, S*T, head_dim) -> (B, heads, S*T, head_dim).
+
+        With gradients and a fused kernel (``kernels.fused_kernel``) it runs ``_CameraAttention``,
+        which keeps for backward what a RoPE layer keeps; otherwise (no gradients, dropout, the math
+        backend, ``torch.compile``) the plain transform - SDPA - transform of ``Encoding.attend``.
+        """
+        kernel = None
+        if (torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+                and not torch.compiler.is_compiling()):
+            for x in (q, k, v):
+                self._check(x)
+            kernel = fused_kernel(q, k, v, dropout_p=dropout_p, dtype=attention_dtype(q))
+        if kernel is None:
+            return super().attend(q, k, v, dropout_p=dropout_p)
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            return _CameraAttention.apply(q, k, v, self, kernel, attention_dtype(q))
 
     def _transform(self, x: torch.Tensor, which: str) -> torch.Tensor:
         self._check(x)
@@ -386,3 +446,69 @@ class CameraBlockEncoding(Encoding):
 
     def transform_out(self, o):
         return self._transform(o, "o")
+
+
+class _CameraAttention(torch.autograd.Function):
+    """``o = A_o SDPA(A_q q, A_k k, A_v v)`` of a ``CameraBlockEncoding`` with per-token linear maps
+    A (per-view 4x4 / 6-chunk camera maps, 2D RoPE rotations; A_o may add a constant), keeping for
+    backward only q' = A_q q, k' = A_k k, v, the output o and the kernel's log-sum-exp: what SDPA
+    keeps for a RoPE layer (q', k', v, o). Backward recomputes v' = A_v v and the pre-transform
+    output A_o^-1 o (which is the v map: every vo transform maps o back with its v map), then runs
+    the fused kernel's backward and the adjoints A^T. Heads are processed ``head_chunks`` at a
+    time, so the recomputed tensors and the kernel's gradients are slices, never whole tensors.
+
+    forward(q, k, v (B, H, N, d), enc, kernel: ``FusedKernel``, dtype: the attention dtype) ->
+    (B, H, N, d) in ``dtype``; gradients in the dtypes of q, k, v.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, enc, kernel: FusedKernel, dtype):
+        B, H, N, d = q.shape
+        qt = torch.empty(B, H, N, d, dtype=dtype, device=q.device)
+        kt = torch.empty_like(qt)
+        out = torch.empty(B, H, N, v.shape[-1], dtype=dtype, device=q.device)
+        states = []
+        for h in head_chunks(H):
+            enc._map(q[:, h], "q", dtype=dtype, out=qt[:, h])
+            enc._map(k[:, h], "k", dtype=dtype, out=kt[:, h])
+            o, state = kernel.forward(qt[:, h], kt[:, h], enc._map(v[:, h], "v", dtype=dtype))
+            enc._map(o, "o", dtype=dtype, out=out[:, h])
+            states.append(state)
+        tensors, ctx.states = _pack_states(states)
+        ctx.save_for_backward(qt, kt, v, out, *tensors)
+        ctx.enc, ctx.kernel, ctx.dtypes = enc, kernel, (q.dtype, k.dtype, v.dtype)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        qt, kt, v, out, *tensors = ctx.saved_tensors
+        enc, kernel, dt = ctx.enc, ctx.kernel, qt.dtype
+        states = _unpack_states(tensors, ctx.states)
+        grads = [torch.empty(x.shape, dtype=t, device=x.device) for x, t in zip((qt, kt, v), ctx.dtypes)]
+        for h, state in zip(head_chunks(qt.shape[1]), states):
+            g = enc._map(grad[:, h], "o", dtype=dt, adjoint=True)
+            o = enc._map(out[:, h], "v", dtype=dt)  # A_o^-1 o: the pre-transform output
+            gq, gk, gv = kernel.backward(g, qt[:, h], kt[:, h], enc._map(v[:, h], "v", dtype=dt), o, state)
+            del g, o
+            for gx, which, dst in zip((gq, gk, gv), "qkv", grads):
+                enc._map(gx, which, dtype=dst.dtype, adjoint=True, out=dst[:, h])
+        return (*grads, None, None, None)
+
+
+def _pack_states(states: list[tuple]) -> tuple[list[torch.Tensor], list[tuple]]:
+    """Split per-chunk kernel states into their tensors (for ``save_for_backward``) and a template
+    with the other entries (ints, None) in place and ``_TENSOR`` where a tensor was."""
+    tensors, template = [], []
+    for state in states:
+        template.append(tuple(_TENSOR if isinstance(x, torch.Tensor) else x for x in state))
+        tensors += [x for x in state if isinstance(x, torch.Tensor)]
+    return tensors, template
+
+
+def _unpack_states(tensors: list[torch.Tensor], template: list[tuple]) -> list[tuple]:
+    """The inverse of ``_pack_states``."""
+    it = iter(tensors)
+    return [tuple(next(it) if x is _TENSOR else x for x in state) for state in template]
+
+
+_TENSOR = object()  # marks a tensor's place in a packed kernel state

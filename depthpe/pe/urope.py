@@ -47,7 +47,8 @@ import torch.nn.functional as F
 
 from ..geometry import invert_intrinsics
 from .base import Encoding, token_positions
-from .camera import camera_tensors, memoized, work_dtype
+from .camera import _pack_states, _unpack_states, attention_dtype, camera_tensors, head_chunks, memoized, work_dtype
+from .kernels import FusedKernel, fused_kernel
 
 __all__ = ["URoPE", "make_urope", "default_anchors", "resolve_anchors", "project_key_positions",
            "LearnableAnchors", "ANCHOR_SPACINGS", "ANCHOR_ASSIGNMENTS"]
@@ -215,6 +216,7 @@ class URoPE(Encoding):
         self._reproject = reproject
         self._cache: dict = {}
         self._backward_phases: dict = {}  # chunk -> phases, from recompute to rotate-backward
+        self.fused = True  # False: always the hooks path (tests compare the two)
 
     def with_anchors(self, anchors: torch.Tensor) -> "URoPE":
         """This encoding with the keys projected at other anchors: (A,) float64 depths, e.g. a
@@ -311,6 +313,10 @@ class URoPE(Encoding):
         self._check(q, k, v)
         if torch.compiler.is_compiling():
             return self._attend_traced(q, k, v, dropout_p)
+        kernel = self._fused_kernel(q, k, v, dropout_p)
+        if kernel is not None:
+            with torch.autocast(device_type=q.device.type, enabled=False):
+                return _URoPEAttention.apply(q, k, v, self, kernel, _attention_dtype(q))
         B, H, N, d = q.shape
         with torch.autocast(device_type=q.device.type, enabled=False):
             q_rot, kc = self._rotated(q, k)
@@ -341,6 +347,21 @@ class URoPE(Encoding):
             del k_rot
             outs.append(o.unsqueeze(2) if c == 1 else o.view(B, c, H, self.T, -1).transpose(1, 2))
         return torch.cat(outs, dim=2).flatten(2, 3)  # (B, H, S, T, dv) -> (B, H, N, dv)
+
+    def _fused_kernel(self, q, k, v, dropout_p: float) -> FusedKernel | None:
+        """The fused kernel of ``_URoPEAttention`` (``kernels.fused_kernel``), or None where ``attend``
+        takes the hooks path: no gradients, ``fused`` off, ``view_chunk`` > 1, learnable anchors
+        (gradients to the key positions), or no fused kernel for these inputs."""
+        if not (self.fused and self.view_chunk == 1 and torch.is_grad_enabled()
+                and any(x.requires_grad for x in (q, k, v)) and not self.key_pos.requires_grad):
+            return None
+        return fused_kernel(q, k, v, dropout_p=dropout_p, dtype=_attention_dtype(q))
+
+    def _group_chunks(self, heads: int) -> list[tuple[int, slice]]:
+        """(anchor group, head slice) pairs: ``head_chunks`` of each head group, so that no slice
+        spans two anchors."""
+        per = heads // self.G
+        return [(g, slice(g * per + h.start, g * per + h.stop)) for g in range(self.G) for h in head_chunks(per)]
 
     def _anchor_gradient(self, kr_const, i0: int, i1: int, out_dtype) -> torch.Tensor:
         """Zero in value, but in backward the gradient of the rotated keys of query views i0..i1-1
@@ -438,12 +459,7 @@ class URoPE(Encoding):
     transform_q = transform_k = _no_transform
 
 
-def _attention_dtype(q: torch.Tensor) -> torch.dtype:
-    """The dtype SDPA computes in for ``q``: autocast's lower precision when autocast is on for q's
-    device (it would cast q, k and v to it), else q's own dtype."""
-    if torch.is_autocast_enabled(q.device.type):
-        return torch.get_autocast_dtype(q.device.type)
-    return q.dtype
+_attention_dtype = attention_dtype
 
 
 def _real(cdtype):
@@ -490,6 +506,88 @@ class _RotateKeys(torch.autograd.Function):
             gk = torch.view_as_complex(g) * ph.conj()
             gk = gk.squeeze(1) if c == 1 else gk.sum(1)
         return torch.view_as_real(gk), None, None, None, None
+
+
+def _to_pairs(x: torch.Tensor) -> torch.Tensor:
+    """(..., d) real -> (..., d) real with VGGT's rotate-half pairs adjacent: ``_as_pairs`` as reals
+    (a new contiguous tensor, so that ``torch.view_as_complex`` applies)."""
+    d = x.shape[-1]
+    return x.unflatten(-1, (2, 2, d // 4)).transpose(-1, -2).reshape(x.shape)
+
+
+def _from_pairs(x: torch.Tensor) -> torch.Tensor:
+    """The inverse of ``_to_pairs`` (a new tensor)."""
+    d = x.shape[-1]
+    return x.unflatten(-1, (2, d // 4, 2)).transpose(-1, -2).reshape(x.shape)
+
+
+def _rotate_pairs(x: torch.Tensor, phases: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """x (..., d) real in pair order times unit complex ``phases`` (..., d/2), as reals in ``dtype``."""
+    xc = torch.view_as_complex(x.to(_real(phases.dtype)).contiguous().unflatten(-1, (-1, 2)))
+    return torch.view_as_real(xc * phases).flatten(-2).to(dtype)
+
+
+class _URoPEAttention(torch.autograd.Function):
+    """URoPE attention with one fused-kernel call per (query view, head slice), keeping for backward
+    what a RoPE layer keeps: the rotated queries q', the keys (unrotated, in pair order), v, the
+    output and the kernel's log-sum-exp. The keys rotated for a query view exist only during that
+    view's kernel call (forward) and are recomputed for its backward; every gradient is written or
+    summed straight into dq, dk, dv, so the temporaries are head slices (``head_chunks``).
+
+    forward(q, k, v (B, H, N, d), enc: URoPE, kernel: ``FusedKernel``, dtype: attention dtype) ->
+    (B, H, N, d) in ``dtype``; gradients in the dtypes of q, k, v.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, enc, kernel: FusedKernel, dtype):
+        B, H, N, d = q.shape
+        cdt = _complex(work_dtype(q.dtype))
+        qp = torch.empty(B, H, N, d, dtype=dtype, device=q.device)
+        kp = torch.empty_like(qp)
+        ph_q = enc._query_phases(d, cdt, q.device)
+        for h in head_chunks(H):
+            qp[:, h] = _rotate_pairs(_to_pairs(q[:, h]), ph_q, dtype)
+            kp[:, h] = _to_pairs(k[:, h])
+        out = torch.empty(B, H, N, v.shape[-1], dtype=dtype, device=q.device)
+        vd = v.to(dtype)
+        states = []
+        for i, rows, g, h, ph in _URoPEAttention.calls(enc, H, d, cdt, q.device):
+            o, state = kernel.forward(qp[:, h, rows], _rotate_pairs(kp[:, h], ph, dtype), vd[:, h])
+            out[:, h, rows] = o
+            states.append(state)
+        tensors, ctx.states = _pack_states(states)
+        ctx.save_for_backward(qp, kp, v, out, *tensors)
+        ctx.enc, ctx.kernel, ctx.dtypes = enc, kernel, (q.dtype, k.dtype, v.dtype)
+        return out
+
+    @staticmethod
+    def calls(enc, H: int, d: int, cdt, device):
+        """(view i, its token rows, anchor group g, head slice, key phases (B, 1, N, d/2)) per call."""
+        for i in range(enc.S):
+            ph = enc._key_phases(i, i + 1, d, cdt, device)[:, 0]  # (B, G, 1, N, d/2)
+            for g, h in enc._group_chunks(H):
+                yield i, slice(i * enc.T, (i + 1) * enc.T), g, h, ph[:, g]
+
+    @staticmethod
+    def backward(ctx, grad):
+        qp, kp, v, out, *tensors = ctx.saved_tensors
+        enc, kernel, dt = ctx.enc, ctx.kernel, qp.dtype
+        B, H, N, d = qp.shape
+        states = iter(_unpack_states(tensors, ctx.states))
+        cdt = _complex(work_dtype(ctx.dtypes[0]))
+        acc = [torch.zeros(x.shape, dtype=work_dtype(t), device=x.device) for x, t in zip((kp, v), ctx.dtypes[1:])]
+        dq = torch.empty(qp.shape, dtype=ctx.dtypes[0], device=qp.device)
+        conj_q = enc._query_phases(d, cdt, qp.device).conj()
+        vd = v.to(dt)
+        for i, rows, g, h, ph in _URoPEAttention.calls(enc, H, d, cdt, qp.device):
+            gq, gk, gv = kernel.backward(grad[:, h, rows], qp[:, h, rows], _rotate_pairs(kp[:, h], ph, dt),
+                                         vd[:, h], out[:, h, rows], next(states))
+            dq[:, h, rows] = _from_pairs(_rotate_pairs(gq, conj_q[rows], acc[0].dtype))
+            acc[0][:, h] += _rotate_pairs(gk, ph.conj(), acc[0].dtype)
+            acc[1][:, h] += gv
+        for h in head_chunks(H):  # back from pair order, in place
+            acc[0][:, h] = _from_pairs(acc[0][:, h])
+        return dq, acc[0].to(ctx.dtypes[1]), acc[1].to(ctx.dtypes[2]), None, None, None
 
 
 def _key_positions(anchors, *, K64, E, image_size, grid, num_special, patch_offset, behind_eps, clip):

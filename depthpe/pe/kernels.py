@@ -1,0 +1,81 @@
+"""The fused attention kernels that ``F.scaled_dot_product_attention`` dispatches to, called directly.
+
+The camera encodings and URoPE wrap their attention in custom autograd functions that keep, for
+backward, only what a plain RoPE layer keeps (q', k', v, the output and the per-row log-sum-exp)
+and recompute the rest (``camera.py``, ``urope.py``). For that they need the forward and backward
+of the fused kernel as separate calls, which SDPA does not expose: ``fused_kernel(q, k, v, ...)``
+picks the kernel SDPA would pick for these inputs (``torch._fused_sdp_choice``, which honours
+``torch.nn.attention.sdpa_kernel``) and returns its forward/backward pair, or None where there is no
+such pair (the math backend, attention dropout, other devices); the callers then run the plain
+transform - SDPA - transform path.
+
+* CPU: ``aten._scaled_dot_product_flash_attention_for_cpu`` and its ``_backward``;
+* CUDA: FlashAttention (``aten._scaled_dot_product_flash_attention`` / ``_backward``) or the
+  memory-efficient kernel (``aten._scaled_dot_product_efficient_attention`` / ``_backward``).
+
+Hand-written because PyTorch has no public API for a fused attention backward with caller-chosen
+saved tensors. Tensors are (B, heads, L, head_dim); every kernel here uses the default scale
+1/sqrt(head_dim), no mask, no dropout. Imports nothing of depthpe.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["FusedKernel", "fused_kernel"]
+
+_aten = torch.ops.aten
+_FLASH, _EFFICIENT = 1, 2  # torch.nn.attention.SDPBackend values returned by torch._fused_sdp_choice
+
+
+class FusedKernel:
+    """Forward/backward pair of one fused attention kernel (see module docstring).
+
+    ``forward(q, k, v) -> (out, state)``: out (B, h, Lq, dv) and a tuple of tensors/ints the
+    backward needs besides q, k, v and out (the log-sum-exp, rng state); ``backward(g, q, k, v,
+    out, state) -> (dq, dk, dv)`` for the upstream gradient g of out. ``rows`` (B, h, Lq) slices
+    ``state`` like the queries (``state_rows``), so that a caller can keep one state for all rows.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def forward(self, q, k, v):
+        if self.name == "cpu_flash":
+            out, lse = _aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)
+            return out, (lse,)
+        if self.name == "cuda_flash":
+            out, lse, cum_q, cum_k, max_q, max_k, rng, unused, _ = _aten._scaled_dot_product_flash_attention(
+                q, k, v, 0.0, False, False)
+            return out, (lse, cum_q, cum_k, max_q, max_k, rng, unused)
+        out, lse, seed, offset = _aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, False)
+        return out, (lse, seed, offset)
+
+    def backward(self, g, q, k, v, out, state):
+        if self.name == "cpu_flash":
+            return _aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                g, q, k, v, out, state[0], 0.0, False)
+        if self.name == "cuda_flash":
+            lse, cum_q, cum_k, max_q, max_k, rng, unused = state
+            return _aten._scaled_dot_product_flash_attention_backward(
+                g, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, 0.0, False, rng, unused)
+        lse, seed, offset = state
+        dq, dk, dv, _ = _aten._scaled_dot_product_efficient_attention_backward(
+            g, q, k, v, None, out, lse, seed, offset, 0.0, [True, True, True, False], False)
+        return dq, dk, dv
+
+
+def fused_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, dropout_p: float = 0.0,
+                 dtype: torch.dtype | None = None) -> FusedKernel | None:
+    """The fused kernel SDPA would run for q, k, v (B, heads, L, head_dim) cast to ``dtype`` (None:
+    their own), or None where the caller must use plain SDPA: dropout, the math backend, devices
+    other than CPU and CUDA, or a choice this module does not know (e.g. cuDNN attention)."""
+    if dropout_p != 0.0 or q.device.type not in ("cpu", "cuda") or q.shape[-1] != v.shape[-1]:
+        return None
+    dtype = dtype or q.dtype
+    probe = [torch.empty((1, 1, 1, x.shape[-1]), dtype=dtype, device=x.device).expand(*x.shape[:-1], -1)
+             for x in (q, k, v)]  # the choice reads shapes, dtypes and devices only
+    choice = int(torch._fused_sdp_choice(*probe, None, 0.0, False))
+    if q.device.type == "cpu":
+        return FusedKernel("cpu_flash") if choice == _FLASH else None
+    return {_FLASH: FusedKernel("cuda_flash"), _EFFICIENT: FusedKernel("cuda_efficient")}.get(choice)
