@@ -416,16 +416,16 @@ class CameraBlockEncoding(Encoding):
         which keeps for backward what a RoPE layer keeps; otherwise (no gradients, dropout, the math
         backend, ``torch.compile``) the plain transform - SDPA - transform of ``Encoding.attend``.
         """
-        kernel = None
+        kernel, dtype = None, attention_dtype(q)
         if (torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
                 and not torch.compiler.is_compiling()):
             for x in (q, k, v):
                 self._check(x)
-            kernel = fused_kernel(q, k, v, dropout_p=dropout_p, dtype=attention_dtype(q))
+            kernel = fused_kernel(q, k, v, dropout_p=dropout_p, dtype=dtype)
         if kernel is None:
             return super().attend(q, k, v, dropout_p=dropout_p)
         with torch.autocast(device_type=q.device.type, enabled=False):
-            return _CameraAttention.apply(q, k, v, self, kernel, attention_dtype(q))
+            return _CameraAttention.apply(q, k, v, self, kernel, dtype)
 
     def _transform(self, x: torch.Tensor, which: str) -> torch.Tensor:
         self._check(x)

@@ -313,10 +313,10 @@ class URoPE(Encoding):
         self._check(q, k, v)
         if torch.compiler.is_compiling():
             return self._attend_traced(q, k, v, dropout_p)
-        kernel = self._fused_kernel(q, k, v, dropout_p)
+        kernel, dtype = self._fused_kernel(q, k, v, dropout_p), _attention_dtype(q)
         if kernel is not None:
             with torch.autocast(device_type=q.device.type, enabled=False):
-                return _URoPEAttention.apply(q, k, v, self, kernel, _attention_dtype(q))
+                return _URoPEAttention.apply(q, k, v, self, kernel, dtype)
         B, H, N, d = q.shape
         with torch.autocast(device_type=q.device.type, enabled=False):
             q_rot, kc = self._rotated(q, k)

@@ -194,6 +194,7 @@ def test_enclosing_saved_tensor_hooks_get_every_tensor_but_the_rotated_keys():
     e.g. the log-sum-exp (B, heads, T) that SDPA saves for each query view."""
     _, K, w2c, q, k, v = setup(7)
     enc = prep(K, w2c)
+    enc.fused = False  # the hooks path (learnable anchors, view_chunk > 1, no fused kernel)
     qkv = [t.clone().requires_grad_() for t in (q, k, v)]
     seen = []
 
@@ -205,6 +206,34 @@ def test_enclosing_saved_tensor_hooks_get_every_tensor_but_the_rotated_keys():
         out = enc.attend(*qkv)
     assert seen.count((B, H, T)) == S  # one log-sum-exp per query view
     assert_same_gradients_as_eager(enc, out, qkv, tol=1e-13)
+
+
+def test_fused_path_saves_what_rope_saves():
+    """The fused function (``_URoPEAttention``) hands activation checkpointing q', the keys, v, the
+    output and one log-sum-exp per (query view, head slice): four (B, heads, N, d) tensors, no
+    rotated keys; values and gradients equal the hooks path's."""
+    _, K, w2c, q, k, v = setup(7)
+    enc = prep(K, w2c)
+    qkv = [t.clone().requires_grad_() for t in (q, k, v)]
+    seen = []
+
+    def pack(t):
+        seen.append(tuple(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = enc.attend(*qkv)
+    assert out.grad_fn.name().endswith("_URoPEAttentionBackward")
+    assert seen.count((B, H, N, q.shape[-1])) == 4
+    lse = [s for s in seen if len(s) == 3]
+    assert len(lse) == S * len(enc._group_chunks(H)) and sum(s[1] for s in lse) == S * H
+    hooks = prep(K, w2c)
+    hooks.fused = False
+    ref = hooks.attend(*qkv)
+    assert rel_err(out, ref) < 1e-13
+    grads = torch.autograd.grad(out.square().sum(), qkv)
+    grads_ref = torch.autograd.grad(ref.square().sum(), qkv)
+    assert all(rel_err(a, b) < 1e-13 for a, b in zip(grads, grads_ref))
 
 
 
@@ -230,6 +259,7 @@ def test_under_autocast_the_hooks_still_replace_the_rotated_keys():
     the value tensor, and no key copies."""
     _, K, w2c, q, k, v = setup(8)
     enc = prep(K.float(), w2c.float())
+    enc.fused = False
     qkv = [t.float().requires_grad_() for t in (q, k, v)]
     seen = []
 

@@ -1,0 +1,156 @@
+"""The fused attention functions of the camera encodings and URoPE (``camera._CameraAttention``,
+``urope._URoPEAttention``, ``kernels``): float64 gradchecks, equality with the plain path, what they
+save for backward, the fallbacks, autocast, and the CUDA kernels' call signatures on fake tensors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from depthpe.pe import prepare_encoding
+from depthpe.pe.base import Encoding
+from depthpe.pe.camera import head_chunks
+from depthpe.pe.kernels import FusedKernel, fused_kernel
+from tests.helpers.pe import random_cameras, random_qkv, rel_err
+
+B, H, S, NS, GRID = 1, 2, 2, 1, (2, 2)
+T = NS + GRID[0] * GRID[1]
+N = S * T
+CAMERA_METHODS = ["prope", "gta", "dppe_dual", "dppe_tadd", {"qk": "none", "vo": "p"},
+                  {"qk": "vggt2d", "vo": "KRtAdd2d"}, {"qk": "p2d", "vo": "none"}, {"qk": "2d", "vo": "Rt"}]
+UROPE_OPTIONS = [{"anchors": [1.0, 2.0]}, {"anchors": [1.0, 2.0], "anchor_assignment": "channels"}]
+
+
+def prep(method, K, w2c, heads=H, **opts):
+    return prepare_encoding(method, K=K, w2c=w2c, image_size=(28, 28), grid=GRID, num_special=NS, **opts)
+
+
+def inputs(seed, d=16, heads=H, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    K, w2c = random_cameras(B, S, g, trans=0.3)
+    q, k, v = (x.to(dtype).requires_grad_() for x in random_qkv(B, heads, N, d, g))
+    return K, w2c, q, k, v
+
+
+def fused_name(out):
+    return type(out.grad_fn).__name__
+
+
+def _full(*cases):
+    """Every case with fast_mode (a random projection of the Jacobian), ``cases`` also with the full
+    Jacobian (marked slow: tens of seconds each on a busy 2-core machine)."""
+    return [pytest.param(c, fast, id=f"{c}-{'fast' if fast else 'full'}", marks=() if fast else (pytest.mark.slow,))
+            for c in cases for fast in (True, False)]
+
+
+@pytest.mark.parametrize("method, fast", _full(*CAMERA_METHODS)[::2] + _full("prope", "dppe_tadd")[1::2])
+def test_camera_function_gradcheck_float64(method, fast):
+    K, w2c, q, k, v = inputs(1, d=8)
+    enc = prep(method, K, w2c)
+    assert fused_name(enc.attend(q, k, v)) == "_CameraAttentionBackward"
+    assert torch.autograd.gradcheck(lambda a, b, c: enc.attend(a, b, c), (q, k, v), fast_mode=fast)
+
+
+@pytest.mark.parametrize("opts, fast", _full(*UROPE_OPTIONS)[:3])
+def test_urope_function_gradcheck_float64(opts, fast):
+    K, w2c, q, k, v = inputs(2, d=8, heads=4)
+    enc = prep("urope", K, w2c, **opts)
+    assert fused_name(enc.attend(q, k, v)) == "_URoPEAttentionBackward"
+    assert torch.autograd.gradcheck(lambda a, b, c: enc.attend(a, b, c), (q, k, v), fast_mode=fast)
+
+
+def _out_and_grads(attend, q, k, v, g):
+    qkv = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+    out = attend(*qkv)
+    return out, torch.autograd.grad(out, qkv, g)
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-13), (torch.float32, 2e-6)])
+@pytest.mark.parametrize("method", CAMERA_METHODS + ["urope"], ids=str)
+def test_fused_equals_plain_path(method, dtype, tol):
+    """Values and gradients of the fused function against the plain transform - SDPA - transform
+    (camera encodings) or the hooks path (URoPE), 16 heads (8 head slices)."""
+    K, w2c, q, k, v = inputs(3, d=16, heads=16, dtype=dtype)
+    enc = prep(method, K, w2c)
+    g = torch.randn(q.shape, dtype=dtype, generator=torch.Generator().manual_seed(4))
+    out, grads = _out_and_grads(enc.attend, q, k, v, g)
+    assert fused_name(out).startswith(("_CameraAttention", "_URoPEAttention"))
+    if method == "urope":
+        enc.fused = False
+        ref, ref_grads = _out_and_grads(enc.attend, q, k, v, g)
+    else:
+        ref, ref_grads = _out_and_grads(lambda *x: Encoding.attend(enc, *x), q, k, v, g)
+    assert out.dtype == dtype and rel_err(out, ref) < tol
+    for a, b in zip(grads, ref_grads):
+        assert a.dtype == dtype and rel_err(a, b) < tol
+
+
+@pytest.mark.parametrize("method", ["prope", "dppe_tadd"])
+def test_camera_function_saves_what_rope_saves(method):
+    """Saved for backward (what activation checkpointing drops and recomputes): q', k', the input v
+    itself and the returned output itself, plus one log-sum-exp per head slice; the plain path
+    saves a transformed copy v' and the pre-transform output instead of v and the output."""
+    K, w2c, q, k, v = inputs(5, heads=16)
+    enc = prep(method, K, w2c)
+    for attend, fused in ((enc.attend, True), (lambda *x: Encoding.attend(enc, *x), False)):
+        seen = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.append(t) or t, lambda t: t):
+            out = attend(q, k, v)
+        full = {t.untyped_storage().data_ptr() for t in seen if t.shape == q.shape}
+        assert len(full) == 4
+        assert (v.untyped_storage().data_ptr() in full) == fused
+        assert (out.untyped_storage().data_ptr() in full) == fused
+        if fused:
+            assert [t.shape[1] for t in seen if t.ndim == 3] == [len(range(16)[h]) for h in head_chunks(16)]
+
+
+def test_fallbacks_take_the_plain_path():
+    K, w2c, q, k, v = inputs(6)
+    enc = prep("prope", K, w2c)
+    with torch.no_grad():
+        assert enc.attend(q, k, v).grad_fn is None
+    assert fused_name(enc.attend(q, k, v, dropout_p=0.5)) != "_CameraAttentionBackward"
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):  # no fused kernel chosen: plain SDPA, same result
+        out = enc.attend(q, k, v)
+        assert fused_name(out) != "_CameraAttentionBackward"
+    assert rel_err(out, enc.attend(q, k, v)) < 1e-13
+    assert fused_kernel(q, k, v, dropout_p=0.1) is None
+    assert fused_kernel(q, k, v).name == "cpu_flash"
+    urope = prep("urope", K, w2c, anchors=[1.0, 2.0], view_chunk=2)
+    assert fused_name(urope.attend(q, k, v)) != "_URoPEAttentionBackward"
+
+
+@pytest.mark.parametrize("method", ["prope", "urope"])
+def test_bf16_autocast_with_gradients(method):
+    """Under CPU autocast (bf16 attention, float32 q/k/v as after the q/k norm) the output is bf16,
+    the gradients float32, both close to the float32 run."""
+    K, w2c, q, k, v = inputs(7, d=32, heads=4, dtype=torch.float32)
+    enc = prep(method, K.float(), w2c.float())
+    g = torch.randn(q.shape, generator=torch.Generator().manual_seed(8))
+    ref, ref_grads = _out_and_grads(enc.attend, q, k, v, g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, grads = _out_and_grads(enc.attend, q, k, v, g.bfloat16())
+    assert out.dtype == torch.bfloat16 and fused_name(out).startswith(("_Camera", "_URoPE"))
+    assert rel_err(out.float(), ref) < 3e-2
+    for a, b in zip(grads, ref_grads):
+        assert a.dtype == torch.float32 and rel_err(a, b) < 5e-2
+
+
+def test_head_chunks_cover_the_heads_once():
+    for heads in (1, 3, 6, 16, 24):
+        covered = [i for h in head_chunks(heads) for i in range(heads)[h]]
+        assert covered == list(range(heads)) and len(head_chunks(heads)) <= 8 + (heads % 8 > 0)
+
+
+@pytest.mark.parametrize("name, dtype", [("cuda_flash", torch.bfloat16), ("cuda_efficient", torch.float32)])
+def test_cuda_kernel_signatures_on_fake_tensors(name, dtype):
+    """The CUDA forward/backward calls (no GPU needed: fake tensors carry shapes only)."""
+    with FakeTensorMode():
+        q, k, v = (torch.empty(2, 3, 40, 64, device="cuda", dtype=dtype) for _ in range(3))
+        kernel = FusedKernel(name)
+        out, state = kernel.forward(q, k, v)
+        grads = kernel.backward(out, q, k, v, out, state)
+    assert out.shape == q.shape and [tuple(x.shape) for x in grads] == [tuple(q.shape)] * 3
