@@ -17,7 +17,10 @@ What is measured, per method, with the same path the model uses (``prepare_encod
   not cache, so RSS follows live tensors; ``ru_maxrss`` is useless here because Linux carries it
   over from the parent process across exec).
 
-Ratios are against ``rope`` (VGGT 2D RoPE around the same SDPA call). The reference method
+Ratios are against ``rope`` (VGGT 2D RoPE around the same SDPA call). ``--compile`` adds, per method,
+a row ``METHOD+compile``: the same attention call compiled with ``torch.compile`` (inductor; prepared
+and compiled once, warm-up excluded), its ratios against ``rope+compile``, and a summary of compiled
+over eager time per method. The reference method
 ``rope-per-view`` is RoPE computed with one SDPA call per query view, as URoPE must: its ratio is the
 cost of that split alone.
 
@@ -76,6 +79,9 @@ class AttentionSettings:
     clock: str = option("wall", choices=("wall", "cpu"), help="wall time or process CPU time, which on a shared "
                         "machine does not count the time other jobs hold the core (use with --threads 1)")
     no_memory: bool = option(False, store_true=True, help="skip the peak-memory runs")
+    compile: bool = option(False, store_true=True, help="also measure every method compiled (torch.compile of the "
+                           "attention call, inductor): rows METHOD+compile, compared with rope+compile")
+    backend: str = option("inductor", help="torch.compile backend of --compile (aot_eager: tracing only, quick)")
     json: Optional[str] = option(None, help=JSON_HELP)
     memory_child: Optional[str] = option(None, flag="--_memory-child", hidden=True,
                                          help="the method whose peak memory this child process measures")
@@ -135,6 +141,19 @@ def parse_method(text: str) -> tuple[str | dict, dict]:
 
 
 PER_VIEW_REFERENCE = "rope-per-view"
+COMPILED = "+compile"
+
+
+class Compiled:
+    """``enc.attend`` compiled with ``torch.compile`` (inductor), for one prepared encoding."""
+
+    def __init__(self, enc, backend: str = "inductor"):
+        self.enc = enc
+        self.fn = torch.compile(lambda q, k, v: enc.attend(q, k, v), backend=backend)
+
+    def attend(self, q, k, v):
+        """q, k, v: (B, heads, S*T, head_dim) -> (B, heads, S*T, head_dim)."""
+        return self.fn(q, k, v)
 
 
 class RopePerView:
@@ -169,12 +188,15 @@ class Setup:
                     .requires_grad_() for _ in range(3)]
         self.grad = torch.randn(shape, generator=g, device=self.device, dtype=self.dtype)
         self.special = args.special
+        self.backend = getattr(args, "backend", "inductor")
 
     def prepare(self, method: str):
         """Prepare ``method`` (a preset, ``qk=A,vo=B[,option=value...]`` (see ``parse_method``), or
         the reference ``rope-per-view``)."""
         from depthpe.pe import prepare_encoding
 
+        if method.endswith(COMPILED):
+            return Compiled(self.prepare(method[: -len(COMPILED)]), self.backend)
         if method == PER_VIEW_REFERENCE:
             return RopePerView(self.prepare("rope"), self.special + self.grid[0] * self.grid[1])
         spec, options = parse_method(method)
@@ -212,8 +234,11 @@ def time_methods(setup: Setup, methods, repeats: int, clock: str = "wall") -> di
     prep = {m: [] for m in methods}
     for _ in range(repeats):
         for m in methods:
-            ms, encs[m] = _timed(lambda: setup.prepare(m), setup, CLOCKS[clock])  # noqa: B023
-            prep[m].append(ms)
+            if m.endswith(COMPILED):  # prepared and compiled once (a new encoding would recompile)
+                prep[m].append(float("nan"))
+            else:
+                ms, encs[m] = _timed(lambda: setup.prepare(m), setup, CLOCKS[clock])  # noqa: B023
+                prep[m].append(ms)
             ms, _ = _timed(lambda: setup.step(encs[m]), setup, CLOCKS[clock])  # noqa: B023
             fb[m].append(ms)
     return {m: {"fwd_bwd_ms": statistics.median(fb[m]), "prepare_ms": statistics.median(prep[m]),
@@ -267,7 +292,7 @@ def _child_argv(args, method: str) -> list[str]:
                       ("--special", args.special), ("--heads", args.heads),
                       ("--head-dim", args.head_dim), ("--batch", args.batch),
                       ("--device", args.device), ("--dtype", args.dtype),
-                      ("--threads", args.threads or torch.get_num_threads())):
+                      ("--threads", args.threads or torch.get_num_threads()), ("--backend", args.backend)):
         argv += [flag, str(val)]
     return argv
 
@@ -284,15 +309,16 @@ def memory_methods(args, methods) -> dict:
 
 
 def format_table(results: dict, base: str = "rope") -> str:
-    """The results as a text table with time and memory ratios to ``base``."""
+    """The results as a text table with time and memory ratios to ``base`` (``base+compile`` for the
+    compiled rows)."""
     width = max(10, *(len(m) for m in results))
     head = f"{'method':<{width}} {'fwd+bwd ms':>11} {'x rope':>7} {'spread':>7} {'prepare ms':>11}"
     has_mem = any("peak_mib" in r for r in results.values())
     if has_mem:
         head += f" {'peak MiB':>9} {'x rope':>7}"
     lines = [head, "-" * len(head)]
-    b = results.get(base)
     for m, r in results.items():
+        b = results.get(base + COMPILED if m.endswith(COMPILED) else base)
         ratio = r["fwd_bwd_ms"] / b["fwd_bwd_ms"] if b else float("nan")
         line = (f"{m:<{width}} {r['fwd_bwd_ms']:>11.1f} {ratio:>7.3f} {r['spread']:>7.2f} "
                 f"{r['prepare_ms']:>11.2f}")
@@ -311,6 +337,8 @@ def _check_methods(args) -> None:
             parse_method(m)
         except ValueError as err:
             raise SystemExit(f"unknown method {m!r}: {err}") from None
+    if args.compile and PER_VIEW_REFERENCE in args.methods:
+        raise SystemExit(f"--compile does not apply to the reference {PER_VIEW_REFERENCE}; leave one of them out")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda requested but CUDA is not available")
     if any(s < 1 for s in args.views):
@@ -321,6 +349,8 @@ def measure_views(args, views: int) -> dict:
     """Time (and unless ``--no-memory`` peak memory) of every method at ``views`` views."""
     one = argparse.Namespace(**{**vars(args), "views": views})
     methods = list(dict.fromkeys((["rope"] if "rope" not in args.methods else []) + args.methods))
+    if args.compile:
+        methods += [m + COMPILED for m in methods]
     results = time_methods(Setup(one), methods, args.repeats, args.clock)
     if not args.no_memory:
         for m, mib in memory_methods(one, methods).items():
@@ -328,13 +358,28 @@ def measure_views(args, views: int) -> dict:
     return results
 
 
-def format_curve(by_views: dict, base: str = "rope") -> str:
-    """Markdown table: per method, time ratio to ``base`` (and the run spread) at every S."""
+def format_curve(by_views: dict, base: str = "rope", key: str = "fwd_bwd_ms") -> str:
+    """Markdown table: per method, the ratio of ``key`` (``fwd_bwd_ms`` or ``peak_mib``) to ``base``
+    (``base+compile`` for compiled rows) at every S, with half the run spread for times."""
     views = list(by_views)
     lines = ["| method | " + " | ".join(f"S={s}" for s in views) + " |", "|---" * (len(views) + 1) + "|"]
     for m in by_views[views[0]]:
-        cells = [f"{r[m]['fwd_bwd_ms'] / r[base]['fwd_bwd_ms']:.2f} (±{r[m]['spread'] / 2:.2f})"
+        b = base + COMPILED if m.endswith(COMPILED) else base
+        cells = [f"{r[m][key] / r[b][key]:.2f}" + (f" (±{r[m]['spread'] / 2:.2f})" if key == "fwd_bwd_ms" else "")
                  for r in by_views.values()]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def format_compiled(by_views: dict) -> str:
+    """Markdown table: per method, compiled over eager fwd+bwd time (and peak memory) at every S."""
+    views = list(by_views)
+    lines = ["| method | " + " | ".join(f"S={s} time" for s in views)
+             + "".join(f" | S={s} memory" for s in views if "peak_mib" in by_views[s].get("rope", {})) + " |"]
+    lines.append("|---" * (len(lines[0].split("|")) - 2) + "|")
+    for m in (m for m in by_views[views[0]] if not m.endswith(COMPILED)):
+        cells = [f"{r[m + COMPILED]['fwd_bwd_ms'] / r[m]['fwd_bwd_ms']:.2f}" for r in by_views.values()]
+        cells += [f"{r[m + COMPILED]['peak_mib'] / r[m]['peak_mib']:.2f}" for r in by_views.values() if "peak_mib" in r[m]]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -359,6 +404,12 @@ def run(args: argparse.Namespace) -> int:
     if len(by_views) > 1:
         print("\ntime ratio to rope per number of views (± half the run spread):")
         print(format_curve(by_views))
+        if not args.no_memory:
+            print("\npeak memory ratio to rope per number of views:")
+            print(format_curve(by_views, key="peak_mib"))
+    if args.compile:
+        print("\ncompiled / eager, per method:")
+        print(format_compiled(by_views))
     if args.json:
         meta = {k: v for k, v in vars(args).items()
                 if k not in ("json", "memory_child") and not k.startswith("_")}  # CLI callbacks

@@ -116,6 +116,9 @@ class MemorySettings(BenchedRun):
                                 f"{', '.join(map(str, CAPACITIES_GB[:-1]))} and {CAPACITIES_GB[-1]} GB "
                                 "(about 5-8 more predictions)")
     threads: int = option(1, help="torch CPU threads of the --measure run")
+    encodings: Optional[list[str]] = option(None, nargs="+", help="compare these global_pe presets (rope is added "
+                                            "first): one prediction each, a table of peaks and ratios to rope "
+                                            "(with --fit views: the largest S per GPU size for each)")
     json: Optional[str] = option(None, help=JSON_HELP)
     quiet: bool = option(False, store_true=True, help="no progress lines on stderr")
     measure_child: bool = option(False, flag="--_measure-child", store_true=True, hidden=True,
@@ -606,8 +609,53 @@ def largest(setting: Setting, field: str, progress=None, known: dict | None = No
     return out
 
 
+def compare_encodings(args, progress) -> dict[str, dict]:
+    """{global_pe: {"setting", "result", "largest"}} for rope and every one of ``args.encodings``: the
+    run config with ``model.global_pe`` overridden, the other sizes resolved once (from the config's
+    own encoding); ``largest`` (with ``--fit views``) maps GPU GB to the largest S that fits."""
+    from ..run import load_run_config
+
+    base = setting_from_args(args)
+    out = {}
+    for pe in dict.fromkeys(["rope", *args.encodings]):
+        progress(f"encoding {pe}")
+        cfg = load_run_config(args.config, [*args.overrides, f"model.global_pe={pe}"])
+        setting = Setting(cfg, base.views, base.batch, base.height, base.width, base.precision,
+                          base.checkpointing, base.target, base.ddp)
+        result = predict(setting)
+        largest_s = largest(setting, "views", None, {setting.views: result}) if args.fit == "views" else None
+        out[pe] = {"setting": setting, "result": result, "largest": largest_s}
+    return out
+
+
+def format_comparison(compared: dict[str, dict]) -> str:
+    """Markdown table of ``compare_encodings``: the whole step's peak and the activation part
+    (peak minus parameters, gradients-free state, AdamW state and batch) per encoding, each with its
+    ratio to rope, and the largest S per GPU size when searched."""
+    first = next(iter(compared.values()))["setting"].describe()
+    rope = compared["rope"]["result"]
+    unit, name = (GIB, "GiB") if rope["peak"] >= GIB else (MIB, "MiB")
+    lines = [f"training-step peak memory per encoding ({first['target']}): B={first['batch']} x S={first['views']} "
+             f"views of {first['height']}x{first['width']} px, {first['precision']}, checkpointing "
+             f"{'on' if first['checkpointing'] else 'off'}"]
+    has_fit = any(c["largest"] for c in compared.values())
+    head = f"| global_pe | peak {name} | x rope | activations {name} | x rope |"
+    lines += [head + (" largest S (" + ", ".join(f"{c} GB" for c in CAPACITIES_GB) + ") |" if has_fit else ""),
+              "|---" * (5 + has_fit) + "|"]
+    for pe, c in compared.items():
+        r = c["result"]
+        row = (f"| {pe} | {r['peak'] / unit:.3f} | {r['peak'] / rope['peak']:.3f} | {r['extra'] / unit:.3f} | "
+               f"{r['extra'] / rope['extra']:.3f} |")
+        if has_fit:
+            row += " " + ", ".join(str(n) for n in c["largest"].values()) + " |"
+        lines.append(row)
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     """Predict (and with ``--fit`` / ``--measure`` also search / measure), print the report; exit status."""
+    if args.encodings and not args.measure_child:
+        return run_comparison(args)
     setting = setting_from_args(args)
     if args.measure_child:
         torch.set_num_threads(args.threads)
@@ -634,4 +682,24 @@ def run(args: argparse.Namespace) -> int:
             json.dump({"config": args.config, "overrides": list(args.overrides), "setting": setting.describe(),
                        "torch": torch.__version__, "predicted_bytes": result, "measured": measured,
                        "largest": None if fit is None else {"field": fit[0], "by_capacity_gb": fit[1]}}, f, indent=1)
+    return 0
+
+
+def run_comparison(args) -> int:
+    """``--encodings``: predict every encoding, print ``format_comparison``; exit status."""
+    if args.measure or (args.fit and args.fit != "views"):
+        raise SystemExit("--encodings compares predictions: it takes --fit views but not --measure or --fit batch")
+    t0 = time.perf_counter()
+
+    def progress(message: str) -> None:
+        if not args.quiet:
+            print(f"[{time.perf_counter() - t0:5.1f} s] {message}", file=sys.stderr, flush=True)
+
+    compared = compare_encodings(args, progress)
+    print(format_comparison(compared))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"config": args.config, "overrides": list(args.overrides), "torch": torch.__version__,
+                       "encodings": {pe: {"setting": c["setting"].describe(), "predicted_bytes": c["result"],
+                                          "largest_views": c["largest"]} for pe, c in compared.items()}}, f, indent=1)
     return 0

@@ -121,3 +121,22 @@ def test_largest_batch_fits_and_the_next_does_not():
     at = [memory.predict(memory.Setting(setting.cfg, 4, b, 84, 84, "fp32", False, "cuda"))["peak"]
           for b in (found, found + 1)]
     assert memory.fits(at[0], 1.2) and not memory.fits(at[1], 1.2)
+
+
+def test_encodings_comparison_table_and_json(tmp_path, capsys):
+    """--encodings: one prediction per encoding (rope first), ratios to rope in the table and JSON."""
+    out_json = tmp_path / "compare.json"
+    assert main(["bench", "memory", "--config", "quickstart", "--views", "2", "--batch", "1", "--image-width", "28",
+                 "--encodings", "prope", "urope", "--quiet", "--json", str(out_json)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("training-step peak memory per encoding (cuda): B=1 x S=2 views of 28x28 px")
+    assert lines[1] == "| global_pe | peak MiB | x rope | activations MiB | x rope |"
+    rows = {line.split("|")[1].strip(): line.split("|")[2:6] for line in lines[3:]}
+    assert list(rows) == ["rope", "prope", "urope"] and rows["rope"][1].strip() == "1.000"
+    data = json.loads(out_json.read_text())["encodings"]
+    for pe, cells in rows.items():
+        peak = data[pe]["predicted_bytes"]["peak"]
+        assert float(cells[1]) == pytest.approx(peak / data["rope"]["predicted_bytes"]["peak"], abs=1e-3)
+        assert data[pe]["setting"]["global_pe"] == pe
+    with pytest.raises(SystemExit, match="--encodings compares predictions"):
+        main(["bench", "memory", "--config", "quickstart", "--encodings", "prope", "--measure"])

@@ -129,3 +129,21 @@ def test_rope_per_view_reference_equals_rope():
     rope, per_view = setup.prepare("rope"), setup.prepare("rope-per-view")
     q, k, v = setup.qkv
     assert torch.allclose(per_view.attend(q, k, v), rope.attend(q, k, v), atol=1e-6)
+
+
+def test_compiled_rows_and_ratio_tables(tmp_path, capsys):
+    """--compile adds METHOD+compile rows (ratios against rope+compile), the per-S time and memory
+    ratio tables and the compiled / eager table (aot_eager backend: tracing only, seconds)."""
+    text, data = _run([*TINY[2:], "--views", "2", "3", "--methods", "rope", "prope", "--repeats", "1",
+                       "--compile", "--backend", "aot_eager"], tmp_path, capsys)
+    for views, res in data["by_views"].items():
+        assert list(res) == ["rope", "prope", "rope+compile", "prope+compile"]
+        assert all(r["fwd_bwd_ms"] > 0 and r["peak_mib"] >= 0 for r in res.values())
+    rows = _table_rows(text.split("\n\n")[0])
+    assert rows["rope+compile"][2] == "1.000" and rows["rope"][2] == "1.000"
+    assert "peak memory ratio to rope per number of views:" in text
+    compiled = text.split("compiled / eager, per method:")[1]
+    assert "| method | S=2 time | S=3 time | S=2 memory | S=3 memory |" in compiled
+    assert "| prope |" in compiled and "prope+compile" not in compiled
+    with pytest.raises(SystemExit, match="--compile does not apply"):
+        attention.run(_args(*TINY, "--methods", "rope-per-view", "--compile", "--no-memory"))
