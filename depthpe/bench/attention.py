@@ -365,10 +365,15 @@ def format_curve(by_views: dict, base: str = "rope", key: str = "fwd_bwd_ms") ->
     lines = ["| method | " + " | ".join(f"S={s}" for s in views) + " |", "|---" * (len(views) + 1) + "|"]
     for m in by_views[views[0]]:
         b = base + COMPILED if m.endswith(COMPILED) else base
-        cells = [f"{r[m][key] / r[b][key]:.2f}" + (f" (±{r[m]['spread'] / 2:.2f})" if key == "fwd_bwd_ms" else "")
+        cells = [f"{_ratio(r[m][key], r[b][key]):.2f}" + (f" (±{r[m]['spread'] / 2:.2f})" if key == "fwd_bwd_ms" else "")
                  for r in by_views.values()]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _ratio(a: float, b: float) -> float:
+    """a / b, NaN for b = 0 (the peak memory of tiny configurations can measure 0)."""
+    return a / b if b else float("nan")
 
 
 def format_compiled(by_views: dict) -> str:
@@ -378,8 +383,9 @@ def format_compiled(by_views: dict) -> str:
              + "".join(f" | S={s} memory" for s in views if "peak_mib" in by_views[s].get("rope", {})) + " |"]
     lines.append("|---" * (len(lines[0].split("|")) - 2) + "|")
     for m in (m for m in by_views[views[0]] if not m.endswith(COMPILED)):
-        cells = [f"{r[m + COMPILED]['fwd_bwd_ms'] / r[m]['fwd_bwd_ms']:.2f}" for r in by_views.values()]
-        cells += [f"{r[m + COMPILED]['peak_mib'] / r[m]['peak_mib']:.2f}" for r in by_views.values() if "peak_mib" in r[m]]
+        cells = [f"{_ratio(r[m + COMPILED]['fwd_bwd_ms'], r[m]['fwd_bwd_ms']):.2f}" for r in by_views.values()]
+        cells += [f"{_ratio(r[m + COMPILED]['peak_mib'], r[m]['peak_mib']):.2f}" for r in by_views.values()
+                  if "peak_mib" in r[m]]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

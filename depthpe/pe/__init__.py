@@ -12,7 +12,7 @@ Encodings only check shapes when prepared (no host-device sync, so they compile 
 lengths, large translations) where data enters.
 
 Modules, each importing only those before it (and ``depthpe.geometry``): ``spec`` (names, no
-torch), ``base``, ``rope``, ``camera``, ``dppe``, ``urope``, ``pairs``, ``registry``, ``functional``.
+torch), ``base``, ``rope``, ``kernels`` (the fused SDPA kernels' forward/backward), ``camera``, ``dppe``, ``urope``, ``pairs``, ``registry``, ``functional``.
 The names below are imported on first access, so that ``depthpe.pe.spec`` imports without torch.
 """
 

@@ -415,6 +415,8 @@ class CameraBlockEncoding(Encoding):
         With gradients and a fused kernel (``kernels.fused_kernel``) it runs ``_CameraAttention``,
         which keeps for backward what a RoPE layer keeps; otherwise (no gradients, dropout, the math
         backend, ``torch.compile``) the plain transform - SDPA - transform of ``Encoding.attend``.
+        Dynamo traces the function itself, but inside the model's checkpointed blocks it breaks the
+        graph (5 breaks in ``tests/model/test_compile.py``), so compiled code keeps the plain path.
         """
         kernel, dtype = None, attention_dtype(q)
         if (torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
