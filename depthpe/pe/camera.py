@@ -476,16 +476,13 @@ class _CameraAttention(torch.autograd.Function):
             o, state = kernel.forward(qt[:, h], kt[:, h], enc._map(v[:, h], "v", dtype=dtype))
             enc._map(o, "o", dtype=dtype, out=out[:, h])
             states.append(state)
-        tensors, ctx.states = _pack_states(states)
-        ctx.save_for_backward(qt, kt, v, out, *tensors)
-        ctx.enc, ctx.kernel, ctx.dtypes = enc, kernel, (q.dtype, k.dtype, v.dtype)
+        save_fused(ctx, (qt, kt, v, out), states, enc, kernel, (q, k, v))
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        qt, kt, v, out, *tensors = ctx.saved_tensors
+        (qt, kt, v, out), states = load_fused(ctx)
         enc, kernel, dt = ctx.enc, ctx.kernel, qt.dtype
-        states = _unpack_states(tensors, ctx.states)
         grads = [torch.empty(x.shape, dtype=t, device=x.device) for x, t in zip((qt, kt, v), ctx.dtypes)]
         for h, state in zip(head_chunks(qt.shape[1]), states):
             g = enc._map(grad[:, h], "o", dtype=dt, adjoint=True)
@@ -495,6 +492,21 @@ class _CameraAttention(torch.autograd.Function):
             for gx, which, dst in zip((gq, gk, gv), "qkv", grads):
                 enc._map(gx, which, dtype=dst.dtype, adjoint=True, out=dst[:, h])
         return (*grads, None, None, None)
+
+
+def save_fused(ctx, saved: tuple, states: list[tuple], enc, kernel: FusedKernel, inputs: tuple) -> None:
+    """What a fused attention function keeps for backward: the tensors ``saved`` (q', k', v, output),
+    the kernel ``states`` of its calls (their tensors through ``save_for_backward``, so that
+    activation checkpointing sees them), the encoding, the kernel and the dtypes of ``inputs``."""
+    tensors, ctx.states = _pack_states(states)
+    ctx.save_for_backward(*saved, *tensors)
+    ctx.enc, ctx.kernel, ctx.dtypes = enc, kernel, tuple(x.dtype for x in inputs)
+
+
+def load_fused(ctx) -> tuple[tuple, list[tuple]]:
+    """(the four ``saved`` tensors, the kernel states) of ``save_fused``."""
+    saved = ctx.saved_tensors
+    return saved[:4], _unpack_states(saved[4:], ctx.states)
 
 
 def _pack_states(states: list[tuple]) -> tuple[list[torch.Tensor], list[tuple]]:

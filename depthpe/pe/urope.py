@@ -47,7 +47,8 @@ import torch.nn.functional as F
 
 from ..geometry import invert_intrinsics
 from .base import Encoding, token_positions
-from .camera import _pack_states, _unpack_states, attention_dtype, camera_tensors, head_chunks, memoized, work_dtype
+from .camera import (attention_dtype, camera_tensors, head_chunks, load_fused, memoized, save_fused,
+                     work_dtype)
 from .kernels import FusedKernel, fused_kernel
 
 __all__ = ["URoPE", "make_urope", "default_anchors", "resolve_anchors", "project_key_positions",
@@ -555,9 +556,7 @@ class _URoPEAttention(torch.autograd.Function):
             o, state = kernel.forward(qp[:, h, rows], _rotate_pairs(kp[:, h], ph, dtype), vd[:, h])
             out[:, h, rows] = o
             states.append(state)
-        tensors, ctx.states = _pack_states(states)
-        ctx.save_for_backward(qp, kp, v, out, *tensors)
-        ctx.enc, ctx.kernel, ctx.dtypes = enc, kernel, (q.dtype, k.dtype, v.dtype)
+        save_fused(ctx, (qp, kp, v, out), states, enc, kernel, (q, k, v))
         return out
 
     @staticmethod
@@ -570,10 +569,10 @@ class _URoPEAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        qp, kp, v, out, *tensors = ctx.saved_tensors
+        (qp, kp, v, out), states = load_fused(ctx)
         enc, kernel, dt = ctx.enc, ctx.kernel, qp.dtype
         B, H, N, d = qp.shape
-        states = iter(_unpack_states(tensors, ctx.states))
+        states = iter(states)
         cdt = _complex(work_dtype(ctx.dtypes[0]))
         acc = [torch.zeros(x.shape, dtype=work_dtype(t), device=x.device) for x, t in zip((kp, v), ctx.dtypes[1:])]
         dq = torch.empty(qp.shape, dtype=ctx.dtypes[0], device=qp.device)

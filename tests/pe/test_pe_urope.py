@@ -188,6 +188,15 @@ def test_compiles_without_graph_breaks_and_matches_eager():
     assert (compiled(q, k, v) - enc.attend(q, k, v)).abs().max() < 1e-5
 
 
+def _attend_seeing_saved(enc, q, k, v):
+    """(q, k, v copies with gradients, enc.attend's output, shapes of what it saved for backward)."""
+    qkv = [t.clone().requires_grad_() for t in (q, k, v)]
+    seen = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.append(tuple(t.shape)) or t, lambda t: t):
+        out = enc.attend(*qkv)
+    return qkv, out, seen
+
+
 def test_enclosing_saved_tensor_hooks_get_every_tensor_but_the_rotated_keys():
     """Activation checkpointing drops and recomputes what its saved-tensor hooks receive: URoPE's own
     hooks (which replace the rotated keys by a recipe) must hand every other saved tensor on to them,
@@ -195,15 +204,7 @@ def test_enclosing_saved_tensor_hooks_get_every_tensor_but_the_rotated_keys():
     _, K, w2c, q, k, v = setup(7)
     enc = prep(K, w2c)
     enc.fused = False  # the hooks path (learnable anchors, view_chunk > 1, no fused kernel)
-    qkv = [t.clone().requires_grad_() for t in (q, k, v)]
-    seen = []
-
-    def pack(t):
-        seen.append(tuple(t.shape))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = enc.attend(*qkv)
+    qkv, out, seen = _attend_seeing_saved(enc, q, k, v)
     assert seen.count((B, H, T)) == S  # one log-sum-exp per query view
     assert_same_gradients_as_eager(enc, out, qkv, tol=1e-13)
 
@@ -214,15 +215,7 @@ def test_fused_path_saves_what_rope_saves():
     rotated keys; values and gradients equal the hooks path's."""
     _, K, w2c, q, k, v = setup(7)
     enc = prep(K, w2c)
-    qkv = [t.clone().requires_grad_() for t in (q, k, v)]
-    seen = []
-
-    def pack(t):
-        seen.append(tuple(t.shape))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = enc.attend(*qkv)
+    qkv, out, seen = _attend_seeing_saved(enc, q, k, v)
     assert out.grad_fn.name().endswith("_URoPEAttentionBackward")
     assert seen.count((B, H, N, q.shape[-1])) == 4
     lse = [s for s in seen if len(s) == 3]
