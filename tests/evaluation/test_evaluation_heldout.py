@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
 from depthpe.evaluation.protocol import discover_sources
 from tests.helpers.training import MICRO_MODEL
 
@@ -78,7 +78,7 @@ def test_eval_reads_each_index_and_the_training_inputs_once(data, model_dir, tmp
 
 def _held_out(data):
     return resolve_held_out(discover_sources(data, "val"),
-                            HeldOutProtocol(views=VIEWS, seed=3, max_scenes=2, selection="random"),
+                            HeldOutProtocol(ViewDraw(VIEWS, 3), max_scenes=2, selection="random"),
                             InputSize(WIDTH, scale_reference="all"))
 
 
@@ -109,7 +109,7 @@ def test_resolving_draws_per_source_and_fixes_the_input_size(data):
     assert (dataset.image_width, dataset.scale_reference, dataset.views) == (WIDTH, "all", VIEWS)
     assert _held_out(data) == held_out  # the same draw every time
     other_seed = resolve_held_out(discover_sources(data, "val"),
-                                  HeldOutProtocol(views=VIEWS, seed=4, max_scenes=2, selection="random"))
+                                  HeldOutProtocol(ViewDraw(VIEWS, 4), max_scenes=2, selection="random"))
     assert {s.source.name: s.index for s in other_seed.sources} == {s.source.name: s.index for s in held_out.sources}
 
 
