@@ -210,7 +210,12 @@ def test_ctrl_c_handling_in_a_process_started_with_sigint_ignored():
                                stderr=subprocess.STDOUT, text=True)
     finally:
         signal.signal(signal.SIGINT, previous)
-    out, _ = run.communicate(timeout=300)
+    try:
+        out, _ = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:  # timed out: leave no child behind
+            run.kill()
+            run.wait()
     assert run.returncode == 0, out[-3000:]
     assert "1 passed" in out
 
