@@ -176,3 +176,22 @@ def test_a_scene_record_keeps_the_json_line_format():
     again = SceneRecord.from_json(line)
     assert again.to_json() == line and again.panel_image is None
     assert SceneRecord.from_json(failed.to_json()) == failed
+
+
+def test_the_views_travel_as_one_value_from_the_options_to_the_dataset(tmp_path, data):
+    """--views, --seed and --manifest are declared once (ViewProtocol) and reach the dataset as one
+    ViewDraw, unchanged."""
+    import dataclasses
+
+    from depthpe.config.inference import EvalConfig, ViewProtocol
+    from depthpe.evaluation.heldout import ViewDraw, view_draw
+
+    assert [f.name for f in dataclasses.fields(ViewDraw)] == [f.name for f in dataclasses.fields(ViewProtocol)]
+    assert issubclass(EvalConfig, ViewProtocol)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"scenes": {"synth/a": [0, 2, 4]}}')
+    draw = view_draw(ViewProtocol(views=5, seed=7, manifest=str(manifest)))
+    assert (draw.views, draw.seed) == (5, 7) and draw.manifest == {"synth/a": [0, 2, 4]}
+    held_out = resolve_held_out(discover_sources(data, "val"), HeldOutProtocol(ViewDraw(3, 2)), InputSize(28))
+    dataset = held_out.dataset()
+    assert held_out.draw == ViewDraw(3, 2) and (dataset.views, dataset.seed) == (3, 2)

@@ -1,4 +1,4 @@
-"""The evaluation of ``depthpe bench correspondence``: held-out samples, the extrapolation settings,
+"""The evaluation of ``depthpe study correspondence``: held-out samples, the extrapolation settings,
 and one pass that scores every global layer (docs/correspondence.md).
 
 A *setting* says how the held-out scenes reach the model: views per scene, a zoom-in (centre crop
