@@ -166,6 +166,17 @@ def _files_with_blocks() -> list[Path]:
     return [p for p in paths if MARKER in p.read_text() and marked_blocks(p)]
 
 
+def _readme_headline_comes_from_compare(folder: Path) -> None:
+    """The README quotes its headline ratio as what `depthpe compare` prints: the column is there."""
+    header = next(line for line in (folder / "runs" / "compare" / "compare.md").read_text().splitlines()
+                  if line.startswith("| group |"))
+    assert "| native / global const. |" in header, header
+
+
+# What a file's examples must have written, checked after its blocks ran.
+AFTER = {"README.md": _readme_headline_comes_from_compare}
+
+
 # ------------------------------------------------------------------------------------------- tests
 @pytest.mark.parametrize("path", _files_with_blocks(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_marked_shell_examples_run(path, tmp_path):
@@ -174,6 +185,9 @@ def test_marked_shell_examples_run(path, tmp_path):
         assert result.returncode == 0, (f"{block.where}: the example failed (exit {result.returncode}):\n"
                                         f"{script_of(block)}\n--- output ---\n{result.stdout[-3000:]}"
                                         f"{result.stderr[-3000:]}")
+    check = AFTER.get(str(path.relative_to(ROOT)))
+    if check is not None:
+        check(tmp_path)
 
 
 def test_the_readme_runs_one_example_of_each_cheap_workflow():
