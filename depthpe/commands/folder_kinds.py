@@ -16,8 +16,8 @@ def folder_kind(path: str) -> str:
     """``rmvd`` (``summary.json`` of ``depthpe rmvd``), ``sweep`` (``sweep.json`` of ``depthpe bench
     camera-noise``), ``correspondence`` (``results.json`` of ``depthpe bench correspondence``) or
     ``evaluation`` (anything else: an evaluation or a run folder)."""
-    from ..analysis.correspondence_compare import is_correspondence_folder
-    from ..analysis.noise_sweep import is_sweep_folder
+    from depthpe.studies.correspondence.compare import is_correspondence_folder
+    from depthpe.studies.camera_noise.sweep import is_sweep_folder
     from ..analysis.rmvd_compare import is_rmvd_folder
 
     return ("rmvd" if is_rmvd_folder(path) else "sweep" if is_sweep_folder(path) else

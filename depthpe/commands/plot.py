@@ -6,7 +6,7 @@ import argparse
 
 from ..analysis.settings import PlotConfig
 from ..config.options import add_options, config_from_args
-from .errors import USAGE_ERROR_STATUS, report_errors
+from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
 Draw the validation curves of training runs from each run folder's val_history.jsonl: per dataset
@@ -41,8 +41,8 @@ def draw_figures(cfg: PlotConfig) -> list:
     """The figures of run folders (``plotting.run_plot``), camera-noise sweeps
     (``noise_sweep.run_sweep_plot``) or correspondence folders (``correspondence_plot``); a mix is a
     ``ConfigError``."""
-    from ..analysis.correspondence_plot import plot_correspondence
-    from ..analysis.noise_sweep import run_sweep_plot
+    from depthpe.studies.correspondence.plot import plot_correspondence
+    from depthpe.studies.camera_noise.sweep import run_sweep_plot
     from ..analysis.plotting import run_plot
     from .folder_kinds import one_kind
 

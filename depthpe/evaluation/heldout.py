@@ -15,8 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Collection, Sequence
 
-from ..data.config import SourceConfig
-from ..data.datasets import SceneEvalDataset
+from depthpe.loader.config import SourceConfig
+from depthpe.loader.datasets import SceneEvalDataset
 from ..metrics import MIN_VALID_FRACTION
 from .protocol import SourceScenes, discover_sources, load_manifest, read_source, scene_indices, usable_sources
 

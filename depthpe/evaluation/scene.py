@@ -108,7 +108,7 @@ def predict_held_out_scene(held_out: HeldOutSet, scene: str | None, model, dtype
     ValueError for an unknown or unusable scene."""
     import torch
 
-    from ..data.batching import collate_eval
+    from depthpe.loader.batching import collate_eval
 
     dataset = held_out.dataset()
     batch = collate_eval([dataset[_find_item(held_out, scene)]])

@@ -99,7 +99,7 @@ def train(cfg: RunConfig, *, resume: str | None = None, overwrite: bool = False,
     checkpoint to resume from when another process of the run is gone. A full disk
     (``NoSpaceError``) or data without a usable sample (``NoUsableSampleError``) ends the progress
     bar and writes the error line to train.log before it is raised."""
-    from ..data.datasets import NoUsableSampleError
+    from depthpe.loader.datasets import NoUsableSampleError
 
     hooks = Callbacks([*builtin_callbacks(), *(callbacks or [])])
     checked = preflight(cfg, resume, overwrite=overwrite, allow_changes=tuple(allow_config_change))
@@ -205,7 +205,7 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     restore events and ``on_run_start``."""
     from tqdm.auto import tqdm
 
-    from ..data.loaders import build_train_loader
+    from depthpe.loader.loaders import build_train_loader
 
     from accelerate.utils import broadcast_object_list
 

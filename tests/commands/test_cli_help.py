@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from depthpe.cli import main
-from depthpe.data.convert.registry import CONVERTERS
+from depthpe.scenes.convert.registry import CONVERTERS
 
 
 def test_top_level_help_lists_every_convert_format(capsys):

@@ -202,7 +202,7 @@ def test_markers_are_read_and_checked(tmp_path):
     page.write_text("text\n\n```markdown\n<!-- ci: run -->\n```\n\n<!-- ci: run\nsub: hello => hi there\n"
                     "setup: rmvd lists\n-->\n```bash\necho hello\n```\n\n<!-- ci: run -->\n\n```bash\necho 2\n```\n")
     first, second = marked_blocks(page)
-    assert (first.subs, first.setups, first.line) == ([("hello", "hi there")], ["rmvd"], 12)
+    assert (first.subs, first.setups, first.line) == ([("hello", "hi there")], ["rmvd"], 11)
     assert script_of(first).endswith("echo hi there\n") and second.code == "echo 2\n"
     result = run_block(second, tmp_path)
     assert result.returncode == 0 and result.stdout == "2\n"

@@ -53,7 +53,7 @@ def test_perfect_prediction_scores_zero(synth_root):
         def forward(self, images, K, w2c):
             return {"depth": self.gt}
 
-    from depthpe.data.datasets import SceneEvalDataset
+    from depthpe.loader.datasets import SceneEvalDataset
 
     sources = discover_sources(synth_root, "val")
     ds = SceneEvalDataset(sources, views=3, image_width=42)

@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from depthpe.data.format.scene_file import write_index
+from depthpe.scenes.format.scene_file import write_index
 from depthpe.eval import main
 
 ARGS = ["--image-width", "42", "--panels", "0", "--num-workers", "0", "--cpu"]
@@ -168,7 +168,7 @@ def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):
     values only, also when scenes and images are skipped."""
     import torch
 
-    from depthpe.data.config import SourceConfig
+    from depthpe.loader.config import SourceConfig
     from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
     from depthpe.evaluation.loop import EvalOptions, evaluate
     from depthpe.evaluation.outputs import format_summary

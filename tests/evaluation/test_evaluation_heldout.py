@@ -21,7 +21,7 @@ VIEWS, WIDTH = 3, 28
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """Two datasets of the val split: synth (5 scenes of 4 frames) and more (3 scenes of 5 frames)."""
-    from depthpe.data.synth import write_synth_dataset
+    from depthpe.scenes.synth import write_synth_dataset
 
     root = tmp_path_factory.mktemp("data")
     for name, scenes, views in (("synth", 5, 4), ("more", 3, 5)):
@@ -62,12 +62,12 @@ def _counting(monkeypatch, module_path: str, name: str) -> list:
 
 
 def test_eval_reads_each_index_and_the_training_inputs_once(data, model_dir, tmp_path, monkeypatch):
-    import depthpe.data.format.scene_file  # noqa: F401
+    import depthpe.scenes.format.scene_file  # noqa: F401
     import depthpe.evaluation.command  # noqa: F401 (its imports bind the readers first)
     import depthpe.model.training_inputs  # noqa: F401
     from depthpe.eval import main
 
-    indexes = _counting(monkeypatch, "depthpe.data.format.scene_file", "read_index")
+    indexes = _counting(monkeypatch, "depthpe.scenes.format.scene_file", "read_index")
     inputs = _counting(monkeypatch, "depthpe.model.training_inputs", "read_training_inputs")
     assert main(["--model", str(model_dir), "--data", str(data), "--out", str(tmp_path / "eval"), "--views", "3",
                  "--scenes", "2", "--panels", "1", "--num-workers", "0", "--cpu"]) == 0

@@ -6,7 +6,7 @@ the AbsRel that NumPy computes for it (per image, then per scene, then over scen
 import numpy as np
 import pytest
 
-from depthpe.data.datasets import SceneEvalDataset
+from depthpe.loader.datasets import SceneEvalDataset
 from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
 from depthpe.evaluation.loop import EvalOptions, evaluate
 from depthpe.evaluation.protocol import discover_sources

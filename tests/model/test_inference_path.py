@@ -11,7 +11,7 @@ import depthpe
 from depthpe.evaluation import loop as evaluation
 from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
 from depthpe.cli import main
-from depthpe.data.config import SourceConfig
+from depthpe.loader.config import SourceConfig
 from depthpe.geometry import DegenerateSceneError
 from depthpe.model import DepthModel
 from depthpe.model.training_inputs import read_training_inputs

@@ -38,7 +38,7 @@ def test_lr_schedule():
 
 
 def test_few_steps_reduce_loss_on_fixed_batch(synth_root):
-    from depthpe.data.loaders import build_train_loader
+    from depthpe.loader.loaders import build_train_loader
     from depthpe.run.losses import depth_loss
     from depthpe.model import DepthModel
 
@@ -434,7 +434,7 @@ def test_validation_manifest_history_and_loss_terms(synth_root, tmp_path):
 
 
 def test_random_scene_selection_is_seeded_per_source(synth_root):
-    from depthpe.data.datasets import SceneEvalDataset
+    from depthpe.loader.datasets import SceneEvalDataset
     from depthpe.evaluation.protocol import scene_indices
 
     ds = SceneEvalDataset([{"name": "synth", "root": str(synth_root), "split": "train"}], views=2, seed=0, image_width=42)
