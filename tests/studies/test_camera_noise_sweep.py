@@ -1,4 +1,4 @@
-"""`depthpe bench camera-noise`: every model at every level on one manifest, the table that
+"""`depthpe study camera-noise`: every model at every level on one manifest, the table that
 `depthpe compare SWEEP` prints, the figure of `depthpe plot SWEEP`, resuming, and one-line errors."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`depthpe compare` of `depthpe bench correspondence` folders: the per-scene top-1 the benchmark
+"""`depthpe compare` of `depthpe study correspondence` folders: the per-scene top-1 the benchmark
 records add up to its aggregate, groups are the encodings (URoPE's ablations and Plücker apart),
 the paired interval is computed per held-out scene, and mixing kinds or held-out sets is one line."""
 

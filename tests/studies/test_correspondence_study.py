@@ -1,4 +1,4 @@
-"""``depthpe bench correspondence`` end to end on the micro model and the synthetic fixture data
+"""``depthpe study correspondence`` end to end on the micro model and the synthetic fixture data
 (3 train and 2 val scenes of 4 views, 56 x 56 px: 4 x 4 patches), and its evaluation settings."""
 
 from __future__ import annotations
