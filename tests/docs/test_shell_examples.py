@@ -178,6 +178,7 @@ AFTER = {"README.md": _readme_headline_comes_from_compare}
 
 
 # ------------------------------------------------------------------------------------------- tests
+@pytest.mark.slow  # trains, evaluates and predicts in fresh processes: about 50 s of CPU for all files
 @pytest.mark.parametrize("path", _files_with_blocks(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_marked_shell_examples_run(path, tmp_path):
     for block in marked_blocks(path):
