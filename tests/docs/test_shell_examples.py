@@ -6,7 +6,8 @@ changes, next to the block, for a reader to see:
 
 * ``sub: OLD => NEW`` replaces the text OLD of the block by NEW (tiny scenes, two training steps);
   an OLD that is not in the block fails the test, so that a substitution cannot go stale;
-* ``setup: NAME ...`` writes the block's inputs first (``SETUPS``: ``rmvd``, ``captures``, ``wai``).
+* ``setup: NAME ...`` writes the block's inputs first, or starts what it talks to (``SETUPS``: ``rmvd``,
+  ``captures``, ``wai``, ``hub``: a fake Hugging Face Hub on the loopback, ``tests/helpers/hub_server.py``).
 
 The marked blocks of one file run in order, each in a fresh ``bash -euo pipefail``, in one temporary
 folder per file (a later block reads what an earlier one wrote), with ``depthpe`` run as
@@ -15,8 +16,8 @@ folder per file (a later block reads what an earlier one wrote), with ``depthpe`
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -118,7 +119,7 @@ def _one_scene(folder: Path, scenes: int = 1) -> list[Path]:
     return sorted((folder / "synth" / "val").glob("*.h5"))
 
 
-def _setup_rmvd(folder: Path) -> None:
+def _setup_rmvd(folder: Path, stack) -> None:
     """A sample list in ``lists/`` and predictions (GT x 1.02) in ``preds/<setting>/`` of two settings."""
     from depthpe.testing.rmvd_samples import write_predictions, write_sample_list
 
@@ -127,14 +128,14 @@ def _setup_rmvd(folder: Path) -> None:
         write_predictions(folder / "preds" / setting, sample_list, 1.02)
 
 
-def _setup_captures(folder: Path) -> None:
+def _setup_captures(folder: Path, stack) -> None:
     """A synthetic scene as a capture with a COLMAP model: ``my_scene/{images,depth,sparse/0}``."""
     from depthpe.testing.captures import export_capture
 
     export_capture(_one_scene(folder / "_scene")[0], folder / "my_scene", cameras="colmap")
 
 
-def _setup_wai(folder: Path) -> None:
+def _setup_wai(folder: Path, stack) -> None:
     """Three synthetic scenes as a WAI dataset in ``wai/eth3d/`` (two go to train, one to val)."""
     from depthpe.testing.transforms_captures import write_wai_scene
 
@@ -142,7 +143,15 @@ def _setup_wai(folder: Path) -> None:
         write_wai_scene(folder / "wai" / "eth3d", scene, name=f"scene_{i}")
 
 
-SETUPS = {"rmvd": _setup_rmvd, "captures": _setup_captures, "wai": _setup_wai}
+def _setup_hub(folder: Path, stack: contextlib.ExitStack) -> dict:
+    """A fake Hub on 127.0.0.1 for the rest of the file's blocks: the environment that points at it."""
+    from tests.helpers.hub_server import FakeHub
+
+    return stack.enter_context(FakeHub()).env(home=str(folder / "_hf_home"))
+
+
+# name -> function(folder, exit stack) that prepares a block; a dict it returns is added to the environment
+SETUPS = {"rmvd": _setup_rmvd, "captures": _setup_captures, "wai": _setup_wai, "hub": _setup_hub}
 
 
 def _env() -> dict:
@@ -151,13 +160,15 @@ def _env() -> dict:
             "OMP_NUM_THREADS": "1", "NO_MKDOCS_2_WARNING": "1"}
 
 
-def run_block(block: Block, folder: Path) -> subprocess.CompletedProcess:
-    """Write the block's inputs into ``folder`` and run its script there."""
+def run_block(block: Block, folder: Path, stack: contextlib.ExitStack) -> subprocess.CompletedProcess:
+    """Prepare the block's inputs in ``folder`` (what a setup starts stays up until ``stack`` closes)
+    and run its script there."""
+    env = _env()
     for name in block.setups:
         if name not in SETUPS:
             raise ValueError(f"{block.where}: unknown setup {name!r} (known: {', '.join(SETUPS)})")
-        SETUPS[name](folder)
-    return subprocess.run(["bash", "-c", script_of(block)], cwd=folder, env=_env(), capture_output=True,
+        env.update(SETUPS[name](folder, stack) or {})
+    return subprocess.run(["bash", "-c", script_of(block)], cwd=folder, env=env, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -181,11 +192,12 @@ AFTER = {"README.md": _readme_headline_comes_from_compare}
 @pytest.mark.slow  # trains, evaluates and predicts in fresh processes: about 50 s of CPU for all files
 @pytest.mark.parametrize("path", _files_with_blocks(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_marked_shell_examples_run(path, tmp_path):
-    for block in marked_blocks(path):
-        result = run_block(block, tmp_path)
-        assert result.returncode == 0, (f"{block.where}: the example failed (exit {result.returncode}):\n"
-                                        f"{script_of(block)}\n--- output ---\n{result.stdout[-3000:]}"
-                                        f"{result.stderr[-3000:]}")
+    with contextlib.ExitStack() as stack:
+        for block in marked_blocks(path):
+            result = run_block(block, tmp_path, stack)
+            assert result.returncode == 0, (f"{block.where}: the example failed (exit {result.returncode}):\n"
+                                            f"{script_of(block)}\n--- output ---\n{result.stdout[-3000:]}"
+                                            f"{result.stderr[-3000:]}")
     check = AFTER.get(str(path.relative_to(ROOT)))
     if check is not None:
         check(tmp_path)
@@ -194,7 +206,7 @@ def test_marked_shell_examples_run(path, tmp_path):
 def test_the_readme_runs_one_example_of_each_cheap_workflow():
     commands = " ".join(b.code for b in marked_blocks(ROOT / "README.md"))
     for command in ("depthpe synth", "depthpe train", "depthpe eval", "depthpe compare", "depthpe rmvd",
-                    "depthpe predict"):
+                    "depthpe predict", "depthpe push"):
         assert command in commands, f"no marked README block runs {command}"
 
 
@@ -205,7 +217,7 @@ def test_markers_are_read_and_checked(tmp_path):
     first, second = marked_blocks(page)
     assert (first.subs, first.setups, first.line) == ([("hello", "hi there")], ["rmvd"], 11)
     assert script_of(first).endswith("echo hi there\n") and second.code == "echo 2\n"
-    result = run_block(second, tmp_path)
+    result = run_block(second, tmp_path, contextlib.ExitStack())
     assert result.returncode == 0 and result.stdout == "2\n"
 
     page.write_text("<!-- ci: run\nsub: gone => x\n-->\n```bash\necho hello\n```\n")
@@ -215,5 +227,5 @@ def test_markers_are_read_and_checked(tmp_path):
     with pytest.raises(ValueError, match="must be followed by a ```bash block"):
         marked_blocks(page)
     page.write_text("<!-- ci: run -->\n```bash\nfalse\necho not reached\n```\n")
-    result = run_block(marked_blocks(page)[0], tmp_path)
+    result = run_block(marked_blocks(page)[0], tmp_path, contextlib.ExitStack())
     assert result.returncode != 0 and "not reached" not in result.stdout
