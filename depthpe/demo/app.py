@@ -127,7 +127,7 @@ def build_app(model, *, device: str = "cpu", revision: str | None = None, limits
                 button = gr.Button("Predict", variant="primary", elem_id="predict")
             with gr.Column():
                 message = gr.Markdown(elem_id="message")
-                gallery = gr.Gallery(label="Depth", columns=3, elem_id="depth")
+                gallery = gr.Gallery(label="Depth", columns=2, object_fit="contain", elem_id="depth")
                 view3d = gr.Model3D(label="Points and cameras", elem_id="view3d")
                 archive = gr.File(label="Prediction folder (zip)", elem_id="zip")
         button.click(run, [images, cameras, views, conf, fusion], [message, gallery, view3d, archive],
