@@ -42,7 +42,8 @@ CASES = {
               "--height --out --quiet --seed --shift --style --train-scenes --val-scenes --views --width --workers"),
     "index": (IndexConfig, ["data"], "--dry-run --quiet --workers"),
     "push": (PushConfig, ["runs/x", "--repo-id", "user/x"],
-             "--deadline --eval --license --private --repo-id --retries --retry-delay --revision --tag --timeout"),
+             "--deadline --eval --license --private --repo-id --retries --retry-delay --revision --tag --timeout "
+             "--demo-app"),
     "compare": (CompareConfig, ["runs/a"],
                 "--allow-different-manifests --bootstrap --dataset --debug --group-by --out --reference --seed"),
     "plot": (PlotConfig, ["runs/a", "--out", "o"], "--debug --group-by --metrics --out --rows"),

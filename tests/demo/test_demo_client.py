@@ -1,6 +1,6 @@
-"""The demo page through the Gradio client (issue 44 item 4): served in this process with a tiny random
-model, its `predict` endpoint returns the depth maps, the 3D view and the zip; a bad upload returns
-the one-line message. Nothing leaves the machine (no share link, analytics off)."""
+"""The demo page through the Gradio client (issue 44 item 4): the Space app.py of `depthpe push
+--demo-app`, served in this process with a tiny random model, answers on its `predict` endpoint with
+the depth maps, the 3D view and the zip; a bad upload returns the one-line message. Nothing leaves the machine (no share link, analytics off)."""
 
 import os
 import zipfile
@@ -17,7 +17,7 @@ gradio_client = pytest.importorskip("gradio_client", reason="gradio is in the de
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo")
     paths = write_demo_inputs(root)
-    blocks, url = serve_demo(paths["model"])
+    blocks, url = serve_demo(paths["model"], root / "space")
     yield paths, url
     blocks.close()
 

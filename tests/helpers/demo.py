@@ -35,11 +35,16 @@ def write_demo_inputs(root: Path) -> dict:
             "colmap": sorted((root / "colmap").iterdir())}
 
 
-def serve_demo(model_dir: Path):
-    """(blocks, url) of the demo page for ``model_dir`` served on a free local port (not blocking)."""
-    from depthpe.demo.app import build_app, launch
+def serve_demo(model_dir: Path, folder: Path):
+    """(blocks, url): the Hugging Face Space ``app.py`` that ``depthpe push --demo-app`` writes, written
+    into ``folder`` for the model ``model_dir`` (a local folder stands in for a Hub id), run as a
+    module (``demo`` is its page) and served on a free local port (not blocking)."""
+    import runpy
+
+    from depthpe.demo.app import launch
+    from depthpe.demo.space import write_space_app
     from tests.helpers.browser import free_port
 
-    blocks = build_app(str(model_dir))
-    _, url, _ = launch(blocks, "127.0.0.1", free_port(), block=False)
-    return blocks, url
+    app = runpy.run_path(str(write_space_app(folder, str(model_dir))))  # not __main__: builds, does not launch
+    _, url, _ = launch(app["demo"], "127.0.0.1", free_port(), block=False)
+    return app["demo"], url
