@@ -29,7 +29,7 @@ def test_a_good_upload(demo_inputs, cameras):
     _, paths, _ = demo_inputs
     cams = paths[cameras] if isinstance(paths[cameras], list) else [paths[cameras]]
     message, gallery, glb, archive = _run(demo_inputs, paths["images"], cams)
-    assert message.startswith(f"Predicted {VIEWS} image(s) at 42x28") and "colmap, nerfstudio" in message
+    assert message.startswith(f"Predicted {VIEWS} image(s) at 126x70") and "colmap, nerfstudio" in message
     assert [name for _, name in gallery] == [f"v{i}.png" for i in range(VIEWS)]
     assert open(glb, "rb").read(4) == b"glTF"
     names = zipfile.ZipFile(archive).namelist()

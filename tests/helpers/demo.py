@@ -13,16 +13,16 @@ from depthpe.data.synth import generate_scene
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
 from tests.helpers.training import micro_model
 
-H, W, VIEWS = 40, 64, 4
+H, W, VIEWS = 96, 160, 4
 
 
 def write_demo_inputs(root: Path) -> dict:
-    """root/model (prope micro model, trained size 42 wide), root/up/v{i}.png, root/cams.json,
+    """root/model (prope micro model, trained size 126 wide), root/up/v{i}.png, root/cams.json,
     root/colmap/{cameras,images,points3D}.txt; returns their paths."""
     torch.manual_seed(0)
     model = micro_model("prope")
     model.save_pretrained(root / "model")
-    write_training_inputs(root / "model", TrainingInputs(42, (0.5, 1.0), (2, 4)))
+    write_training_inputs(root / "model", TrainingInputs(126, (0.5, 1.0), (2, 4)))
     scene = generate_scene(11, views=VIEWS, height=H, width=W)
     (root / "up").mkdir()
     cams = {}
