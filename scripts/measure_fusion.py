@@ -57,12 +57,13 @@ def main() -> None:
           f"edges smeared over {args.edge} px, outliers {args.outliers:g}; median true depth "
           f"{np.median(sc['depth'][sc['depth'] > 0]):.3f}")
     print("| fusion | points kept | mean distance to the surface | median | 95th percentile |\n|---|---|---|---|---|")
-    settings = [None] + [FusionSettings(n, rel) for n in (1, 2) for rel in (0.01, 0.02, 0.05)]
+    settings = [None, FusionSettings(0, 0.05)] + [FusionSettings(n, rel) for n in (1, 2) for rel in (0.01, 0.02, 0.05)]
     settings.append(FusionSettings(2, 0.02, 1.0))
     for fusion in settings:
         points, _, _ = fuse_points(result, fusion=fusion)
         dist = surface_distance(sc["scene"], points)
         label = "none" if fusion is None else (f"{fusion.min_views} view(s), {fusion.rel_threshold:g} relative"
+                                               + (" (merged, nothing dropped)" if fusion.min_views == 0 else "")
                                                + (f", {fusion.pixel_threshold:g} px" if fusion.pixel_threshold else ""))
         print(f"| {label} | {len(points)} | {dist.mean():.4f} | {np.median(dist):.4f} | "
               f"{np.quantile(dist, 0.95):.4f} |")

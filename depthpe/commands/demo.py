@@ -1,4 +1,4 @@
-"""``depthpe demo --model MODEL``: serve the demo page (docs/predict.md#demo; needs ``pip install 'depthpe[demo]'``)."""
+"""``depthpe demo --model MODEL``: serve the demo page (docs/predict.md#demo-depthpe-demo; needs ``pip install 'depthpe[demo]'``)."""
 
 from __future__ import annotations
 

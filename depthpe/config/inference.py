@@ -129,7 +129,11 @@ class PredictConfig(ModelInput):
     """``depthpe predict``: depth for the ``images`` (a folder, a glob or one file) with optional
     ``cameras``, written to ``out`` (docs/predict.md). device: torch device (None = cuda if
     available, else cpu); max_views: views per prediction (None = the most the model was trained
-    with, else 8); conf_threshold: pixels below this confidence are left out of points.ply."""
+    with, else 8); conf_threshold: pixels below this confidence are left out of points.ply;
+    fusion_views, fusion_rel, fusion_pixels: the multi-view consistency filter of points.ply (0
+    views: off); filtered_depth: also write the filtered depth maps; export: "colmap" and/or
+    "nerfstudio"; colmap_format: "bin" or "txt"; nerfstudio_depth_unit: the depth PNG step of the
+    nerfstudio export (None: 0.001 when it fits)."""
 
     images: str = option(REQUIRED, help="folder of images (searched recursively), a glob, or one file")
     cameras: Optional[str] = option(None, metavar="SOURCE", help="COLMAP folder (sparse/0, .bin or .txt), "

@@ -1,7 +1,7 @@
 """The demo page (Gradio): upload images and, optionally, cameras; pick the views per prediction,
 the confidence threshold and the multi-view consistency filter; get the depth maps, a 3D view of the
 fused points with the cameras, and a zip of the prediction folder with its exports
-(docs/predict.md#demo). ``build_app(model)`` returns the ``gr.Blocks``; ``depthpe demo`` and a
+(docs/predict.md#demo-depthpe-demo). ``build_app(model)`` returns the ``gr.Blocks``; ``depthpe demo`` and a
 Hugging Face Space's ``app.py`` (``space.space_app``) launch it.
 
 Every problem with the uploads or the model's input is shown as one line on the page

@@ -1,5 +1,5 @@
 """The ``app.py`` that runs the demo as a Hugging Face Space (Gradio SDK) for a model on the Hub
-(docs/predict.md#demo); ``depthpe push --demo-app`` writes it next to the model. Light module."""
+(docs/predict.md#demo-depthpe-demo); ``depthpe push --demo-app`` writes it next to the model. Light module."""
 
 from __future__ import annotations
 
