@@ -4,7 +4,7 @@ The depth maps are the scene's true depth with the errors a depth network makes 
 relative Gaussian noise (--noise), depth edges smeared over --edge pixels (the "flying pixels" between a
 foreground object and the background) and a fraction --outliers of pixels with a depth off by 20-50 %.
 For each setting it prints the points kept and their mean / median distance to the true surface
-(``depthpe.data.synth.surface_distance``), without fusion and with it.
+(``depthpe.scenes.synth.surface_distance``), without fusion and with it.
 
     python scripts/measure_fusion.py [--views 8] [--size 120 160] [--seed 11]
 """
@@ -15,8 +15,8 @@ import argparse
 
 import numpy as np
 
-from depthpe.data.synth import generate_scene
-from depthpe.data.synth.clearance import surface_distance
+from depthpe.scenes.synth import generate_scene
+from depthpe.scenes.synth.clearance import surface_distance
 from depthpe.prediction.result import FusionSettings, ImagePrediction, PredictionResult, fuse_points
 
 

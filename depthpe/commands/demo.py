@@ -6,7 +6,7 @@ import argparse
 
 from ..config.options import add_options, config_from_args
 from ..demo.config import DemoConfig
-from .errors import USAGE_ERROR_STATUS, report_errors
+from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
 Serve a web page where you upload images (and, optionally, their cameras: a COLMAP model, a

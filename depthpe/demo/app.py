@@ -83,7 +83,7 @@ def run_prediction(demo: DemoModel, images, cameras, views: int, conf_threshold:
         source = stage_cameras(cameras, work, limits)
         cams = None
         if source is not None:
-            from ..data.cameras import read_cameras
+            from ..scenes.cameras import read_cameras
 
             cams = read_cameras(source)
             check_cameras_name_images(cams, sorted(p.name for p in folder.iterdir()))

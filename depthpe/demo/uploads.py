@@ -86,7 +86,7 @@ def stage_cameras(files, folder: Path, limits: UploadLimits):
 
 def check_cameras_name_images(cameras: dict, image_names: list[str]) -> None:
     """ConfigError when no camera of ``cameras`` (name -> FrameCamera) matches any uploaded image."""
-    from ..data.cameras import match_cameras
+    from ..scenes.cameras import match_cameras
 
     matched = match_cameras(cameras, image_names)
     if not any(cam is not None for cam in matched.values()):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.cameras import COLMAP_PIXEL_SHIFT, rotation_to_quaternion
+from ..scenes.cameras import COLMAP_PIXEL_SHIFT, rotation_to_quaternion
 from ..files import atomic_target
 from .files import write_images
 from .result import FusedPoints

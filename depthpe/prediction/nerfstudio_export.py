@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ConfigError
-from ..data.cameras import FrameCamera
-from ..data.transforms_json import write_transforms_json
+from ..scenes.cameras import FrameCamera
+from ..scenes.transforms_json import write_transforms_json
 from .files import PNG_MAX, depth_png16, write_images, write_ply
 from .result import FusedPoints
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import cv2
 import torch
 
-from depthpe.data.cameras import FrameCamera, write_colmap_text, write_json_cameras
-from depthpe.data.synth import generate_scene
+from depthpe.scenes.cameras import FrameCamera, write_colmap_text, write_json_cameras
+from depthpe.scenes.synth import generate_scene
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
 from tests.helpers.training import micro_model
 

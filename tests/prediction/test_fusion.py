@@ -4,7 +4,7 @@ a point names the views that agree with it."""
 
 import numpy as np
 
-from depthpe.data.synth import generate_scene
+from depthpe.scenes.synth import generate_scene
 from depthpe.prediction.fusion import check_source, consistency_masks
 from depthpe.prediction.result import FusionSettings, ImagePrediction, PredictionResult, fuse_result
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from depthpe.cli import main
-from depthpe.data.cameras import read_cameras, read_colmap
-from depthpe.data.transforms_json import read_transforms
+from depthpe.scenes.cameras import read_cameras, read_colmap
+from depthpe.scenes.transforms_json import read_transforms
 from depthpe.prediction.files import read_ply
 from depthpe.prediction.nerfstudio_export import depth_unit
 from tests.fixtures.prediction import OUT_HW, VIEWS
