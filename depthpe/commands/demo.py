@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from ..config.options import add_options, config_from_args
 from ..demo.config import DemoConfig
@@ -26,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
         from ..config import ConfigError
 
         cfg = config_from_args(DemoConfig, args)
+        os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported
         try:
             import gradio  # noqa: F401
         except ImportError:

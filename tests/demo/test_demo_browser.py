@@ -6,16 +6,13 @@ missing. Screenshots are kept in test-artifacts/ (tests/helpers/browser.py)."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 import time
 import zipfile
 
 import pytest
 
-from tests.helpers.browser import artifacts_dir, free_port, launch_or_skip, pixel_std, sync_playwright_or_skip
+from tests.helpers.browser import (artifacts_dir, free_port, launch_or_skip, open_page, outside, pixel_std,
+                                  start_depthpe_server, sync_playwright_or_skip)
 from tests.helpers.demo import VIEWS, write_demo_inputs
 
 pytest.importorskip("gradio", reason="the demo extra (gradio) is not installed: pip install 'depthpe[demo]'")
@@ -26,42 +23,15 @@ def served(tmp_path_factory):
     """`depthpe demo --model M --port P` in a subprocess; yields (inputs, URL it printed)."""
     root = tmp_path_factory.mktemp("demo")
     paths = write_demo_inputs(root)
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
-    proc = subprocess.Popen([sys.executable, "-m", "depthpe", "demo", "--model", str(paths["model"]), "--port",
-                             str(free_port()), "--device", "cpu"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env)
-    url = None
-    deadline = time.monotonic() + 180
-    for line in proc.stdout:
-        found = re.search(r"open (http://\S+) in a browser", line)
-        if found or time.monotonic() > deadline:
-            url = found and found.group(1)
-            break
-    if url is None:
-        proc.kill()
-        pytest.fail(f"depthpe demo printed no URL (exit {proc.wait()})")
+    proc, url = start_depthpe_server(["demo", "--model", str(paths["model"]), "--port", str(free_port()),
+                                      "--device", "cpu"])
     yield paths, url
     proc.terminate()
     proc.wait(timeout=30)
 
 
-def _outside(requests: list[str], url: str) -> list[str]:
-    from urllib.parse import urlsplit
-
-    home = urlsplit(url).netloc
-    return [r for r in requests if urlsplit(r).scheme not in ("data", "blob") and urlsplit(r).netloc != home]
-
-
 def _open(browser, url):
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    requests = []
-    page.on("request", lambda r: requests.append(r.url))
-    for _ in range(60):  # the server prints its address just before it answers
-        try:
-            page.goto(url)
-            break
-        except Exception:  # noqa: BLE001 - connection refused while it starts
-            time.sleep(1)
+    page, requests = open_page(browser, url, {"width": 1280, "height": 1000})
     page.wait_for_selector("#predict", timeout=60_000)
     return page, requests
 
@@ -93,7 +63,7 @@ def test_upload_predict_view_and_download(served, tmp_path):
         names = zipfile.ZipFile(saved).namelist()
         assert "points.ply" in names and "export/colmap/sparse/0/images.bin" in names
         assert "export/nerfstudio/transforms.json" in names
-        assert not _outside(requests, url), _outside(requests, url)[:5]
+        assert not outside(requests, url), outside(requests, url)[:5]
         browser.close()
 
 
