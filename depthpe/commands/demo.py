@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = config_from_args(DemoConfig, args)
         os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported
         try:
-            import gradio  # noqa: F401
+            from gradio import Blocks  # noqa: F401 (a bare "import gradio" also finds a stray gradio/ folder)
         except ImportError:
             raise ConfigError("depthpe demo needs Gradio: pip install 'depthpe[demo]'") from None
         import torch
