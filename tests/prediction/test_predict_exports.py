@@ -11,6 +11,7 @@ import pytest
 
 from depthpe.cli import main
 from depthpe.scenes.cameras import read_cameras, read_colmap
+from depthpe.scenes.colmap_points import read_colmap_points
 from depthpe.scenes.transforms_json import read_transforms
 from depthpe.prediction.files import read_ply
 from depthpe.prediction.nerfstudio_export import depth_unit
@@ -61,6 +62,11 @@ def test_colmap_export_round_trips(exported, saved_model, inputs, tmp_path, fmt)
         _check_cameras(read_colmap(model, use_pycolmap=False), frames)  # and the built-in text parser
     rec = pycolmap.Reconstruction(str(model))
     points, colors = read_ply(out / "points.ply")
+    for how in ([None, False] if fmt == "txt" else [None]):  # depthpe's reader of the points, both ways
+        ids, xyz, rgb = read_colmap_points(out / "export" / "colmap", use_pycolmap=how)
+        np.testing.assert_array_equal(ids, np.arange(1, len(points) + 1))
+        np.testing.assert_allclose(xyz, points, rtol=1e-6, atol=1e-6)  # the PLY stores float32
+        np.testing.assert_array_equal(rgb, colors)
     assert len(rec.images) == VIEWS and len(rec.points3D) == len(points) > 0
     ids = sorted(rec.points3D)
     xyz = np.array([rec.points3D[i].xyz for i in ids])
