@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 
 import pytest
@@ -36,10 +38,25 @@ def sweep(tmp_path_factory, synth_root):
     models = [_save(root, "rope_s0", "rope"), _save(root, "prope_s0", "prope")]
     out = root / "out"
     torch.set_num_threads(1)
-    code = main(["bench", "camera-noise", *map(str, models), "--data", str(synth_root), "--out", str(out),
-                 *LEVELS, *EVAL_ARGS])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["bench", "camera-noise", *map(str, models), "--data", str(synth_root), "--out", str(out),
+                     *LEVELS, *EVAL_ARGS])
     assert code == 0
+    PRINTED["sweep"] = printed.getvalue()
     return out, models
+
+
+PRINTED: dict[str, str] = {}  # what the sweep fixture's command printed
+
+
+def test_the_sweep_names_only_the_folders_it_wrote(sweep):
+    out, _ = sweep
+    evals = [p for p in out.rglob("summary.json") if (p.parent / "metrics_per_image.csv").exists()]
+    assert evals and not any((p.parent / "panels").exists() or (p.parent / "worst").exists() for p in evals)
+    wrote = [line for line in PRINTED["sweep"].splitlines() if line.startswith("wrote ") and "summary.md" in line]
+    assert len(wrote) == len(evals)
+    assert not [line for line in wrote if "panels/" in line or "worst/" in line], wrote
 
 
 def _native(eval_dir) -> list[str]:
