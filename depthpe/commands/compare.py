@@ -20,9 +20,9 @@ reference group with a bootstrap 95% interval over scenes. Evaluations on differ
 refused unless --allow-different-manifests. With --out, writes compare.md, compare.json, report.html, and
 the validation curves of the runs that have a val_history.jsonl to curves/ (as `depthpe plot`).
 Output folders of depthpe rmvd are compared the same way, in one table whose rows are datasets x
-settings (AbsRel and inliers, paired per sample); folders of `depthpe bench camera-noise` in one
+settings (AbsRel and inliers, paired per sample); folders of `depthpe study camera-noise` in one
 table per dataset whose rows are groups x noise levels (paired against the first level and against
-the reference at each level); folders of `depthpe bench correspondence` in one table per
+the reference at each level); folders of `depthpe study correspondence` in one table per
 evaluation setting (top-1 at the last layer, paired per held-out scene). How to compare encodings honestly: docs/compare.md."""
 
 

@@ -17,7 +17,7 @@ it). Raw points are faint; the line on top is a bias-corrected exponential movin
 decay 0.95 per 1,000 steps (formula: docs/compare.md). Given the folders of `depthpe bench
 camera-noise` instead, draws each metric against the noise level (noise_<dataset>.png and .svg:
 mean ± std over the seeds of each group; validation losses are left out); given the folders of
-`depthpe bench correspondence`, draws top-1, within-1 and the lift above the same-position lift
+`depthpe study correspondence`, draws top-1, within-1 and the lift above the same-position lift
 at the last global layer against the training step (correspondence_<setting>.png and .svg)."""
 
 

@@ -113,7 +113,7 @@ def evaluate(model, held_out: HeldOutSet, options: EvalOptions = EvalOptions(), 
     """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes and views of ``held_out``.
 
     options: ``EvalOptions``; accelerator: an ``accelerate.Accelerator`` to split the scenes across
-    processes (None = one process). A scene with fewer frames than ``held_out.views`` is evaluated
+    processes (None = one process). A scene with fewer frames than ``held_out.draw.views`` is evaluated
     with all its frames (``views_used``). Sparser images than ``held_out.min_valid_fraction`` are
     left out (``n_empty_images``), a scene without a scored image is skipped and listed in
     ``failures`` like an unusable file (``SceneEvalDataset``).

@@ -258,14 +258,14 @@ def validate(run: Run) -> dict | None:
     loss terms of training, on the scenes and views of the run's validation manifest once it exists;
     the main process logs the table, sends scalars and panels to the trackers, writes the manifest
     (first time), val_summary.json and a val_history.jsonl line per dataset. Returns the summary."""
-    from ..evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from ..evaluation.heldout import HeldOutProtocol, InputSize, ViewDraw, resolve_held_out
     from ..evaluation.loop import EvalOptions, evaluate
     from ..evaluation.outputs import format_summary
 
     cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
     manifest = read_val_manifest(cfg)
-    protocol = HeldOutProtocol(views=cfg.val.views, seed=cfg.val.seed, max_scenes=cfg.val.max_scenes,
-                               selection=cfg.val.selection, manifest=manifest,
+    protocol = HeldOutProtocol(ViewDraw(cfg.val.views, cfg.val.seed, manifest), max_scenes=cfg.val.max_scenes,
+                               selection=cfg.val.selection,
                                only_scenes=set(manifest) if manifest else None)
     size = InputSize(cfg.val.image_width or cfg.data.image_width, scale_reference=cfg.data.scale_reference)
     held_out = resolve_held_out(cfg.val.sources, protocol, size)

@@ -169,7 +169,7 @@ def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):
     import torch
 
     from depthpe.loader.config import SourceConfig
-    from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
     from depthpe.evaluation.loop import EvalOptions, evaluate
     from depthpe.evaluation.outputs import format_summary
     from depthpe.model import DepthModel
@@ -181,7 +181,7 @@ def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):
     _set_depth(root / "synth" / "val" / "val_000001.h5", [1, 2, 3], 1)
     torch.manual_seed(0)
     model = DepthModel(RunConfig.from_dict({"model": dict(MICRO_MODEL)}).model_config())
-    held_out = resolve_held_out([SourceConfig(name="synth", root=str(root), split="val")], HeldOutProtocol(views=4),
+    held_out = resolve_held_out([SourceConfig(name="synth", root=str(root), split="val")], HeldOutProtocol(ViewDraw(4)),
                                 InputSize(42))
     result = evaluate(model, held_out, EvalOptions(progress=False, loss_fn=lambda *a: {"l1": float("nan"), "grad": 0.5}))
 

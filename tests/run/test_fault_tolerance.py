@@ -367,7 +367,7 @@ def camera_root(tmp_path_factory):
 
 
 def test_invalid_cameras_make_a_file_unusable_in_training_and_evaluation(camera_root, tmp_path, capsys):
-    from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
     from depthpe.evaluation.loop import evaluate
     from depthpe.evaluation.protocol import discover_sources
     from depthpe.model import DepthModel
@@ -394,7 +394,7 @@ def test_invalid_cameras_make_a_file_unusable_in_training_and_evaluation(camera_
     assert "principal point far outside the image in 1 frame(s), first frame 3" in reasons["far_principal_point"]
 
     with pytest.warns(UserWarning, match="skipping unusable scene file"):
-        held_out = resolve_held_out(discover_sources(camera_root, "val"), HeldOutProtocol(views=3), InputSize(42))
+        held_out = resolve_held_out(discover_sources(camera_root, "val"), HeldOutProtocol(ViewDraw(3)), InputSize(42))
         result = evaluate(DepthModel.from_pretrained(final), held_out)
     failures = {f["scene"]: f["error"] for f in result.failures}
     assert sorted(failures) == sorted(f"synth/{kind}" for kind in CAMERA_BAD)

@@ -1,6 +1,6 @@
 """Geometry-only scenes (`depthpe synth --style geometry`, docs/data.md): deterministic, the default
 style unchanged, and the depth / baseline ratio independent of everything the cameras reveal (the
-cameras-only regressor of `depthpe bench cameras-only` does no better than a constant)."""
+cameras-only regressor of `depthpe study cameras-only` does no better than a constant)."""
 
 from __future__ import annotations
 

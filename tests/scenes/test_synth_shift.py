@@ -202,7 +202,7 @@ def test_default_run_has_no_shift_fields(tmp_path):
 def test_evaluation_accepts_shifted_scenes(tmp_path):
     """A model returning the normalized ground truth scores AbsRel 0 on a shifted set."""
     from depthpe.loader.datasets import SceneEvalDataset
-    from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
     from depthpe.evaluation.loop import EvalOptions, evaluate
     from depthpe.evaluation.protocol import discover_sources
     from tests.helpers.models import GroundTruthModel
@@ -212,7 +212,7 @@ def test_evaluation_accepts_shifted_scenes(tmp_path):
     sources = discover_sources(tmp_path, "val")
     items = [SceneEvalDataset(sources, views=3, image_width=28)[i] for i in range(2)]
     model = GroundTruthModel([it["depth"][None] for it in items], 1.0)
-    held_out = resolve_held_out(sources, HeldOutProtocol(views=3), InputSize(28))
+    held_out = resolve_held_out(sources, HeldOutProtocol(ViewDraw(3)), InputSize(28))
     summary = evaluate(model, held_out, EvalOptions(progress=False)).summary["synth"]
     assert summary["native"]["abs_rel"] == pytest.approx(0.0, abs=1e-6)
     assert summary["native"]["n_scenes"] == 2

@@ -1,4 +1,4 @@
-"""``depthpe bench camera-noise``: how each model degrades when its input cameras are wrong.
+"""``depthpe study camera-noise``: how each model degrades when its input cameras are wrong.
 
 Every model is evaluated (``depthpe eval``, ``evaluation.command.run_evaluation``) at every noise
 level of the sweep, all on one manifest (the first evaluation's, or ``--manifest``), into
@@ -43,7 +43,7 @@ MODEL_HELP = "exported model folders (runs/NAME/final) or Hub repo ids; runs of 
 
 @dataclass
 class CameraNoiseSweepConfig(HeldOutScenes):
-    """``depthpe bench camera-noise``: the held-out scenes of ``HeldOutScenes`` (data, split, views,
+    """``depthpe study camera-noise``: the held-out scenes of ``HeldOutScenes`` (data, split, views,
     seed, manifest, ...) evaluated for every model of ``model`` at every level (rotation_levels[i]
     degrees, translation_levels[i] and focal_levels[i] fractions; a list of one value is used at
     every level) with perturbation seed ``noise_seed``; group_by / reference / bootstrap: the table

@@ -2,7 +2,7 @@
 # The camera-noise measurement of docs/results.md (issue 32): the quickstart model with RoPE (ignores
 # the cameras), PRoPE and URoPE in its global attention, 3 seeds each, trained on the synthetic
 # scenes, then evaluated at 5 levels of input-camera noise on 48 held-out scenes generated with
-# another seed (`depthpe bench camera-noise`), and compared per level (`depthpe compare`, `plot`).
+# another seed (`depthpe study camera-noise`), and compared per level (`depthpe compare`, `plot`).
 #
 #   bash depthpe/studies/camera_noise/study.sh [STEPS] [OUT]        # defaults: 700 steps, study_noise/
 #
@@ -37,7 +37,7 @@ finals=("$OUT"/runs/*/final)
 half=$(( (${#finals[@]} + 1) / 2 ))
 sweep() {  # output folder, models...
   local out=$1; shift
-  OMP_NUM_THREADS=1 depthpe bench camera-noise "$@" --data "$OUT/data_eval" --out "$out" "${LEVELS[@]}" \
+  OMP_NUM_THREADS=1 depthpe study camera-noise "$@" --data "$OUT/data_eval" --out "$out" "${LEVELS[@]}" \
     --manifest "$OUT/manifest_eval/manifest.json" --cpu > "$out.log" 2>&1
 }
 sweep "$OUT/sweep_a" "${finals[@]:0:$half}" & first_half=$!

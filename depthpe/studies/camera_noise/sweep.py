@@ -1,4 +1,4 @@
-"""Camera-noise sweeps (``depthpe bench camera-noise``, docs/evaluation.md "Noisy cameras"): the
+"""Camera-noise sweeps (``depthpe study camera-noise``, docs/evaluation.md "Noisy cameras"): the
 folder a sweep writes, its table (``depthpe compare SWEEP``) and its figure (``depthpe plot SWEEP``).
 
 A sweep folder holds ``sweep.json`` (the levels, the perturbation seed and each model's evaluation
@@ -54,7 +54,7 @@ class NoiseSweep:
 
 
 def is_sweep_folder(path: str | Path) -> bool:
-    """Whether ``path`` is a folder written by ``depthpe bench camera-noise`` (holds ``sweep.json``)."""
+    """Whether ``path`` is a folder written by ``depthpe study camera-noise`` (holds ``sweep.json``)."""
     return (Path(path) / SWEEP_FILE).is_file()
 
 
@@ -84,7 +84,7 @@ def _read_plan(folder: Path) -> dict:
         seed = int(doc["noise_seed"])
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ConfigError(f"{folder / SWEEP_FILE}: not a camera-noise sweep file ({err}); "
-                          "write it with `depthpe bench camera-noise`") from None
+                          "write it with `depthpe study camera-noise`") from None
     for label, evals in models:
         if safe_component(label) != label or len(evals) != len(levels):
             raise ConfigError(f"{folder / SWEEP_FILE}: model {label!r} is not a safe folder name or does not have "
@@ -99,7 +99,7 @@ def _level_inputs(folder: Path, models: list, level: int) -> list:
         path = folder / label / f"level_{level}"
         if not (path / "summary.json").is_file():
             raise ConfigError(f"{folder}: the evaluation of {label} at level {level} is missing ({path}/summary.json); "
-                              "rerun the same `depthpe bench camera-noise` command to finish the sweep")
+                              "rerun the same `depthpe study camera-noise` command to finish the sweep")
         items.append(resolve_input(str(path)))
     return items
 

@@ -1,4 +1,4 @@
-"""``depthpe compare`` for the output folders of ``depthpe bench correspondence`` (docs/correspondence.md).
+"""``depthpe compare`` for the output folders of ``depthpe study correspondence`` (docs/correspondence.md).
 
 Each folder's ``results.json`` holds one run per seed; the runs are grouped by their encoding (the
 default ``--group-by model.global_pe``: ``meta.pe``, with the URoPE anchors, their assignment, the
@@ -35,7 +35,7 @@ CORRESPONDENCE_COLUMNS = ("group", "seeds", "top-1", "within-1", "lift − same-
 
 
 def is_correspondence_folder(path: str | Path) -> bool:
-    """Whether ``path`` holds the ``results.json`` of ``depthpe bench correspondence``."""
+    """Whether ``path`` holds the ``results.json`` of ``depthpe study correspondence``."""
     file = Path(path) / RESULTS
     if not file.is_file():
         return False
@@ -66,7 +66,7 @@ def _read(path: str) -> dict:
         doc = json.loads((Path(path) / RESULTS).read_text())
         doc["meta"], doc["runs"]  # noqa: B018 - both must be there
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ConfigError(f"{path}: not a readable `depthpe bench correspondence` folder ({err})") from None
+        raise ConfigError(f"{path}: not a readable `depthpe study correspondence` folder ({err})") from None
     if not all("scene_top1" in row for run in doc["runs"] for row in run["curve"][-1]["settings"]["base"]):
         raise ConfigError(f"{path}: results.json has no per-scene scores (written before they were recorded); "
                           "run the benchmark again")

@@ -1,4 +1,4 @@
-"""Typed settings of ``depthpe bench correspondence`` (``CorrespondenceConfig``). Light: no torch.
+"""Typed settings of ``depthpe study correspondence`` (``CorrespondenceConfig``). Light: no torch.
 
 One dataclass: the data, the tiny model and its encoding, the training, the evaluation curve and
 the extrapolation settings of the evaluation (more views, zoom-in, pose noise); docs/correspondence.md.
@@ -19,7 +19,7 @@ PE_CHOICES = tuple(sorted(PRESET_PAIRS))
 
 @dataclass
 class CorrespondenceConfig:
-    """``depthpe bench correspondence``: train the global attention of a tiny model (frozen random
+    """``depthpe study correspondence``: train the global attention of a tiny model (frozen random
     backbone, the aggregator's blocks, encoding ``pe``) with the correspondence loss on the scenes of
     ``data/<dataset>/train`` for ``steps`` steps per seed, and evaluate it on ``data/<dataset>/val`` at
     ``eval_steps``: per layer top-1 and within-1-patch accuracy and the correspondence lift, also with

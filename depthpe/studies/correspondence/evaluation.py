@@ -1,4 +1,4 @@
-"""The evaluation of ``depthpe bench correspondence``: held-out samples, the extrapolation settings,
+"""The evaluation of ``depthpe study correspondence``: held-out samples, the extrapolation settings,
 and one pass that scores every global layer (docs/correspondence.md).
 
 A *setting* says how the held-out scenes reach the model: views per scene, a zoom-in (centre crop
@@ -61,7 +61,7 @@ def load_samples(root: str, dataset: str, split: str, views: int, image_width: i
     key, ``"<dataset>/<scene>"``)}. Unusable
     scenes are left out. Raises ``FileNotFoundError`` without an index.json."""
     from depthpe.loader.config import SourceConfig
-    from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, ViewDraw, resolve_held_out
 
     source = SourceConfig(name=dataset, root=str(root), split=split)
     if not (source.split_dir / "index.json").is_file():
@@ -69,7 +69,7 @@ def load_samples(root: str, dataset: str, split: str, views: int, image_width: i
                                 f"`depthpe synth --out {root}` or pass --data ROOT of such a folder")
     samples = []
     for seed in seeds:
-        held_out = resolve_held_out([source], HeldOutProtocol(views=views, seed=seed, max_scenes=max_scenes),
+        held_out = resolve_held_out([source], HeldOutProtocol(ViewDraw(views, seed), max_scenes=max_scenes),
                                     InputSize(image_width, 1.0))
         dataset_ = held_out.dataset()
         for i in held_out.order:

@@ -1,4 +1,4 @@
-"""``depthpe plot`` for the output folders of ``depthpe bench correspondence``: the learning curves
+"""``depthpe plot`` for the output folders of ``depthpe study correspondence``: the learning curves
 of the global attention's matching, one colour per encoding (``correspondence_compare.encoding_label``).
 
 One figure per evaluation setting (``correspondence_<setting>.png`` and ``.svg``): top-1, within-1

@@ -1,4 +1,4 @@
-"""``depthpe bench correspondence``: can the global attention learn to find the true match, per encoding?
+"""``depthpe study correspondence``: can the global attention learn to find the true match, per encoding?
 
 A tiny model (frozen random DINOv2-S backbone of one block, ``num_blocks`` frame/global block pairs,
 global encoding ``--pe``) is trained on the synthetic scenes of ``--data`` with the correspondence

@@ -19,7 +19,7 @@ mkdir -p "$OUT"
 # 4 views per scene: training draws 2 of them, --eval-views 4 evaluates more views than trained
 [ -f "$DATA/synth/val/index.json" ] || depthpe synth --out "$DATA" --style geometry --rig stereo --views 4 \
     --height 112 --width 112 --depth-ratio 1 4 --texture stripes --train-scenes 64 --val-scenes 16 --workers 1
-# name = the arguments of `depthpe bench correspondence` that make the encoding
+# name = the arguments of `depthpe study correspondence` that make the encoding
 RUNS=(
   "none|--pe none"
   "rope|--pe rope"
@@ -35,7 +35,7 @@ RUNS=(
 one_run() {  # name, seed, encoding arguments
   local out="$OUT/$1_s$2"
   [ -f "$out/results.json" ] && return 0
-  OMP_NUM_THREADS=1 depthpe bench correspondence --data "$DATA" --out "$out" $3 --seeds "$2" --steps "$STEPS" \
+  OMP_NUM_THREADS=1 depthpe study correspondence --data "$DATA" --out "$out" $3 --seeds "$2" --steps "$STEPS" \
       --threads 1 --views 2 --eval-views 4 --eval-zooms 1.5 --eval-rotation-noise 2 5 \
       --eval-translation-noise 0.05 0.2 > "$out.log" 2>&1
 }

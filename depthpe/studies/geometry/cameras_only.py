@@ -1,4 +1,4 @@
-"""``depthpe bench cameras-only``: how much of the depth scale the cameras alone predict.
+"""``depthpe study cameras-only``: how much of the depth scale the cameras alone predict.
 
 A ridge regression from features of a sample's normalized cameras (docs/conventions.md, scene
 normalization: view 0 the identity, translations divided by the mean distance of the other centres)
@@ -46,7 +46,7 @@ FEATURES = (
 
 @dataclass
 class CamerasOnlySettings:
-    """``depthpe bench cameras-only``: the scenes of ``data``/``dataset``, ``draws`` subsets of
+    """``depthpe study cameras-only``: the scenes of ``data``/``dataset``, ``draws`` subsets of
     ``views`` views per training scene (from ``seed``), a ridge regression with penalty ``alpha``."""
 
     data: str = option(REQUIRED, metavar="ROOT", help="data root (holds DATASET/train, DATASET/val)")
