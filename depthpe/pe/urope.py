@@ -314,7 +314,7 @@ class URoPE(Encoding):
         self._check(q, k, v)
         if torch.compiler.is_compiling():
             return self._attend_traced(q, k, v, dropout_p)
-        kernel, dtype = self._fused_kernel(q, k, v, dropout_p), _attention_dtype(q)
+        kernel, dtype = self._fused_kernel(q, k, v, dropout_p), attention_dtype(q)
         if kernel is not None:
             with torch.autocast(device_type=q.device.type, enabled=False):
                 return _URoPEAttention.apply(q, k, v, self, kernel, dtype)
@@ -324,7 +324,7 @@ class URoPE(Encoding):
         kr = torch.view_as_real(kc)  # (B, G, H/G, N, d/2, 2), work dtype
         kr_const = kr.detach()
         anchor_grad = self.key_pos.requires_grad and torch.is_grad_enabled()
-        dt = _attention_dtype(q)  # cast here, not by autocast inside SDPA: the hooks must see k_rot itself
+        dt = attention_dtype(q)  # cast here, not by autocast inside SDPA: the hooks must see k_rot itself
         q_rot, v = q_rot.to(dt), v.to(dt)
         q_views = q_rot.unflatten(2, (self.S, self.T))  # (B, H, S, T, d)
         outs = []
@@ -356,7 +356,7 @@ class URoPE(Encoding):
         if not (self.fused and self.view_chunk == 1 and torch.is_grad_enabled()
                 and any(x.requires_grad for x in (q, k, v)) and not self.key_pos.requires_grad):
             return None
-        return fused_kernel(q, k, v, dropout_p=dropout_p, dtype=_attention_dtype(q))
+        return fused_kernel(q, k, v, dropout_p=dropout_p, dtype=attention_dtype(q))
 
     def _group_chunks(self, heads: int) -> list[tuple[int, slice]]:
         """(anchor group, head slice) pairs: ``head_chunks`` of each head group, so that no slice
@@ -458,9 +458,6 @@ class URoPE(Encoding):
         )
 
     transform_q = transform_k = _no_transform
-
-
-_attention_dtype = attention_dtype
 
 
 def _real(cdtype):
