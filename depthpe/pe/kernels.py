@@ -33,8 +33,8 @@ class FusedKernel:
 
     ``forward(q, k, v) -> (out, state)``: out (B, h, Lq, dv) and a tuple of tensors/ints the
     backward needs besides q, k, v and out (the log-sum-exp, rng state); ``backward(g, q, k, v,
-    out, state) -> (dq, dk, dv)`` for the upstream gradient g of out. ``rows`` (B, h, Lq) slices
-    ``state`` like the queries (``state_rows``), so that a caller can keep one state for all rows.
+    out, state) -> (dq, dk, dv)`` for the upstream gradient g of out. ``name``: ``cpu_flash``,
+    ``cuda_flash`` or ``cuda_efficient``.
     """
 
     def __init__(self, name: str):
