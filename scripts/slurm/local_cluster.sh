@@ -52,7 +52,7 @@ ClusterName=depthpe
 SlurmctldHost=$host
 SlurmUser=root
 AuthType=auth/munge
-AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=10
+AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=5
 CredType=cred/munge
 MpiDefault=none
 ProctrackType=proctrack/linuxproc
@@ -62,6 +62,7 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=256
 SlurmdParameters=config_overrides
 SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2,bf_interval=2
 JobRequeue=1
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
@@ -148,7 +149,7 @@ status() {
     for name in munged slurmctld slurmd; do
         pid_alive "$DIR/$name.pid" || die "$name is not running (no live PID in $DIR/$name.pid): run $0 start"
     done
-    sinfo -h -N -o "%N %t %c CPUs %m MB" || die "slurmctld does not answer (log: $DIR/log/slurmctld.log)"
+    sinfo -h -N -p main -o "%N %t %c CPUs %m MB" || die "slurmctld does not answer (log: $DIR/log/slurmctld.log)"
 }
 
 case "${1:-}" in
