@@ -95,6 +95,17 @@ def _train(args: argparse.Namespace) -> int:
                 raise
             print(f"error: {error_line(err)}", file=sys.stderr, flush=True)
             return 1
+        _ignore_sigterm_once_complete()
         return 0
     return USAGE_ERROR_STATUS
 
+
+
+def _ignore_sigterm_once_complete() -> None:
+    """The run is complete (final/ written): a SIGTERM until this process has ended (the teardown of
+    torch, the trackers and accelerate can take seconds) must not make it exit with 143, which the
+    Slurm scripts read as "stopped with a checkpoint, requeue" (a pre-emption landing just after the
+    last step would otherwise train the last steps again)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)

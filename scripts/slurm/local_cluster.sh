@@ -11,7 +11,7 @@
 # files, logs, state and the munge socket. The clients (sbatch, srun, squeue, scontrol) find the config
 # through SLURM_CONF=$DEPTHPE_SLURM_DIR/slurm.conf; jobs inherit it.
 #
-# The node announces DEPTHPE_SLURM_CPUS CPUs (default 8) and DEPTHPE_SLURM_MEM_MB MB (default 8192) to
+# The node announces DEPTHPE_SLURM_CPUS CPUs (default 16) and DEPTHPE_SLURM_MEM_MB MB (default 16384) to
 # the scheduler, whatever the machine has (SlurmdParameters=config_overrides): these are what jobs may
 # ask for, not limits (no cgroups here: ProctrackType=proctrack/linuxproc, TaskPlugin=task/none), so that
 # several tiny jobs can run side by side on a small machine. Partitions: `main` (default, never
@@ -20,8 +20,8 @@
 set -euo pipefail
 
 DIR=${DEPTHPE_SLURM_DIR:-/tmp/depthpe-slurm}
-CPUS=${DEPTHPE_SLURM_CPUS:-8}
-MEM=${DEPTHPE_SLURM_MEM_MB:-8192}
+CPUS=${DEPTHPE_SLURM_CPUS:-16}
+MEM=${DEPTHPE_SLURM_MEM_MB:-16384}
 CONF=$DIR/slurm.conf
 export SLURM_CONF=$CONF
 
