@@ -6,9 +6,9 @@ Every job of the module is submitted at once, by one scenario thread each, so th
 side on the cluster; each test waits for its scenarios and checks them:
 
 * a 1-task job of train.sbatch trains a tiny config to the end (the reference of the pre-emptions);
-* 2 tasks train with DDP over gloo from Slurm's variables, with one ``accelerate launch`` per task and
-  with srun's tasks alone (DEPTHPE_LAUNCHER=srun), and end with the weights of the same run launched
-  by hand (``accelerate launch --num_processes 2``);
+* 2 processes train with DDP over gloo from Slurm's variables, as 2 srun tasks and as one task's
+  ``accelerate launch`` of 2 processes, and end with the weights of the same run launched by hand
+  (``accelerate launch --num_processes 2``);
 * pre-emption for real, each ending with the weights of the uninterrupted run bit for bit, one restart
   in the job's log with the step it resumed from, and every step logged once (TensorBoard):
   (a) ``scancel --batch --signal=TERM``, (b) a job of a higher-priority partition, (c) ``scontrol
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 
 TRAIN = SCRIPTS / "train.sbatch"
 STEPS, EVERY = 20, 2  # the pre-emption runs: a checkpoint every 2 steps, signalled after the first
-LONG_STEPS, LONG_EVERY = 80, 10  # the time-limit run: longer than its first allocation (about 32 s)
+LONG_STEPS, LONG_EVERY = 120, 10  # the time-limit run: longer than its first allocation (about 44 s)
 JOB_TIMEOUT = 420
 
 
@@ -114,11 +114,11 @@ class Runs:
         return self.train_job(name, "-p", "low", "--mem=8192", trigger=preemptor)
 
     def time_limited(self, name: str) -> dict:
-        """(d): ``--time=2 --signal=B:TERM@60``. slurmctld checks time limits every 30 s and sends the
-        signal at the first check that is 60 + 30 s or less before the limit, i.e. 30 to 60 s after the
-        job (or its requeued self) started: every allocation lasts 30 s or more. A probe job (signalled
-        at the first check after it started) tells when the checks happen, and the run is submitted 28 s
-        after one, so that its first allocation lasts about 32 s and ends before the run does."""
+        """(d): ``--time=2 --signal=B:TERM@50``. slurmctld checks time limits every 30 s and sends the
+        signal at the first check that is 50 + 30 s or less before the limit, i.e. 40 to 70 s after the
+        job (or its requeued self) started: every allocation lasts 40 s or more. A probe job (signalled
+        at the first check after it started) tells when the checks happen, and the run is submitted 16 s
+        after one, so that its first allocation lasts about 44 s and ends before the run does."""
         stamp = self.tmp / "probe.time"
         self.cluster.sbatch("--time=1", "--signal=B:USR1@50", "-o", "/dev/null", "--wrap",
                             f"trap 'date +%s.%N > {stamp}; exit 0' USR1; sleep 100 & wait")
@@ -126,8 +126,8 @@ class Runs:
         while not stamp.exists() and time.time() < deadline:
             time.sleep(0.2)
         assert stamp.exists(), "the probe job got no signal within 90 s"
-        time.sleep((float(stamp.read_text()) + 28 - time.time()) % 30)
-        return self.train_job(name, "--time=2", "--signal=B:TERM@60", steps=LONG_STEPS, every=LONG_EVERY)
+        time.sleep((float(stamp.read_text()) + 16 - time.time()) % 30)
+        return self.train_job(name, "--time=2", "--signal=B:TERM@50", steps=LONG_STEPS, every=LONG_EVERY)
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +141,8 @@ def runs(synth_root, tmp_path_factory):
     runs.start("c", runs.train_job, "c", trigger=lambda j: c.run("scontrol", "requeue", j))
     runs.start("d", runs.time_limited, "d")
     runs.start("d_ref", runs.by_hand, "d_ref", 1, LONG_STEPS, LONG_EVERY)
-    runs.start("ddp_accelerate", runs.train_job, "ddp_accelerate", "-n", "2")
-    runs.start("ddp_srun", runs.train_job, "ddp_srun", "-n", "2", DEPTHPE_LAUNCHER="srun")
+    runs.start("ddp_tasks", runs.train_job, "ddp_tasks", "-n", "2")
+    runs.start("ddp_launcher", runs.train_job, "ddp_launcher", "-c", "2", DEPTHPE_PROCS_PER_NODE="2")
     runs.start("ddp_hand", runs.by_hand, "ddp_hand", 2)
     yield runs
     runs.pool.shutdown(wait=False, cancel_futures=True)
@@ -219,18 +219,21 @@ def _signal_to_resume(runs: Runs, name: str, log: str) -> str:
 def test_a_one_task_job_trains_to_the_end(runs):
     job, log = runs.result("ref"), runs.log("ref")
     assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", (job, log[-3000:])
-    assert "1 task(s) x 1 process(es) (accelerate; 0 GPU(s) per node)" in log
+    assert "1 task(s) x 1 process(es) (srun; 0 GPU(s) per node)" in log
     assert f"training done: {STEPS} steps on 1 process(es)" in log
     assert restarts(log) == [(0, None)]
 
 
-@pytest.mark.parametrize("name", ["ddp_accelerate", "ddp_srun"])
-def test_two_tasks_train_with_ddp_like_the_run_launched_by_hand(runs, name):
+@pytest.mark.parametrize("name, layout", [("ddp_tasks", "2 task(s) x 1 process(es) (srun;"),
+                                          ("ddp_launcher", "1 task(s) x 2 process(es) (accelerate launch;")])
+def test_two_processes_train_with_ddp_like_the_run_launched_by_hand(runs, name, layout):
+    """Two srun tasks (depthpe forms the run from Slurm's variables), or one task with one
+    ``accelerate launch`` of two processes: the weights of the same run launched by hand."""
     hand = runs.result("ddp_hand")
     assert hand.returncode == 0, hand.stderr[-3000:]
     job, log = runs.result(name), runs.log(name)
     assert job["JobState"] == "COMPLETED", (job, log[-3000:])
-    assert "2 task(s) x 1 process(es)" in log and "world size 2 (MULTI_CPU" in log, log[-3000:]
+    assert layout in log and "world size 2 (MULTI_CPU" in log, log[-3000:]
     assert f"training done: {STEPS} steps on 2 process(es)" in log
     assert_same_weights(runs.tmp / name, runs.tmp / "ddp_hand")
 
@@ -253,7 +256,7 @@ def test_scontrol_requeue_resumes_exactly(runs):
 
 
 def test_a_time_limit_shorter_than_the_run_finishes_over_several_allocations(runs):
-    """(d) --time=2 --signal=B:TERM@60: the run goes on in a new allocation each time."""
+    """(d) --time=2 --signal=B:TERM@50: the run goes on in a new allocation each time."""
     ref = runs.result("d_ref")
     assert ref.returncode == 0, ref.stderr[-3000:]
     found = check_resumed_run(runs, "d", runs.tmp / "d_ref")
