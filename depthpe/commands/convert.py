@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from ..config import ConfigError
-from ..data.convert.options import ConvertConfig
+from depthpe.scenes.convert.options import ConvertConfig
 from ..config.options import add_options, config_from_args
-from .errors import require_output_folder
+from ..config.command_line import require_output_folder
 
 DESCRIPTION = """\
 Convert a raw dataset download into depthpe scene files: ROOT/<dataset>/<split>/<scene_id>.h5 plus an
@@ -60,9 +60,9 @@ def _check(dataset_dir: str, quiet: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data.convert import OWN_CAPTURES, convert
-    from ..data.convert.common import ConvertError, format_summary
-    from ..data.parallel import WorkerDied
+    from depthpe.scenes.convert import OWN_CAPTURES, convert
+    from depthpe.scenes.convert.common import ConvertError, format_summary
+    from depthpe.scenes.parallel import WorkerDied
 
     try:
         cfg = config_from_args(ConvertConfig, args)

@@ -7,8 +7,8 @@ import sys
 
 from ..config import ConfigError
 from ..config.options import add_options, config_from_args
-from ..data.synth import DEFAULT_HEIGHT, DEFAULT_WIDTH
-from ..data.synth_config import WORKER_LIMIT, SynthConfig
+from depthpe.scenes.synth import DEFAULT_HEIGHT, DEFAULT_WIDTH
+from depthpe.scenes.synth_config import WORKER_LIMIT, SynthConfig
 
 DESCRIPTION = f"""\
 Render procedural MegaSynth-like scenes and write them as depthpe scene files:
@@ -61,8 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data.parallel import WorkerDied, resolve_workers
-    from ..data.synth import SceneGenerationError, format_summary, write_synth_dataset
+    from depthpe.scenes.parallel import WorkerDied, resolve_workers
+    from depthpe.scenes.synth import SceneGenerationError, format_summary, write_synth_dataset
     from ..files import output_folder_problem
 
     try:

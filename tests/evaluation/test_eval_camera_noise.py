@@ -60,11 +60,18 @@ def noisy(camera_model, synth_root, tmp_path_factory):
     return out
 
 
-def test_zero_noise_is_todays_evaluation_bit_for_bit(clean, camera_model, synth_root, tmp_path):
+def test_zero_noise_is_todays_evaluation_bit_for_bit(clean, camera_model, synth_root, tmp_path, capsys):
     out = tmp_path / "zero"
+    capsys.readouterr()
     assert _eval(camera_model, synth_root, out, "--rotation-noise", "0", "--noise-seed", "5") == 0
+    printed = capsys.readouterr().out
     assert (out / "metrics_per_image.csv").read_bytes() == (clean / "metrics_per_image.csv").read_bytes()
     assert "camera_noise" not in json.loads((out / "summary.json").read_text())["meta"]
+    assert "camera noise" not in printed and (out / "summary.md").read_text().startswith("| dataset |")
+    # --panels 0 --worst 0: the files written are named, and no folder that was not written
+    wrote = next(line for line in printed.splitlines() if line.startswith("wrote "))
+    assert "summary.md" in wrote and "panels/" not in wrote and "worst/" not in wrote
+    assert not (out / "panels").exists() and not (out / "worst").exists()
 
 
 def test_noise_changes_the_prediction_but_never_the_ground_truth(clean, noisy):
@@ -84,9 +91,15 @@ def test_noise_changes_the_prediction_but_never_the_ground_truth(clean, noisy):
 
 
 def test_the_same_seed_gives_the_same_perturbation_and_another_seed_another(noisy, camera_model, synth_root,
-                                                                            tmp_path):
+                                                                            tmp_path, capsys):
     again, other = tmp_path / "again", tmp_path / "other"
+    capsys.readouterr()
     assert _eval(camera_model, synth_root, again, *NOISE, "--noise-seed", "3") == 0
+    # the console and summary.md say that the cameras were perturbed, and how much
+    note = ("camera noise: the model was given perturbed input cameras (rotation 5 deg, translation 0.2 x the "
+            "mean baseline, focal x (1 +- 0.1), noise seed 3); ground truth untouched")
+    assert note in capsys.readouterr().out
+    assert (again / "summary.md").read_text().startswith(note + "\n\n| dataset |")
     assert (again / "metrics_per_image.csv").read_bytes() == (noisy / "metrics_per_image.csv").read_bytes()
     assert _eval(camera_model, synth_root, other, *NOISE, "--noise-seed", "4") == 0
     assert (other / "metrics_per_image.csv").read_bytes() != (noisy / "metrics_per_image.csv").read_bytes()

@@ -72,6 +72,7 @@ def test_pusher_retries_with_backoff_protects_folder_and_lands_byte_identical(tm
         result = handle.result
         assert result.ok and result.attempts == 3 and len(hub.failed) == 2, (result, logs)
         assert sum("retrying in" in line for line in logs) == 2
+        assert [line.split("retrying in ")[1] for line in logs if "retrying in" in line] == ["0.2 s", "0.4 s"]
         main = hub.files(REPO)
         for name in MODEL_FILES:
             local = (folder / name).read_bytes()

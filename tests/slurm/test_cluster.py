@@ -264,8 +264,8 @@ def test_a_time_limit_shorter_than_the_run_finishes_over_several_allocations(run
 
 
 def test_a_conversion_array_and_one_join_equal_one_conversion(runs, tmp_path):
-    from depthpe.data.convert import convert
-    from depthpe.data.convert.common import ConvertOptions
+    from depthpe.scenes.convert import convert
+    from depthpe.scenes.convert.common import ConvertOptions
     from depthpe.testing import fake_datasets as fake
 
     raw = tmp_path / "raw"
