@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 
 TRAIN = SCRIPTS / "train.sbatch"
 STEPS, EVERY = 20, 2  # the pre-emption runs: a checkpoint every 2 steps, signalled after the first
-LONG_STEPS, LONG_EVERY = 120, 10  # the time-limit run: longer than its first allocation (about 44 s)
+LONG_STEPS, LONG_EVERY = 150, 10  # the time-limit run: longer than its first allocation (40 to 55 s)
 JOB_TIMEOUT = 420
 
 
@@ -75,7 +75,8 @@ class Runs:
         return self.futures[name].result(timeout=JOB_TIMEOUT + 120)
 
     def log(self, name: str) -> str:
-        return (self.tmp / f"{name}.out").read_text(errors="replace").replace("\r", "\n")
+        text = (self.tmp / f"{name}.out").read_text(errors="replace").replace("\r", "\n")
+        return "\n".join(line for line in text.splitlines() if not line.startswith("train:"))  # no progress bars
 
     def train_job(self, name: str, *sbatch_args: str, trigger=None, steps: int = STEPS, every: int = EVERY,
                   **env: str) -> dict:
@@ -117,8 +118,9 @@ class Runs:
         """(d): ``--time=2 --signal=B:TERM@50``. slurmctld checks time limits every 30 s and sends the
         signal at the first check that is 50 + 30 s or less before the limit, i.e. 40 to 70 s after the
         job (or its requeued self) started: every allocation lasts 40 s or more. A probe job (signalled
-        at the first check after it started) tells when the checks happen, and the run is submitted 16 s
-        after one, so that its first allocation lasts about 44 s and ends before the run does."""
+        at the first check after it started) tells when the checks happen, and the run is submitted 5 s
+        after one: started up to 15 s later, its first allocation lasts 40 to 55 s and ends before the
+        run does."""
         stamp = self.tmp / "probe.time"
         self.cluster.sbatch("--time=1", "--signal=B:USR1@50", "-o", "/dev/null", "--wrap",
                             f"trap 'date +%s.%N > {stamp}; exit 0' USR1; sleep 100 & wait")
@@ -126,7 +128,7 @@ class Runs:
         while not stamp.exists() and time.time() < deadline:
             time.sleep(0.2)
         assert stamp.exists(), "the probe job got no signal within 90 s"
-        time.sleep((float(stamp.read_text()) + 16 - time.time()) % 30)
+        time.sleep((float(stamp.read_text()) + 5 - time.time()) % 30)
         return self.train_job(name, "--time=2", "--signal=B:TERM@50", steps=LONG_STEPS, every=LONG_EVERY)
 
 
