@@ -86,8 +86,14 @@ PartitionName=high Nodes=$host MaxTime=INFINITE State=UP PriorityTier=2 PreemptM
 EOF
 }
 
-# pid_alive FILE: the PID in FILE runs
-pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# pid_alive FILE: the PID in FILE runs and is the daemon the file is named after (munged, slurmctld,
+# slurmd), not a process that got its number after the daemon ended
+pid_alive() {
+    local pid
+    [ -s "$1" ] || return 1
+    pid=$(cat "$1")
+    kill -0 "$pid" 2>/dev/null && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$(basename "$1" .pid)" ]
+}
 
 start_munge() {
     pid_alive "$DIR/munged.pid" && return 0
