@@ -40,6 +40,8 @@ COMMANDS = {
                 "baseline ratios, paired bootstrap intervals"),
     "view": ("depthpe.commands.view", "3D viewer in the browser of a prediction or a held-out scene, with "
              "cameras, confidence filter and ground truth (needs the view extra)"),
+    "demo": ("depthpe.commands.demo", "a web page (Gradio) that predicts depth for uploaded images and cameras: "
+             "depth maps, 3D points, a zip with the exports (needs the demo extra)"),
     "plot": ("depthpe.commands.plot",
              "plot the validation curves of runs (val_history.jsonl): one figure per dataset, PNG and SVG"),
     "probe": ("depthpe.commands.probe", "diagnostics of a model's global attention: `probe attention` measures "
