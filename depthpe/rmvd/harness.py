@@ -32,6 +32,7 @@ from .samples import RmvdSample, SampleList, load_sample_lists
 __all__ = ["read_depth", "read_ground_truth", "prediction_path", "confidence_path", "predictions_root", "score_views",
            "score_sample", "score_lists", "summarize", "render_markdown", "write_outputs", "publish", "run_rmvd"]
 
+SCORE_COMMAND = "depthpe rmvd"  # how the output folder's owner names ``depthpe rmvd --predictions``
 CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "abs_rel", "inliers", "scale")
 # Columns a row may carry besides CSV_FIELDS (AUSE with --ause; runtime and peak memory of a --model
 # run), in this order; summarized like AbsRel (mean per dataset, then over datasets).
@@ -235,6 +236,14 @@ def publish(out: str | Path, rows: list[dict], meta: dict | None = None) -> dict
 
 
 def run_rmvd(cfg: RmvdConfig) -> dict:
-    """Load the sample lists, score every sample, write the outputs to ``cfg.out``, print the table;
-    returns the summary."""
-    return publish(cfg.out, score_lists(cfg, load_sample_lists(cfg.samples, cfg.data_roots)))
+    """``depthpe rmvd --predictions``: own ``cfg.out`` (``depthpe.output_folder``: its lock; another
+    command's outputs or other settings refused unless ``--restart``), load the sample lists, score
+    every sample, write the outputs, print the table; returns the summary."""
+    from ..output_folder import claim_output_folder, settings_fingerprint
+    from .resume import data_files_hash, rmvd_difference
+
+    with claim_output_folder(cfg.out, SCORE_COMMAND, replace=cfg.restart, replace_flag="--restart",
+                             difference=rmvd_difference) as folder:
+        lists = load_sample_lists(cfg.samples, cfg.data_roots)
+        folder.begin(settings_fingerprint(cfg, data_files=data_files_hash(lists)))
+        return publish(cfg.out, score_lists(cfg, lists))
