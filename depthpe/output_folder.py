@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 from .config import ConfigError
 from .files import LOCK_FILE, FolderInUse, LocksUnsupported, atomic_write_bytes, lock_folder
 
-__all__ = ["MANIFEST", "OutputFolder", "claim_output_folder", "settings_fingerprint", "folder_owner",
+__all__ = ["MANIFEST", "OutputFolder", "claim_output_folder", "owned_output_folder", "settings_fingerprint", "folder_owner",
            "simple_difference"]
 
 MANIFEST = ".depthpe-owner.json"
@@ -83,7 +83,8 @@ def simple_difference(old: dict, new: dict) -> str | None:
 
 
 def settings_fingerprint(cfg, leave_out: tuple[str, ...] = (), **extra) -> dict:
-    """A command's settings as a fingerprint: the fields of the dataclass ``cfg`` but those that never
+    """A command's settings as a fingerprint: the fields of the dataclass ``cfg`` (or the attributes of
+    an ``argparse.Namespace``) but those that never
     change its numbers (``out``, ``progress``, ``workers``, ``overwrite``, ... and ``leave_out``),
     each string (or string in a list) that names an existing path replaced by its resolved absolute
     path (so ``./a`` and ``a`` agree), plus ``extra`` entries."""
@@ -95,7 +96,8 @@ def settings_fingerprint(cfg, leave_out: tuple[str, ...] = (), **extra) -> dict:
         return value
 
     skip = set(_NOT_SETTINGS) | set(leave_out)
-    doc = {f.name: resolved(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in skip}
+    names = [f.name for f in dataclasses.fields(cfg)] if dataclasses.is_dataclass(cfg) else sorted(vars(cfg))
+    doc = {name: resolved(getattr(cfg, name)) for name in names if name not in skip and not callable(getattr(cfg, name))}
     return json.loads(json.dumps({**doc, **extra}, default=str))
 
 
@@ -231,12 +233,15 @@ def claim_output_folder(path: str | os.PathLike, command: str, *, replace: bool 
     ``label``: how errors name the folder; ``difference(old, new)``: words for the first fingerprint
     entry that differs. Every refusal is one ``ConfigError`` line, raised before anything is written."""
     path = Path(path)
+    created, new_lock = not path.exists(), not (path / LOCK_FILE).exists()
     lock = _lock(path, label)
     try:
         previous = folder_owner(path)
         present = _files(path)
         problem = _refusal(path, command, previous, present, label, replace_flag)
         if problem and not replace:
+            if new_lock:  # a refused folder is left exactly as it was
+                (path / LOCK_FILE).unlink(missing_ok=True)
             raise ConfigError(problem)
         folder = OutputFolder(path, command, label, replace, replace_flag, difference, previous,
                               _own_files(previous, command, present), present)
@@ -247,5 +252,28 @@ def claim_output_folder(path: str | os.PathLike, command: str, *, replace: bool 
             raise
         folder.finish("complete")
     finally:
+        if created:
+            _remove_if_unused(path)
         if lock is not None:
             lock.release()
+
+
+def _remove_if_unused(path: Path) -> None:
+    """Remove the folder the claim created when nothing but the lock is in it (a command refused or
+    failed before its first write leaves no trace); the lock file goes while it is still held."""
+    try:
+        if {p.name for p in path.iterdir()} <= {LOCK_FILE}:
+            (path / LOCK_FILE).unlink(missing_ok=True)
+            path.rmdir()
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def owned_output_folder(path: str | os.PathLike, command: str, fingerprint: dict, *, replace: bool = False,
+                        replace_flag: str = "--overwrite", label: str = "--out") -> Iterator[OutputFolder]:
+    """``claim_output_folder`` and ``begin(fingerprint)`` at once, for a command whose fingerprint is
+    known before it starts (its settings, ``settings_fingerprint``) and that does not resume."""
+    with claim_output_folder(path, command, replace=replace, replace_flag=replace_flag, label=label) as folder:
+        folder.begin(fingerprint)
+        yield folder

@@ -55,6 +55,21 @@ def _check(dataset_dir: str, quiet: bool) -> int:
     return check_run(parser.parse_args([dataset_dir, *(["--quiet"] if quiet else [])]))
 
 
+def _owned(cfg: ConvertConfig):
+    """Own ``ROOT/<dataset>`` (``depthpe.output_folder``) with the download and the settings that
+    change a scene file's content as the fingerprint (``--limit`` may change: finished scenes are kept)."""
+    import importlib
+    from pathlib import Path
+
+    from ..data.convert import converter_module
+    from ..output_folder import owned_output_folder, settings_fingerprint
+
+    name = importlib.import_module(converter_module(cfg.dataset)).NAME
+    fingerprint = settings_fingerprint(cfg, leave_out=tuple(f for f in cfg.__dataclass_fields__ if f != "src"),
+                                       dataset=cfg.dataset, content=cfg.content_settings())
+    return owned_output_folder(Path(cfg.out) / name, "depthpe convert", fingerprint, replace=cfg.overwrite)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..data.convert import OWN_CAPTURES, convert
     from ..data.convert.common import ConvertError, format_summary
@@ -63,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = config_from_args(ConvertConfig, args)
         require_output_folder(cfg.out, "--out")
-        summary = convert(cfg.dataset, cfg.src, cfg.out, cfg)
+        with _owned(cfg):
+            summary = convert(cfg.dataset, cfg.src, cfg.out, cfg)
     except (ConvertError, ConfigError, ValueError, WorkerDied) as err:
         print(f"depthpe convert: error: {err}")
         return 2

@@ -75,7 +75,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     workers = resolve_workers(cfg.workers, limit=WORKER_LIMIT)
     try:
-        summary = _write(cfg, workers, write_synth_dataset)
+        with _owned(cfg):
+            summary = _write(cfg, workers, write_synth_dataset)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 2
     except SceneGenerationError as err:
         print(f"error: {_generation_failure(cfg, err)}", file=sys.stderr, flush=True)
         return 1
@@ -84,6 +88,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(format_summary(summary))
     return 0
+
+
+def _owned(cfg: SynthConfig):
+    """Own ``OUT/synth`` (``depthpe.output_folder``): the scene counts may change between runs (scene i
+    depends only on the seed, the split and i), every other setting is in the fingerprint."""
+    from pathlib import Path
+
+    from ..data.synth import DATASET_NAME
+    from ..output_folder import owned_output_folder, settings_fingerprint
+
+    fingerprint = settings_fingerprint(cfg, leave_out=("train_scenes", "val_scenes"))
+    return owned_output_folder(Path(cfg.out) / DATASET_NAME, "depthpe synth", fingerprint, replace=cfg.overwrite)
 
 
 def _generation_failure(cfg: SynthConfig, err: Exception) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...config import require
-from ...config.options import REQUIRED, check_required, option
+from ...config.options import REQUIRED, check_required, option, overwrite_option
 from ..format.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from ..parallel import resolve_workers
 from .registry import CONVERTERS
@@ -113,6 +113,7 @@ class ConvertConfig(ConvertOptions):
                           help="which dataset layout to read")
     src: str = option(REQUIRED, metavar="RAW_ROOT", help="root of the raw download")
     out: str = option(REQUIRED, metavar="ROOT", help="data root; scenes go to ROOT/<dataset>/<split>/")
+    overwrite: bool = overwrite_option()
     workers: int = option(0, metavar="N", help="worker processes; 0 = one per available CPU core, at most 16")
     check: Optional[bool] = option(None, help="run `depthpe check` on the converted dataset afterwards (none: "
                                    "on for folder, colmap and wai, off for the datasets)")
