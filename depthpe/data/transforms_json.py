@@ -23,8 +23,11 @@ Conventions handled here:
   principal point is shifted by ``-PIXEL_SHIFT`` when read (and back when written).
 * Without ``fl_x``: ``fl_x = 0.5 w / tan(0.5 camera_angle_x)`` (``fl_y`` likewise from
   ``camera_angle_y``, else ``fl_x``); without ``cx``/``cy``: the image centre ``w / 2``, ``h / 2``.
-* Undistorted pinhole images only: a non-zero distortion coefficient or a ``camera_model`` that
-  is not a pinhole (``OPENCV_FISHEYE``, ``EQUIRECTANGULAR``, ...) is refused (``UNDISTORT_HINT``).
+* Undistorted pinhole images only (``depthpe.data.lens``, the check every camera reader shares): a
+  non-zero distortion coefficient (``k*``, ``p*``, nerfstudio's ``distortion_params`` list, top level
+  or per frame), a ``camera_model`` that is not a pinhole (``OPENCV_FISHEYE``, ``EQUIRECTANGULAR``,
+  ...) and instant-ngp's ``is_fisheye``, ``ftheta_p*``, ``latlong`` and ``equirectangular`` are
+  refused (``UNDISTORT_HINT``).
 
 Malformed input raises ``depthpe.config.ConfigError`` with one line naming the file and frame.
 Light module: numpy and the standard library only.
@@ -43,6 +46,7 @@ import numpy as np
 from ..config import ConfigError
 from ..files import atomic_write_bytes
 from .format.limits import rotation_problems
+from .lens import DISTORTION_KEYS, FTHETA_KEYS, LENS_FLAGS, UNDISTORT_HINT, distortion_list, lens_problem
 
 __all__ = [
     "PIXEL_SHIFT", "GL_TO_CV", "UNDISTORT_HINT", "DEPTH_KEYS", "NerfFrame", "NerfScene", "is_transforms_doc",
@@ -53,15 +57,9 @@ __all__ = [
 PIXEL_SHIFT = 0.5
 #: OpenGL camera axes (x right, y up, z back) -> OpenCV axes (x right, y down, z forward); its own inverse.
 GL_TO_CV = np.diag([1.0, -1.0, -1.0, 1.0])
-#: What to do with distorted or fisheye images (the end of every refusal of them).
-UNDISTORT_HINT = ("depthpe reads undistorted pinhole images only: undistort them first (`colmap image_undistorter`, "
-                  "then `ns-process-data` on the undistorted model; for WAI scenes the wai_processing undistort "
-                  "stage) and use the cameras of the undistorted images")
 #: Per-frame keys of a depth map: nerfstudio's, then instant-ngp's.
 DEPTH_KEYS = ("depth_file_path", "depth_path")
 CONVENTIONS = ("opencv", "opengl")
-_DISTORTION_KEYS = ("k1", "k2", "k3", "k4", "k5", "k6", "p1", "p2")
-_PINHOLE_MODELS = ("PINHOLE", "SIMPLE_PINHOLE", "OPENCV", "SIMPLE_RADIAL", "RADIAL")
 
 
 @dataclass
@@ -138,16 +136,17 @@ def _number(value, what: str) -> float | None:
 
 
 def _lens(get, where: str) -> None:
-    """Refuse a camera model that is not a pinhole and non-zero distortion (``UNDISTORT_HINT``)."""
-    model = get("camera_model")
-    if model is not None and str(model).upper() not in _PINHOLE_MODELS:
-        raise ValueError(f"{where}: camera_model {model} is not a pinhole camera (fisheye or other lens); "
-                         f"{UNDISTORT_HINT}")
-    distortion = {k: _number(get(k), k) for k in _DISTORTION_KEYS}
-    nonzero = {k: v for k, v in distortion.items() if v}
-    if nonzero:
-        listed = ", ".join(f"{k}={v:g}" for k, v in nonzero.items())
-        raise ValueError(f"{where}: the camera has lens distortion ({listed}); {UNDISTORT_HINT}")
+    """Refuse what makes the frame's camera other than an undistorted pinhole (``lens.lens_problem``):
+    a ``camera_model`` that is not a pinhole, a non-zero ``k*`` / ``p*`` or nerfstudio
+    ``distortion_params`` entry, instant-ngp's ``ftheta_p*``, ``is_fisheye``, ``latlong`` or
+    ``equirectangular`` (the frame's keys override the file's)."""
+    coefficients = {k: _number(get(k), k) for k in (*DISTORTION_KEYS, *FTHETA_KEYS)}
+    if get("distortion_params") is not None:
+        coefficients.update(distortion_list(get("distortion_params"), where))
+    flags = {k: get(k) for k in LENS_FLAGS}
+    problem = lens_problem(model=get("camera_model"), coefficients=coefficients, flags=flags)
+    if problem:
+        raise ValueError(f"{where}: {problem}")
 
 
 def _intrinsics(get, where: str) -> tuple[np.ndarray, int, int]:

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ConfigError
+from ..data.lens import lens_problem
 from .datasets import DEPTH_FORMATS
 from .official import is_official, official_list_paths
 
@@ -123,8 +124,12 @@ def _matrix(value, shape: tuple[int, int], where: str) -> np.ndarray:
 
 
 def _intrinsics(value, where: str) -> np.ndarray:
-    """A pinhole K in pixels: positive focal lengths, zero skew terms, last row [0, 0, 1]."""
+    """A pinhole K in pixels: positive focal lengths, zero skew terms (``depthpe.data.lens``, the lens
+    check every camera reader shares: a skew K[0][1] is refused with the undistort hint), last row [0, 0, 1]."""
     K = _matrix(value, (3, 3), where)
+    problem = lens_problem(K=K)
+    if problem and K[0, 1]:
+        raise ConfigError(f"{where}: {problem}")
     if not (K[0, 0] > 0 and K[1, 1] > 0) or K[1, 0] or K[2, 0] or K[2, 1] or K[2, 2] != 1:
         raise ConfigError(f"{where} must be [[fx,0,cx],[0,fy,cy],[0,0,1]] with fx, fy > 0 (pixels)")
     return K
