@@ -30,7 +30,10 @@ COMMANDS = {
     "convert": ("depthpe.commands.convert", "convert a raw dataset download (co3d, wildrgbd, arkitscenes, "
                 "megasynth) or your own captures (folder, colmap) to scene files"),
     "index": ("depthpe.commands.index", "rebuild index.json from the scene files of each folder under ROOT"),
-    "bench": ("depthpe.commands.bench", "run a benchmark (synth, convert, attention, ...) and print a table"),
+    "bench": ("depthpe.commands.bench", "run a benchmark of speed, memory or scale (synth, convert, attention, ...) "
+              "and print a table"),
+    "study": ("depthpe.commands.study", "run a study (correspondence, camera-noise, cameras-only, lift-table): an "
+              "experiment on the encodings that writes tables and figures"),
     "push": ("depthpe.commands.push", "push an exported model or a run's final model to the Hugging Face Hub"),
     "compare": ("depthpe.commands.compare", "compare evaluations of several runs: groups of seeds, mean ± std, "
                 "baseline ratios, paired bootstrap intervals"),

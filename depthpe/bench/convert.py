@@ -6,14 +6,14 @@ import argparse
 from dataclasses import dataclass
 
 from ..config.options import add_plain_options, option
-from ..data.convert.options import ConvertOptions
+from depthpe.scenes.convert.options import ConvertOptions
 from ..testing.fake_datasets import WRITERS
 
 DESCRIPTION = """\
 Render procedural scenes once, write them in the native layout of each dataset (CO3D JPEG + float16
 depth PNGs + annotation .jgz, WildRGB-D PNG + mm depth, ARKitScenes PNG + mm depth + .traj/.pincam,
 MegaSynth RGBA PNG + OpenEXR depth) into a temporary folder, then convert each with
-depthpe.data.convert and report, per dataset: frames converted, wall time, frames/s and frames/s per
+depthpe.scenes.convert and report, per dataset: frames converted, wall time, frames/s and frames/s per
 worker (frames divided by the summed busy time of the scenes), and the stored bytes per frame.
 Rendering and writing the fake raw data are not timed. Real datasets have larger source images
 (CO3D ~1-2k px JPEGs, MegaSynth 512x512): pass --height/--width to approach them; decode and resize
@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from ..data.convert import convert
-    from ..data.format.scene_file import read_index
+    from depthpe.scenes.convert import convert
+    from depthpe.scenes.format.scene_file import read_index
     from ..testing import fake_datasets as fake
 
     names = sorted(fake.WRITERS) if args.dataset == "all" else [args.dataset]

@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from ..config.options import add_plain_options, option
-from ..data.format.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
+from depthpe.scenes.format.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from ..files import atomic_write_bytes
 from .settings import JSON_HELP, BenchedRun, config_option, overrides_option
 
@@ -73,7 +73,7 @@ def measure_loader(data_cfg, *, num_workers: int, batches: int, seed: int = 0) -
     batches. Returns samples/s, images/s, images/s per worker (the main process counts as one
     worker when ``num_workers`` is 0) and seconds per batch, and what they are made of: the samples
     and images of the timed batches and their seconds."""
-    from ..data.loaders import build_train_loader
+    from depthpe.loader.loaders import build_train_loader
 
     warmup = max(2, num_workers)
     loader = build_train_loader(data_cfg, seed=seed, num_workers=num_workers, num_steps=warmup + batches)
@@ -101,8 +101,8 @@ def write_bench_scenes(root: Path, *, scenes: int, frames: int, frame_hw: tuple[
     import cv2
     import torch
 
-    from ..data.format.scene_file import write_index, write_scene
-    from ..data.synth import generate_scene
+    from depthpe.scenes.format.scene_file import write_index, write_scene
+    from depthpe.scenes.synth import generate_scene
     from ..geometry import resize_intrinsics
 
     split_dir = root / BENCH_SOURCE / "train"
@@ -128,7 +128,7 @@ def _write_in_child(root: Path, **kwargs) -> None:
     """``write_bench_scenes(root, **kwargs)`` in a spawned process, so that writing (resizing and
     encoding 480x640 frames with OpenCV's thread pool) leaves neither its memory nor a live OpenCV
     pool in the process whose loader workers are then measured. (Forking after OpenCV used its pool
-    once hung the workers; ``depthpe.data.workers`` now shrinks the pool around every fork, so this
+    once hung the workers; ``depthpe.loader.workers`` now shrinks the pool around every fork, so this
     is a second line of defence, not the only one.)"""
     import multiprocessing
 
@@ -141,7 +141,7 @@ def stored_images(split_dir: Path, limit: int = 200) -> list[bytes]:
     """The encoded image bytes of up to ``limit`` frames of the scene files listed in ``split_dir``."""
     import h5py
 
-    from ..data.format.scene_file import read_index
+    from depthpe.scenes.format.scene_file import read_index
 
     out: list[bytes] = []
     for entry in read_index(split_dir):
@@ -155,7 +155,7 @@ def raw_decode_rate(encoded: list[bytes], width: int, repeats: int = 3) -> float
     of the encoded images on one core (OpenCV with one thread): the least work a loader does per view."""
     import cv2
 
-    from ..data.workers import one_thread
+    from depthpe.scenes.threads import one_thread
 
     with one_thread():
         t0 = time.perf_counter()
@@ -170,7 +170,7 @@ def stored_depth(split_dir: Path, limit: int = 96) -> np.ndarray:
     """The stored depth (N, H, W) of up to ``limit`` frames of the scene files listed in ``split_dir``."""
     import h5py
 
-    from ..data.format.scene_file import read_index
+    from depthpe.scenes.format.scene_file import read_index
 
     out: list[np.ndarray] = []
     for entry in read_index(split_dir):
@@ -194,7 +194,7 @@ def depth_codec_rates(depth: np.ndarray, folder: Path, repeats: int = 3) -> dict
     with it, the median over ``repeats`` passes; KB per frame in the file)."""
     import h5py
 
-    from ..data.format.scene_file import depth_filters
+    from depthpe.scenes.format.scene_file import depth_filters
 
     out = {}
     for codec in DEPTH_COMPRESSIONS:
@@ -258,9 +258,9 @@ def profile_batches(data_cfg, *, batches: int, seed: int = 0) -> tuple[int, floa
     import cProfile
     import pstats
 
-    from ..data.datasets import MultiViewDataset
-    from ..data.sampling import DynamicBatchSampler
-    from ..data.workers import one_thread
+    from depthpe.loader.datasets import MultiViewDataset
+    from depthpe.loader.sampling import DynamicBatchSampler
+    from depthpe.scenes.threads import one_thread
 
     dataset = MultiViewDataset(data_cfg, train=True)
     keys = list(DynamicBatchSampler(data_cfg, dataset.scene_counts, seed=seed, num_steps=batches + 1))

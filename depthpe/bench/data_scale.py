@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..config.options import add_plain_options, option, overwrite_option
-from ..data.synth import DEFAULT_HEIGHT, DEFAULT_WIDTH
+from depthpe.scenes.synth import DEFAULT_HEIGHT, DEFAULT_WIDTH
 from ..files import atomic_write_bytes
 from .settings import JSON_HELP
 
@@ -138,7 +138,7 @@ def _say(text: str) -> None:
 def build_seed_scenes(out: Path, scenes: int, views: int, hw: tuple[int, int]) -> Path:
     """``depthpe synth`` ``scenes`` training scenes of ``views`` frames at ``hw`` = (H, W) into
     ``out/seed-<scenes>x<views>-<H>x<W>`` (kept: a rerun skips them); returns their split folder."""
-    from ..data.synth import DATASET_NAME, write_synth_dataset
+    from depthpe.scenes.synth import DATASET_NAME, write_synth_dataset
 
     root = out / f"seed-{scenes}x{views}-{hw[0]}x{hw[1]}"
     write_synth_dataset(root, train_scenes=scenes, val_scenes=0, views=views, height=hw[0], width=hw[1],
@@ -152,7 +152,7 @@ def build_root(out: Path, n: int, seed_dir: Path) -> tuple[Path, float, bool]:
     ``index.json`` listing each under its own scene id. Reused when its index lists ``n`` scenes
     (the folder name carries the seed folder's, so other seed settings build another root).
     Returns ``(root, seconds spent building, reused)``."""
-    from ..data.format.scene_file import SceneFileError, read_index, write_index
+    from depthpe.scenes.format.scene_file import SceneFileError, read_index, write_index
 
     root = out / f"n{n}-{seed_dir.parent.parent.name}"
     split_dir = root / DATASET / SPLIT
@@ -207,7 +207,7 @@ def _collate_and_measure(samples):
     of the dataset (``batch["memory"]``)."""
     from torch.utils.data import get_worker_info
 
-    from ..data.batching import collate
+    from depthpe.loader.batching import collate
 
     global _batches_served
     batch = collate(samples)
@@ -238,10 +238,10 @@ def measure_worker_memory(root: str, dataset: str, batches: int) -> dict:
 
     from torch.utils.data import DataLoader
 
-    from ..data.config import DataConfig
-    from ..data.datasets import MultiViewDataset
-    from ..data.loaders import loader_kwargs
-    from ..data.sampling import DynamicBatchSampler
+    from depthpe.loader.config import DataConfig
+    from depthpe.loader.datasets import MultiViewDataset
+    from depthpe.loader.loaders import loader_kwargs
+    from depthpe.loader.sampling import DynamicBatchSampler
 
     global _report_after
     cfg = DataConfig.from_dict({"sources": [{"name": dataset, "root": str(root)}], "views": [2, 2],
@@ -283,8 +283,8 @@ def _draw_and_write(root: Path, per_source: int, seed: int, path: Path) -> dict:
     """The paper protocol's draw from ``VAL_SOURCES`` sources of ``root``'s scenes (``max_scenes``
     ``per_source`` each, ``selection: random``), the views of every drawn scene and the manifest
     written to ``path``; returns the seconds of each step, the scenes drawn and the file's digest."""
-    from ..data.config import SourceConfig
-    from ..data.datasets import SceneEvalDataset
+    from depthpe.loader.config import SourceConfig
+    from depthpe.loader.datasets import SceneEvalDataset
     from ..evaluation.protocol import scene_indices, write_manifest
 
     sources = [SourceConfig(name=f"val{j}", root=str(root), split=SPLIT, dataset=DATASET, max_scenes=per_source)
@@ -325,9 +325,9 @@ def measure_throughput(root: Path, n: int, workers: list[int], check_scenes: int
     import json
     from dataclasses import asdict
 
-    from ..data.format.check import SCENES_PER_WORKER, check_root
-    from ..data.parallel import workers_used
-    from ..data.format.reindex import FILES_PER_WORKER, rebuild_indexes
+    from depthpe.scenes.format.check import SCENES_PER_WORKER, check_root
+    from depthpe.scenes.parallel import workers_used
+    from depthpe.scenes.format.reindex import FILES_PER_WORKER, rebuild_indexes
 
     rows, first = [], {}
     for task in ("index", "check"):

@@ -160,7 +160,7 @@ class Setting:
 
 def setting_from_args(args) -> Setting:
     """Resolve the CLI options against the run config; raises ``SystemExit`` with a one-line message."""
-    from ..data.sampling import target_size
+    from depthpe.loader.sampling import target_size
     from ..run import load_run_config
 
     if args.config.endswith((".yaml", ".yml")) and not os.path.isfile(args.config):

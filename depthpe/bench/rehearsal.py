@@ -2,7 +2,7 @@
 its true model size, so that the first GPU hour cannot fail on a shape, a file size or a resume.
 
 With nothing downloaded (``model.pretrained=false``, a random backbone) it writes a few small
-synthetic scenes (``depthpe.data.synth``, wide enough for the training crops), then runs each stage
+synthetic scenes (``depthpe.scenes.synth``, wide enough for the training crops), then runs each stage
 in a fresh process and reports its wall time, the peak resident memory of that process (and of any
 process it waited for) and what it checked:
 
@@ -258,7 +258,7 @@ class Rehearsal:
     def predict_memory(self) -> None:
         """``depthpe bench memory``'s prediction (``--target cpu``) of the extra memory of one
         steady-state step of this run, fp32 and bf16 (in this process: fake tensors, no data)."""
-        from ..data.sampling import target_size
+        from depthpe.loader.sampling import target_size
         from .memory import Setting, predict
 
         t0 = time.perf_counter()
@@ -368,9 +368,9 @@ class Rehearsal:
         cameras under the same names (a synth scene file names its cameras without an extension)."""
         import cv2
 
-        from ..data.cameras import read_scene_cameras
-        from ..data.format.scene_file import SceneReader, read_index
-        from ..data.cameras import FrameCamera, write_json_cameras
+        from depthpe.scenes.cameras import read_scene_cameras
+        from depthpe.scenes.format.scene_file import SceneReader, read_index
+        from depthpe.scenes.cameras import FrameCamera, write_json_cameras
 
         split = self.data / "synth" / "val"
         scene = split / read_index(split)[0]["path"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..config.options import add_plain_options, option
 
 DESCRIPTION = """\
-Generate scenes into a temporary folder with depthpe.data.synth.write_synth_dataset and report the
+Generate scenes into a temporary folder with depthpe.scenes.synth.write_synth_dataset and report the
 render time (ray casting and shading) and the write time (JPEG + HDF5) summed over scenes, the
 wall time, the CPU time of this process and its workers, scenes/s, views/s and the ratio of the
 wall time to the target: 64 scenes x 12 views at 112x112 in under 60 s on 2 CPU cores (the target
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     import resource
     import tempfile
 
-    from ..data.synth import write_synth_dataset
+    from depthpe.scenes.synth import write_synth_dataset
 
     def cpu_seconds() -> float:
         total = 0.0

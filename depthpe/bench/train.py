@@ -58,7 +58,7 @@ def measure(cfg, device: torch.device, steps: int, num_workers: int, *, warmup: 
     """Time ``steps`` training steps of ``cfg`` after ``warmup`` untimed ones (with ``compile`` the
     aggregator blocks are compiled first, as ``train.compile`` does). Returns {"seconds": {part: total
     s}, "images", "step_s", "images_per_s", "warmup_s": [s per warm-up step], "peak_mib", "peak_kind"}."""
-    from ..data.loaders import build_train_loader
+    from depthpe.loader.loaders import build_train_loader
     from ..run.losses import depth_loss
     from ..run.building import build_model, compile_blocks
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .subcommands import add_lazy_subcommands
 
@@ -23,27 +24,31 @@ BENCHMARKS = {
     "memory": ("depthpe.bench.memory",
                "predict peak training memory per GPU (params, grads, AdamW state, activations) without a GPU"),
     "model": ("depthpe.bench.model", "forward + backward time and peak memory of the model alone for a config"),
-    "cameras-only": ("depthpe.bench.cameras_only", "how well the cameras alone predict the depth scale: a ridge "
-                     "regression against the constant baselines (geometry-only scenes: docs/data.md)"),
     "data-scale": ("depthpe.bench.data_scale", "the data tools at 1k/10k/100k scenes: index memory per loader "
                    "worker, the 2000 + 2000 validation draw, `depthpe index` / `depthpe check` throughput per worker"),
-    "correspondence": ("depthpe.bench.correspondence", "train the global attention of a tiny model on true cross-view "
-                       "matches (correspondence loss) per encoding; per layer top-1 / within-1 accuracy and lift, "
-                       "with more views, zoom and pose noise"),
-    "camera-noise": ("depthpe.bench.camera_noise", "evaluate models at a list of input-camera noise levels (rotation, "
-                     "translation, focal): per-level table with paired intervals, metric-vs-noise figure"),
     "rehearsal": ("depthpe.bench.rehearsal", "a recipe end to end on the CPU at true size: train, SIGKILL, resume, "
                   "bf16 step, export, reload, eval, predict, push; memory prediction vs measured"),
 }
 
+# Studies that older versions ran as benchmarks: ``depthpe bench NAME`` still runs them (same options,
+# same outputs) and says once that ``depthpe study NAME`` is their home now.
+STUDY_ALIASES = ("correspondence", "camera-noise", "cameras-only")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_lazy_subcommands(parser, BENCHMARKS, dest="benchmark", run_key="_bench_run", metavar="BENCHMARK")
+    from .study import STUDIES
+
+    aliases = {name: (STUDIES[name][0], f"(moved: `depthpe study {name}`) {STUDIES[name][1]}") for name in STUDY_ALIASES}
+    add_lazy_subcommands(parser, {**BENCHMARKS, **aliases}, dest="benchmark", run_key="_bench_run",
+                         metavar="BENCHMARK")
 
 
 def run(args: argparse.Namespace) -> int:
-    from .errors import USAGE_ERROR_STATUS, report_errors
+    from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
+    if args.benchmark in STUDY_ALIASES:
+        print(f"note: `depthpe bench {args.benchmark}` is a study now: `depthpe study {args.benchmark}` "
+              "(same options and outputs)", file=sys.stderr)
     with report_errors():
         return int(args._bench_run(args) or 0)
     return USAGE_ERROR_STATUS

@@ -8,7 +8,7 @@ import math
 
 from ..config import ConfigError
 from ..config.options import add_options, config_from_args
-from ..data.format.check_config import WORKER_LIMIT, CheckConfig
+from depthpe.scenes.format.check_config import WORKER_LIMIT, CheckConfig
 
 DESCRIPTION = """\
 Validate every scene listed in ROOT/**/index.json: the index itself (paths inside the split
@@ -61,8 +61,8 @@ def format_table(reports) -> str:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from ..data.format.check import check_root
-    from ..data.parallel import WorkerDied, resolve_workers
+    from depthpe.scenes.format.check import check_root
+    from depthpe.scenes.parallel import WorkerDied, resolve_workers
     from ..files import atomic_write_bytes
 
     try:

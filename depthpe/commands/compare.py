@@ -8,7 +8,7 @@ from typing import Sequence
 from ..analysis.settings import CompareConfig
 from ..config.options import add_options, config_from_args
 from ..output_folder import owned_output_folder, settings_fingerprint
-from .errors import USAGE_ERROR_STATUS, report_errors
+from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
 Compare the evaluations (depthpe eval output folders, or run folders holding exactly one eval*/
@@ -21,9 +21,9 @@ reference group with a bootstrap 95% interval over scenes. Evaluations on differ
 refused unless --allow-different-manifests. With --out, writes compare.md, compare.json, report.html, and
 the validation curves of the runs that have a val_history.jsonl to curves/ (as `depthpe plot`).
 Output folders of depthpe rmvd are compared the same way, in one table whose rows are datasets x
-settings (AbsRel and inliers, paired per sample); folders of `depthpe bench camera-noise` in one
+settings (AbsRel and inliers, paired per sample); folders of `depthpe study camera-noise` in one
 table per dataset whose rows are groups x noise levels (paired against the first level and against
-the reference at each level); folders of `depthpe bench correspondence` in one table per
+the reference at each level); folders of `depthpe study correspondence` in one table per
 evaluation setting (top-1 at the last layer, paired per held-out scene). How to compare encodings honestly: docs/compare.md."""
 
 
@@ -46,49 +46,38 @@ def run(args: argparse.Namespace) -> int:
 
 
 def compare_and_write(cfg: CompareConfig, figures: Sequence = ()) -> dict:
-    """``depthpe compare``: print the tables of ``cfg.inputs`` and, with ``cfg.out``, write
-    compare.md, compare.json, the validation curves of runs with a history and report.html (which
-    also shows ``figures``: drawn figures with a ``png`` path, e.g. a sweep's). Returns the result.
-    The caller owns ``cfg.out`` (``run``: ``depthpe.output_folder``; a camera-noise sweep: its own folder)."""
-    from ..analysis.compare import write_compare
-    from ..analysis.plotting import write_curves
+    """``depthpe compare``: print the tables of ``cfg.inputs`` and, with ``cfg.out``, write them
+    (``analysis.comparison_files.write_comparison``; ``figures`` are shown in report.html too).
+    Returns the result. The caller owns ``cfg.out`` (``run``: ``depthpe.output_folder``; a camera-noise
+    sweep: its own folder)."""
+    from ..analysis.comparison_files import write_comparison
 
-    result, markdown, meta, columns, tables = _compare(cfg)
-    print(markdown)
-    if cfg.out:
-        paths = write_compare(result, markdown, cfg.out, meta)
-        print(f"wrote {paths['markdown']} and {paths['json']}")
-        curves = write_curves(meta, cfg.out)
-        for figure in curves:
-            print(f"wrote {figure.png} and {figure.svg} (validation curves)")
-        from ..report.compare_report import write_compare_report
-
-        pngs = [f.png for f in [*figures, *curves]]
-        report = write_compare_report(result, markdown, meta, cfg.out, pngs, columns, tables)
-        print(f"wrote {report} (open it in a browser)")
-    return result
+    return write_comparison(_compare(cfg), cfg.out, figures)
 
 
 def _compare(cfg: CompareConfig):
-    """(result, Markdown, meta, table columns, table cells) of evaluation folders
+    """The ``Comparison`` (result, Markdown, meta, table columns, table cells) of evaluation folders
     (``compare.run_compare``), ``depthpe rmvd`` folders (``rmvd_compare.run_rmvd_compare``),
     camera-noise sweeps (``noise_sweep.run_sweep_compare``) or correspondence benchmark folders
     (``correspondence_compare.run_correspondence_compare``); a mix of kinds is a ``ConfigError``."""
-    from ..analysis import compare, correspondence_compare, noise_sweep, rmvd_compare
+    from ..analysis import compare, rmvd_compare
+    from ..studies.camera_noise import sweep as noise_sweep
+    from ..studies.correspondence import compare as correspondence_compare
+    from ..analysis.comparison_files import Comparison
     from .folder_kinds import one_kind
 
     kind = one_kind(cfg.inputs)
     shared = {"group_by": cfg.group_by, "reference": cfg.reference, "n_boot": cfg.bootstrap, "seed": cfg.seed}
     if kind == "rmvd":
         result, markdown, meta = rmvd_compare.run_rmvd_compare(cfg.inputs, datasets=cfg.dataset, **shared)
-        return result, markdown, meta, rmvd_compare.RMVD_COLUMNS, rmvd_compare.rmvd_cells(result)
+        return Comparison(result, markdown, meta, rmvd_compare.RMVD_COLUMNS, rmvd_compare.rmvd_cells(result))
     if kind == "sweep":
         result, markdown, meta = noise_sweep.run_sweep_compare(cfg.inputs, datasets=cfg.dataset, **shared)
-        return result, markdown, meta, noise_sweep.SWEEP_COLUMNS, noise_sweep.sweep_cells(result)
+        return Comparison(result, markdown, meta, noise_sweep.SWEEP_COLUMNS, noise_sweep.sweep_cells(result))
     if kind == "correspondence":
         result, markdown, meta = correspondence_compare.run_correspondence_compare(cfg.inputs, **shared)
-        return (result, markdown, meta, correspondence_compare.CORRESPONDENCE_COLUMNS,
-                correspondence_compare.correspondence_cells(result))
+        return Comparison(result, markdown, meta, correspondence_compare.CORRESPONDENCE_COLUMNS,
+                          correspondence_compare.correspondence_cells(result))
     result, markdown, meta = compare.run_compare(cfg.inputs, datasets=cfg.dataset,
                                                  allow_different_manifests=cfg.allow_different_manifests, **shared)
-    return result, markdown, meta, compare.COLUMNS, compare.compare_cells(result)
+    return Comparison(result, markdown, meta, compare.COLUMNS, compare.compare_cells(result))

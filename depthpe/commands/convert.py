@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from ..config import ConfigError
-from ..data.convert.options import ConvertConfig
+from depthpe.scenes.convert.options import ConvertConfig
 from ..config.options import add_options, config_from_args
-from .errors import require_output_folder
+from ..config.command_line import require_output_folder
 
 DESCRIPTION = """\
 Convert a raw dataset download into depthpe scene files: ROOT/<dataset>/<split>/<scene_id>.h5 plus an
@@ -61,7 +61,7 @@ def _owned(cfg: ConvertConfig):
     import importlib
     from pathlib import Path
 
-    from ..data.convert import converter_module
+    from ..scenes.convert import converter_module
     from ..output_folder import owned_output_folder, settings_fingerprint
 
     name = importlib.import_module(converter_module(cfg.dataset)).NAME
@@ -71,9 +71,9 @@ def _owned(cfg: ConvertConfig):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data.convert import OWN_CAPTURES, convert
-    from ..data.convert.common import ConvertError, format_summary
-    from ..data.parallel import WorkerDied
+    from depthpe.scenes.convert import OWN_CAPTURES, convert
+    from depthpe.scenes.convert.common import ConvertError, format_summary
+    from depthpe.scenes.parallel import WorkerDied
 
     try:
         cfg = config_from_args(ConvertConfig, args)

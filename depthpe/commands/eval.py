@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..config.inference import EvalConfig
-from .errors import add_config_arguments, run_config_command
+from ..config.command_line import add_config_arguments, run_config_command
 
 DESCRIPTION = """\
 Evaluate a depthpe model on the held-out scenes of every dataset under --data (ROOT/<dataset>/<split>/

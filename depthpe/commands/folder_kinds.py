@@ -8,16 +8,16 @@ from typing import Sequence
 __all__ = ["KIND_NAMES", "folder_kind", "one_kind"]
 
 # kind -> how an error names a folder of it ("evaluation": anything else, an eval or run folder)
-KIND_NAMES = {"rmvd": "a depthpe rmvd output", "sweep": "a camera-noise sweep (depthpe bench camera-noise)",
-              "correspondence": "a depthpe bench correspondence output", "evaluation": "an evaluation or run folder"}
+KIND_NAMES = {"rmvd": "a depthpe rmvd output", "sweep": "a camera-noise sweep (depthpe study camera-noise)",
+              "correspondence": "a depthpe study correspondence output", "evaluation": "an evaluation or run folder"}
 
 
 def folder_kind(path: str) -> str:
     """``rmvd`` (``summary.json`` of ``depthpe rmvd``), ``sweep`` (``sweep.json`` of ``depthpe bench
-    camera-noise``), ``correspondence`` (``results.json`` of ``depthpe bench correspondence``) or
+    camera-noise``), ``correspondence`` (``results.json`` of ``depthpe study correspondence``) or
     ``evaluation`` (anything else: an evaluation or a run folder)."""
-    from ..analysis.correspondence_compare import is_correspondence_folder
-    from ..analysis.noise_sweep import is_sweep_folder
+    from depthpe.studies.correspondence.compare import is_correspondence_folder
+    from depthpe.studies.camera_noise.sweep import is_sweep_folder
     from ..analysis.rmvd_compare import is_rmvd_folder
 
     return ("rmvd" if is_rmvd_folder(path) else "sweep" if is_sweep_folder(path) else

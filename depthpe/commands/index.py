@@ -6,7 +6,7 @@ import argparse
 
 from ..config import ConfigError
 from ..config.options import add_options, config_from_args
-from ..data.format.check_config import WORKER_LIMIT, IndexConfig
+from depthpe.scenes.format.check_config import WORKER_LIMIT, IndexConfig
 
 DESCRIPTION = """\
 Rebuild ROOT/**/index.json from the scene files themselves: every folder under ROOT that holds
@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Rebuild the indexes under ROOT, print what was listed and skipped; the exit status."""
-    from ..data.parallel import WorkerDied, resolve_workers
-    from ..data.format.reindex import rebuild_indexes
+    from depthpe.scenes.parallel import WorkerDied, resolve_workers
+    from depthpe.scenes.format.reindex import rebuild_indexes
 
     try:
         cfg = config_from_args(IndexConfig, args)

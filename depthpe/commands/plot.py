@@ -7,7 +7,7 @@ import argparse
 from ..analysis.settings import PlotConfig
 from ..config.options import add_options, config_from_args
 from ..output_folder import owned_output_folder, settings_fingerprint
-from .errors import USAGE_ERROR_STATUS, report_errors
+from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
 Draw the validation curves of training runs from each run folder's val_history.jsonl: per dataset
@@ -18,7 +18,7 @@ it). Raw points are faint; the line on top is a bias-corrected exponential movin
 decay 0.95 per 1,000 steps (formula: docs/compare.md). Given the folders of `depthpe bench
 camera-noise` instead, draws each metric against the noise level (noise_<dataset>.png and .svg:
 mean ± std over the seeds of each group; validation losses are left out); given the folders of
-`depthpe bench correspondence`, draws top-1, within-1 and the lift above the same-position lift
+`depthpe study correspondence`, draws top-1, within-1 and the lift above the same-position lift
 at the last global layer against the training step (correspondence_<setting>.png and .svg)."""
 
 
@@ -43,8 +43,8 @@ def draw_figures(cfg: PlotConfig) -> list:
     """The figures of run folders (``plotting.run_plot``), camera-noise sweeps
     (``noise_sweep.run_sweep_plot``) or correspondence folders (``correspondence_plot``); a mix is a
     ``ConfigError``. The caller owns ``cfg.out`` (``run``, or a camera-noise sweep in its own folder)."""
-    from ..analysis.correspondence_plot import plot_correspondence
-    from ..analysis.noise_sweep import run_sweep_plot
+    from depthpe.studies.correspondence.plot import plot_correspondence
+    from depthpe.studies.camera_noise.sweep import run_sweep_plot
     from ..analysis.plotting import run_plot
     from .folder_kinds import one_kind
 

@@ -8,7 +8,7 @@ import argparse
 from ..config.inference import PredictConfig
 from ..config.options import add_options, config_from_args
 from ..output_folder import owned_output_folder, settings_fingerprint
-from .errors import USAGE_ERROR_STATUS, report_errors, require_output_folder
+from ..config.command_line import USAGE_ERROR_STATUS, report_errors, require_output_folder
 
 DESCRIPTION = """\
 Predict depth for a folder (or glob) of images of any size. Images are cropped around their principal

@@ -7,7 +7,7 @@ import argparse
 
 from ..config.options import add_options, config_from_args
 from ..probe.config import ProbeConfig
-from .errors import USAGE_ERROR_STATUS, report_errors
+from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
 Diagnostics of a trained model's global attention. `attention`: for every global-attention layer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..rmvd.config import RmvdConfig
-from .errors import add_config_arguments, run_config_command
+from ..config.command_line import add_config_arguments, run_config_command
 
 DESCRIPTION = """\
 Score the depth maps another program wrote (--predictions DIR: DIR/<dataset>/<sample>.npy in metres;

@@ -7,8 +7,8 @@ import sys
 
 from ..config import ConfigError
 from ..config.options import add_options, config_from_args
-from ..data.synth import DEFAULT_HEIGHT, DEFAULT_WIDTH
-from ..data.synth_config import WORKER_LIMIT, SynthConfig
+from depthpe.scenes.synth import DEFAULT_HEIGHT, DEFAULT_WIDTH
+from depthpe.scenes.synth_config import WORKER_LIMIT, SynthConfig
 
 DESCRIPTION = f"""\
 Render procedural MegaSynth-like scenes and write them as depthpe scene files:
@@ -61,8 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data.parallel import WorkerDied, resolve_workers
-    from ..data.synth import SceneGenerationError, format_summary, write_synth_dataset
+    from depthpe.scenes.parallel import WorkerDied, resolve_workers
+    from depthpe.scenes.synth import SceneGenerationError, format_summary, write_synth_dataset
     from ..files import output_folder_problem
 
     try:
@@ -95,7 +95,7 @@ def _owned(cfg: SynthConfig):
     depends only on the seed, the split and i), every other setting is in the fingerprint."""
     from pathlib import Path
 
-    from ..data.synth import DATASET_NAME
+    from ..scenes.synth import DATASET_NAME
     from ..output_folder import owned_output_folder, settings_fingerprint
 
     fingerprint = settings_fingerprint(cfg, leave_out=("train_scenes", "val_scenes"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import USAGE_ERROR_STATUS, report_errors
+from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
 Train a depthpe model as a run config describes it. --config takes a YAML file or the name of a
@@ -79,7 +79,7 @@ def _train(args: argparse.Namespace) -> int:
         if args.print_config:
             sys.stdout.write(dump_run_config(cfg))
             return 0
-        from ..data.datasets import NoUsableSampleError
+        from depthpe.loader.datasets import NoUsableSampleError
         from ..run.checkpoints import NoSpaceError
         from ..run.tracking import error_line
         from ..run.trainer import train

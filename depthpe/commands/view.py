@@ -6,7 +6,7 @@ import argparse
 
 from ..config.options import add_options, config_from_args
 from ..view.config import ViewConfig
-from .errors import USAGE_ERROR_STATUS, report_errors
+from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
 Serve a 3D view of a prediction or a held-out scene at http://HOST:PORT (printed; open it in a

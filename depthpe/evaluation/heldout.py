@@ -15,13 +15,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Collection, Sequence
 
-from ..data.config import SourceConfig
-from ..data.datasets import SceneEvalDataset
+from depthpe.loader.config import SourceConfig
+from depthpe.loader.datasets import SceneEvalDataset
 from ..metrics import MIN_VALID_FRACTION
 from .protocol import SourceScenes, discover_sources, load_manifest, read_source, scene_indices, usable_sources
 
-__all__ = ["InputSize", "HeldOutProtocol", "HeldOutSet", "model_input_size", "resolve_held_out",
-           "held_out_of_config"]
+__all__ = ["InputSize", "ViewDraw", "view_draw", "HeldOutProtocol", "HeldOutSet", "model_input_size",
+           "resolve_held_out", "held_out_of_config"]
 
 DEFAULT_WIDTH = 518
 
@@ -39,54 +39,68 @@ class InputSize:
 
 
 @dataclass(frozen=True)
-class HeldOutProtocol:
-    """Which scenes and views: views per scene; seed of the view draw (and of ``selection="random"``);
-    max_scenes per source (None = all; a source's own ``max_scenes`` wins), the first ones or a random
-    draw (``selection``); only_scenes: only these "<source>/<scene_id>" keys (None = all); manifest:
-    fixed frames per scene key; min_valid_fraction: the valid depth a scene's views and each scored
-    image need (``SceneEvalDataset``)."""
+class ViewDraw:
+    """The views of each held-out scene, as one value from the command line (``--views``, ``--seed``,
+    ``--manifest`` of ``config.inference.ViewProtocol``, their one declaration) or the run config's
+    ``val`` down to the dataset: views per scene (a scene with fewer is evaluated with all of them),
+    seed of the view draw (and of ``selection="random"``), manifest: fixed frames per scene key from
+    an earlier run's manifest.json (None = drawn)."""
 
     views: int = 8
     seed: int = 0
+    manifest: dict | None = None
+
+
+def view_draw(protocol) -> ViewDraw:
+    """The ``ViewDraw`` of a ``ViewProtocol`` (``views``, ``seed`` and the path ``manifest``, read here).
+    Raises ValueError for a manifest that cannot be read."""
+    return ViewDraw(protocol.views, protocol.seed, load_manifest(protocol.manifest))
+
+
+@dataclass(frozen=True)
+class HeldOutProtocol:
+    """Which scenes and views: the views of each scene (``draw``); max_scenes per source (None = all; a
+    source's own ``max_scenes`` wins), the first ones or a random draw (``selection``, seeded by
+    ``draw.seed``); only_scenes: only these "<source>/<scene_id>" keys (None = all);
+    min_valid_fraction: the valid depth a scene's views and each scored image need (``SceneEvalDataset``)."""
+
+    draw: ViewDraw = ViewDraw()
     max_scenes: int | None = None
     selection: str = "first"
     only_scenes: Collection[str] | None = None
-    manifest: dict | None = None
     min_valid_fraction: float = MIN_VALID_FRACTION
 
 
 @dataclass(frozen=True)
 class HeldOutSet:
     """A resolved held-out set: the sources with their read index entries, the chosen scenes (item
-    indices ``order`` of ``dataset()`` and their keys ``scenes``, in evaluation order), views per
-    scene, seed, manifest (fixed frames, or None), min_valid_fraction and the input size."""
+    indices ``order`` of ``dataset()`` and their keys ``scenes``, in evaluation order), the views of
+    each scene (``draw``), min_valid_fraction and the input size."""
 
     sources: tuple[SourceScenes, ...]
     order: tuple[int, ...]
     scenes: tuple[str, ...]
-    views: int
-    seed: int
-    manifest: dict | None
+    draw: ViewDraw
     min_valid_fraction: float
     size: InputSize
 
     def dataset(self) -> SceneEvalDataset:
         """The evaluation dataset of these sources (from the index entries already read; no file is
         opened until an item is read); ``order`` indexes its items."""
-        return _dataset(self.sources, self.views, self.seed, self.manifest, self.min_valid_fraction, self.size)
+        return _dataset(self.sources, self.draw, self.min_valid_fraction, self.size)
 
     def with_manifest(self, manifest: dict) -> "HeldOutSet":
         """The same set narrowed to the scenes of ``manifest`` (an evaluation's ``EvalResult.manifest``)
         with exactly its frames: what validation's correspondence probe runs on."""
         kept = [(i, key) for i, key in zip(self.order, self.scenes) if key in manifest]
-        return dataclasses.replace(self, manifest=dict(manifest), order=tuple(i for i, _ in kept),
-                                   scenes=tuple(key for _, key in kept))
+        return dataclasses.replace(self, draw=dataclasses.replace(self.draw, manifest=dict(manifest)),
+                                   order=tuple(i for i, _ in kept), scenes=tuple(key for _, key in kept))
 
 
-def _dataset(sources: Sequence[SourceScenes], views: int, seed: int, manifest: dict | None,
-             min_valid_fraction: float, size: InputSize) -> SceneEvalDataset:
-    return SceneEvalDataset([s.source for s in sources], views=views, seed=seed, image_width=size.image_width,
-                            aspect=size.aspect, manifest=manifest, scale_reference=size.scale_reference,
+def _dataset(sources: Sequence[SourceScenes], draw: ViewDraw, min_valid_fraction: float,
+             size: InputSize) -> SceneEvalDataset:
+    return SceneEvalDataset([s.source for s in sources], views=draw.views, seed=draw.seed, image_width=size.image_width,
+                            aspect=size.aspect, manifest=draw.manifest, scale_reference=size.scale_reference,
                             min_valid_fraction=min_valid_fraction, indexes=[s.index for s in sources])
 
 
@@ -96,12 +110,10 @@ def resolve_held_out(sources: Sequence[SourceConfig | dict | SourceScenes], prot
     here, once) under ``protocol`` at ``model_inputs`` (``model_input_size``). Raises ``SceneFileError``
     for an unreadable index, ``ValueError`` for fewer than 2 views or an unknown selection."""
     read = tuple(read_source(s) for s in sources)
-    dataset = _dataset(read, protocol.views, protocol.seed, protocol.manifest, protocol.min_valid_fraction,
-                       model_inputs)
-    order = scene_indices(dataset, protocol.max_scenes, protocol.selection, protocol.seed, protocol.only_scenes)
+    dataset = _dataset(read, protocol.draw, protocol.min_valid_fraction, model_inputs)
+    order = scene_indices(dataset, protocol.max_scenes, protocol.selection, protocol.draw.seed, protocol.only_scenes)
     return HeldOutSet(sources=read, order=tuple(order), scenes=tuple(dataset.scene_key(i) for i in order),
-                      views=protocol.views, seed=protocol.seed, manifest=protocol.manifest,
-                      min_valid_fraction=protocol.min_valid_fraction, size=model_inputs)
+                      draw=protocol.draw, min_valid_fraction=protocol.min_valid_fraction, size=model_inputs)
 
 
 def model_input_size(model: str, revision: str | None, image_width: int | None) -> InputSize:
@@ -131,8 +143,8 @@ def model_input_size(model: str, revision: str | None, image_width: int | None) 
 
 def held_out_of_config(cfg) -> tuple[HeldOutSet, list[str]]:
     """(the held-out set of a command's ``HeldOutScenes`` config: the datasets of ``cfg.data`` /
-    ``cfg.split`` (``cfg.datasets``), ``cfg.views``, ``cfg.seed``, ``cfg.max_scenes``, the frames of
-    ``cfg.manifest``, ``cfg.min_valid_fraction`` if it has one, at the input size of ``cfg.model``;
+    ``cfg.split`` (``cfg.datasets``), its views (``view_draw``: ``cfg.views``, ``cfg.seed``, the frames of
+    ``cfg.manifest``), ``cfg.max_scenes``, ``cfg.min_valid_fraction`` if it has one, at the input size of ``cfg.model``;
     one warning per empty dataset left out). Raises ``ConfigError`` for missing or empty data and a
     bad width."""
     from ..config import ConfigError
@@ -143,7 +155,6 @@ def held_out_of_config(cfg) -> tuple[HeldOutSet, list[str]]:
     except FileNotFoundError as err:
         raise ConfigError(str(err)) from None
     sources, warnings = usable_sources(found, named=bool(cfg.datasets))
-    protocol = HeldOutProtocol(views=cfg.views, seed=cfg.seed, max_scenes=cfg.max_scenes,
-                               manifest=load_manifest(cfg.manifest),
+    protocol = HeldOutProtocol(view_draw(cfg), max_scenes=cfg.max_scenes,
                                min_valid_fraction=getattr(cfg, "min_valid_fraction", MIN_VALID_FRACTION))
     return resolve_held_out(sources, protocol, size), warnings

@@ -4,7 +4,7 @@
 Protocol (docs/evaluation.md):
 
 * Each scene contributes one sample of ``views`` frames chosen by
-  ``depthpe.data.sampling.eval_view_indices`` from (seed, "<dataset>/<scene_id>"), or taken from a
+  ``depthpe.loader.sampling.eval_view_indices`` from (seed, "<dataset>/<scene_id>"), or taken from a
   manifest. The chosen frames are written to ``manifest.json`` so that a later run (another
   encoding, another checkpoint) evaluates the very same views: pass it back with ``--manifest``.
 * Images are resized to width ``image_width`` with the scene's own aspect (height a multiple of 14,
@@ -37,8 +37,8 @@ from torch.utils.data import DataLoader
 
 from ..config.camera_noise import CameraNoise, scene_noise_seed
 from ..config.choices import DTYPES
-from ..data.batching import collate_eval
-from ..data.loaders import loader_kwargs
+from depthpe.loader.batching import collate_eval
+from depthpe.loader.loaders import loader_kwargs
 from ..geometry import perturb_cameras
 from ..metrics import StreamingMedian, aggregate, baseline_rows, scene_rows
 from ..model.inference import predict_depth
@@ -113,7 +113,7 @@ def evaluate(model, held_out: HeldOutSet, options: EvalOptions = EvalOptions(), 
     """Evaluate ``model`` (a ``DepthModel``, possibly wrapped) on the scenes and views of ``held_out``.
 
     options: ``EvalOptions``; accelerator: an ``accelerate.Accelerator`` to split the scenes across
-    processes (None = one process). A scene with fewer frames than ``held_out.views`` is evaluated
+    processes (None = one process). A scene with fewer frames than ``held_out.draw.views`` is evaluated
     with all its frames (``views_used``). Sparser images than ``held_out.min_valid_fraction`` are
     left out (``n_empty_images``), a scene without a scored image is skipped and listed in
     ``failures`` like an unusable file (``SceneEvalDataset``).

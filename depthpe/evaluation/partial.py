@@ -70,7 +70,7 @@ def _stamp(path: Path) -> list[int]:
 def _source_fingerprint(scenes) -> dict:
     """A source's name, folder, index.json hash and one hash of (path, size, mtime) of its scene files
     (``scenes``: a ``protocol.SourceScenes``, whose index entries were read already)."""
-    from ..data.format.scene_file import INDEX_NAME
+    from depthpe.scenes.format.scene_file import INDEX_NAME
 
     source = scenes.source
     split_dir = Path(source.split_dir)

@@ -1,7 +1,7 @@
 """The evaluation protocol's choices (docs/evaluation.md): where the held-out scenes are (``discover_sources``,
 each source's index read once: ``SourceScenes``), which sources can be evaluated (``usable_sources``), which
 scenes of them (``scene_indices``) and the manifests that fix the views of each scene (``write_manifest``,
-``load_manifest``). The views themselves are drawn by ``depthpe.data.sampling.eval_view_indices``."""
+``load_manifest``). The views themselves are drawn by ``depthpe.loader.sampling.eval_view_indices``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Collection, Sequence
 
 import numpy as np
 
-from ..data.config import SourceConfig
-from ..data.datasets import SceneEvalDataset
+from depthpe.loader.config import SourceConfig
+from depthpe.loader.datasets import SceneEvalDataset
 from ..files import atomic_write_bytes
 
 __all__ = ["SELECTIONS", "SourceScenes", "read_source", "scene_indices", "write_manifest", "load_manifest",
@@ -40,7 +40,7 @@ class SourceScenes:
 def read_source(source: SourceConfig | dict | SourceScenes) -> SourceScenes:
     """``source`` with its index.json read (an already read ``SourceScenes`` is returned as is).
     Raises ``SceneFileError`` for a missing or malformed index."""
-    from ..data.format.scene_file import read_index
+    from depthpe.scenes.format.scene_file import read_index
 
     if isinstance(source, SourceScenes):
         return source
@@ -116,7 +116,7 @@ def usable_sources(sources: Sequence[SourceConfig | SourceScenes], *,
     datasets (``--datasets``), so an empty one is an error rather than a warning. Raises
     ``ConfigError`` for an unreadable index, an empty named source, or when no source is left."""
     from ..config import ConfigError
-    from ..data.format.scene_file import SceneFileError
+    from depthpe.scenes.format.scene_file import SceneFileError
 
     kept, warnings = [], []
     for src in sources:

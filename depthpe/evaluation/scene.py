@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from ..metrics import scene_rows, scene_scale, scene_summaries
-from .heldout import HeldOutProtocol, HeldOutSet, model_input_size, resolve_held_out
+from .heldout import HeldOutProtocol, HeldOutSet, model_input_size, resolve_held_out, view_draw
 from .loop import scene_prediction
-from .protocol import discover_sources, load_manifest
+from .protocol import discover_sources
 
 __all__ = ["EvalSceneSpec", "PredictedScene", "spec_from_eval_dir", "held_out_of_spec", "predict_held_out_scene",
            "predict_eval_scene", "scene_metrics"]
@@ -98,7 +98,7 @@ def held_out_of_spec(spec: EvalSceneSpec) -> HeldOutSet:
     with ``spec``'s views, seed and manifest, at the model's input size (``model_input_size``).
     Raises FileNotFoundError without data, ValueError for a bad manifest."""
     size = model_input_size(spec.model, spec.revision, spec.image_width)
-    protocol = HeldOutProtocol(views=spec.views, seed=spec.seed, manifest=load_manifest(spec.manifest))
+    protocol = HeldOutProtocol(view_draw(spec))
     return resolve_held_out(discover_sources(spec.data, spec.split), protocol, size)
 
 
@@ -108,7 +108,7 @@ def predict_held_out_scene(held_out: HeldOutSet, scene: str | None, model, dtype
     ValueError for an unknown or unusable scene."""
     import torch
 
-    from ..data.batching import collate_eval
+    from depthpe.loader.batching import collate_eval
 
     dataset = held_out.dataset()
     batch = collate_eval([dataset[_find_item(held_out, scene)]])

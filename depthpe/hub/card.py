@@ -36,7 +36,7 @@ DEFAULT_LICENSE = "apache-2.0"
 CARD_MODES = ("native", "scene_aligned", "image_aligned")  # evaluation rows shown on the card
 CARD_METRICS = ("abs_rel", "delta1", "delta2", "rmse")
 INDEX_METRICS = {"abs_rel": "AbsRel", "delta1": "delta1 < 1.25"}  # model-index: type -> name
-SYNTH = "synth"  # depthpe's procedural scenes (depthpe.data.synth): no published dataset behind them
+SYNTH = "synth"  # depthpe's procedural scenes (depthpe.scenes.synth): no published dataset behind them
 
 # Hub names (``datasets:`` metadata) and display names of the datasets depthpe has converters for.
 # CO3D and ARKitScenes are distributed by their authors outside the Hub: plain names.
@@ -337,7 +337,7 @@ def _training_lines(info: CardInfo) -> list[str]:
     lines += [f"| {k} | {v} |" for k, v in rows]
     lines.append("")
     if SYNTH in _datasets(training):
-        lines += ["`synth` is depthpe's built-in procedural scenes (`depthpe synth`, `depthpe.data.synth`), "
+        lines += ["`synth` is depthpe's built-in procedural scenes (`depthpe synth`, `depthpe.scenes.synth`), "
                   "not a published dataset, so it is not listed in the `datasets` metadata.", ""]
     lines += ["<details><summary>Full training config</summary>", "", "```yaml",
               yaml.safe_dump(_public_config(training.config), sort_keys=False).rstrip("\n"), "```", "", "</details>", ""]

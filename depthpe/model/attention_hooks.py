@@ -12,7 +12,7 @@ before the encoding: (B, heads, N, head_dim)). On exit the hooks are removed; th
 
 Two users: ``record_global_scores`` (below) keeps the pre-softmax scores of chosen query patches
 over the patches of chosen key views, per layer, with gradients (the correspondence loss of
-training and ``depthpe bench correspondence``, docs/correspondence.md); the probe's
+training and ``depthpe study correspondence``, docs/correspondence.md); the probe's
 ``depthpe.probe.capture`` keeps each layer's full attention weights without gradients.
 """
 

@@ -20,7 +20,6 @@ import torch.nn as nn
 from huggingface_hub import PyTorchModelHubMixin
 
 from ..pe import check_encoding_cameras
-from ..pe.spec import encoding_pair
 from .aggregator import Aggregator
 from .config import DepthModelConfig
 from .dpt import DPTHead
@@ -93,10 +92,6 @@ class DepthModel(
             config = DepthModelConfig.from_dict(config)
         elif not isinstance(config, DepthModelConfig):
             raise TypeError(f"config must be a DepthModelConfig or dict, got {type(config).__name__}")
-        try:
-            encoding_pair(config.global_pe)  # a preset name or a {qk, vo} pair
-        except ValueError as err:
-            raise ValueError(f"global_pe={config.global_pe!r} is not a registered encoding: {err}") from None
         self.config = config
         self.aggregator = Aggregator(config, load_backbone_weights=load_backbone_weights)
         self.depth_head = DPTHead(

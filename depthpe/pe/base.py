@@ -62,7 +62,7 @@ class Encoding:
         Their softmax over all N keys is ``attention_probs``: for one SDPA call they are its logits
         q' k'^T / sqrt(head_dim) (computed explicitly, only for the chosen rows and columns); an
         encoding with several softmaxes returns the log of its mixed weights. For the
-        correspondence loss and ``depthpe bench correspondence`` (docs/correspondence.md)."""
+        correspondence loss and ``depthpe study correspondence`` (docs/correspondence.md)."""
         qt, kt = self.transform_q(q), self.transform_k(k)
         if rows is not None:
             qt = qt[:, :, rows]

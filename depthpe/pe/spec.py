@@ -15,6 +15,7 @@ loader and the encodings share. The numerics live in ``depthpe.pe.pairs``.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,11 +81,15 @@ def valid_pairs_text() -> str:
 def encoding_pair(spec: Any) -> tuple[str, str]:
     """The (qk, vo) transform names of ``spec``: a preset name or a mapping {qk: NAME, vo: NAME}.
 
-    Raises ``ValueError`` (one line, listing the valid names or pairs) for anything else.
+    This is the one validation of an encoding name: the model config, the run config and the
+    encodings all call it. Raises ``ValueError`` (one line, with a did-you-mean hint for a misspelled
+    preset, listing the valid names or pairs) for anything else.
     """
     if isinstance(spec, str):
         if spec not in PRESET_PAIRS:
-            raise ValueError(f"unknown positional encoding {spec!r}: not a preset "
+            close = difflib.get_close_matches(spec, sorted(PRESET_PAIRS), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown encoding {spec!r}{hint}: not a preset "
                              f"({', '.join(sorted(PRESET_PAIRS))}) and not a pair; {valid_pairs_text()}")
         return PRESET_PAIRS[spec]
     if not isinstance(spec, Mapping) or set(spec) != {"qk", "vo"}:

@@ -6,16 +6,16 @@ The module is ``depthpe.prediction.api`` (not ``depthpe.predict``) so that the f
 Pipeline, in depthpe's conventions (docs/conventions.md):
 
 1. Images of any size are read as uint8 RGB in their stored pixel grid (EXIF orientation ignored:
-   cameras refer to that grid; ``depthpe.data.format.image_bytes.decode_rgb``, the converters' reader too;
+   cameras refer to that grid; ``depthpe.scenes.format.image_bytes.decode_rgb``, the converters' reader too;
    one note says for how many images a tag was ignored).
 2. One input size (H, W) for all images: the model's trained width (``training_inputs.json``, else
    518) and the first image's aspect clamped to the trained aspect range, H a multiple of 14
-   (``depthpe.data.sampling.target_size``). Each image is cropped around its principal point to
-   that aspect and resized (``depthpe.data.augment.crop_box`` / ``crop_and_resize``, as in
+   (``depthpe.loader.sampling.target_size``). Each image is cropped around its principal point to
+   that aspect and resized (``depthpe.loader.augment.crop_box`` / ``crop_and_resize``, as in
    training), and K follows exactly (``crop_intrinsics`` then ``resize_intrinsics``).
 3. Views per prediction: all images at once when there are at most ``max_views``; otherwise each
    image is predicted as view 0 together with its ``max_views - 1`` nearest cameras
-   (``depthpe.data.sampling.nearest_camera_order``), or its neighbours in name order without cameras.
+   (``depthpe.loader.sampling.nearest_camera_order``), or its neighbours in name order without cameras.
 4. Each prediction normalizes its cameras (``depthpe.geometry.normalize_scene``: view 0 = identity,
    unit mean camera distance); the depth the model predicts in that unit is multiplied back by the
    scale in float64, so depth is in the unit of the cameras' translations.
@@ -36,8 +36,8 @@ import numpy as np
 import torch
 
 from ..config import ConfigError
-from ..data.cameras import read_cameras
-from ..data.cameras import FrameCamera, check_camera, fit_camera, match_cameras
+from depthpe.scenes.cameras import read_cameras
+from depthpe.scenes.cameras import FrameCamera, check_camera, fit_camera, match_cameras
 from .result import ImagePrediction, PredictionResult
 
 __all__ = ["ImagePrediction", "PredictionResult", "predict", "load_model", "list_images",
@@ -82,7 +82,7 @@ def list_images(images: str | os.PathLike | Sequence[str | os.PathLike]) -> list
 def load_image(path: Path) -> tuple[np.ndarray, int]:
     """((H, W, 3) uint8 RGB of an image file in its stored pixel grid, the EXIF orientation tag that
     was not applied: 1 = none; ``image_bytes.decode_rgb``); ConfigError if unreadable."""
-    from ..data.format.image_bytes import decode_rgb
+    from depthpe.scenes.format.image_bytes import decode_rgb
 
     try:
         return decode_rgb(Path(path).read_bytes())
@@ -131,7 +131,7 @@ def _match_cameras(names: list[str], sizes: list[tuple[int, int]], cameras) -> t
 def input_size(first_hw: tuple[int, int], inputs, image_width: int | None = None) -> tuple[int, int]:
     """Model input (H, W): width ``image_width`` or the trained width (518 without a sidecar); aspect
     H/W of the first image clamped to the trained aspect range; H a multiple of 14."""
-    from ..data.sampling import target_size
+    from depthpe.loader.sampling import target_size
 
     width = image_width or (inputs.image_width if inputs else DEFAULT_IMAGE_WIDTH)
     if width <= 0 or width % 14:
@@ -145,7 +145,7 @@ def input_size(first_hw: tuple[int, int], inputs, image_width: int | None = None
 def prepare_view(image: np.ndarray, K: np.ndarray, out_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """Crop (H_in, W_in, 3) uint8 ``image`` around its principal point to the aspect of ``out_hw``
     (the largest such window) and resize it -> ((H, W, 3) uint8, K (3, 3) float64 of the output)."""
-    from ..data.augment import crop_and_resize, crop_box
+    from depthpe.loader.augment import crop_and_resize, crop_box
 
     h, w = image.shape[:2]
     box = crop_box((h, w), (float(K[0, 2]), float(K[1, 2])), out_hw, 1.0)
@@ -170,7 +170,7 @@ def plan_views(n: int, max_views: int, w2c: np.ndarray | None) -> tuple[str, lis
     if n <= max_views:
         return "all", [list(range(n))]
     if w2c is not None:
-        from ..data.sampling import nearest_camera_order
+        from depthpe.loader.sampling import nearest_camera_order
 
         return "nearest", [[i] + [int(j) for j in nearest_camera_order(w2c, i)[: max_views - 1]] for i in range(n)]
     order = [sorted(range(n), key=lambda j, i=i: (abs(j - i), j)) for i in range(n)]
@@ -210,7 +210,7 @@ def _check_cameras_needed(model, have_cameras: bool) -> None:
 def _prepare_all(paths: list[Path], names: list[str], cameras, inputs, image_width):
     """Load, crop and resize every image -> (images (N, H, W, 3) uint8, K (N, 3, 3), w2c (N, 3, 4)
     or None, (H, W), notes)."""
-    from ..data.format.image_bytes import orientation_notes
+    from depthpe.scenes.format.image_bytes import orientation_notes
 
     loaded = [load_image(p) for p in paths]
     raw = [im for im, _ in loaded]
@@ -234,7 +234,7 @@ def predict(model, images, cameras=None, *, max_views: int | None = None, device
 
     model: a DepthModel, an exported model folder or a Hub repo id. images: a folder, a glob or a
     list of files (``list_images``). cameras: None, a camera source (COLMAP folder, cameras .json,
-    scene .h5; ``depthpe.data.cameras.read_cameras``) or a dict name -> FrameCamera; matched to images
+    scene .h5; ``depthpe.scenes.cameras.read_cameras``) or a dict name -> FrameCamera; matched to images
     by name. max_views: views per prediction (default: the most views the model was trained with,
     else 8). device: torch device; dtype: "fp32" or "bf16" (autocast). image_width: override the
     trained input width (a multiple of 14). revision: Hub revision of ``model`` (a repo id). Raises

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ConfigError
-from ..data.lens import lens_problem
+from ..scenes.lens import lens_problem
 from .datasets import DEPTH_FORMATS
 from .official import is_official, official_list_paths
 
@@ -124,7 +124,7 @@ def _matrix(value, shape: tuple[int, int], where: str) -> np.ndarray:
 
 
 def _intrinsics(value, where: str) -> np.ndarray:
-    """A pinhole K in pixels: positive focal lengths, zero skew terms (``depthpe.data.lens``, the lens
+    """A pinhole K in pixels: positive focal lengths, zero skew terms (``depthpe.scenes.lens``, the lens
     check every camera reader shares: a skew K[0][1] is refused with the undistort hint), last row [0, 0, 1]."""
     K = _matrix(value, (3, 3), where)
     problem = lens_problem(K=K)

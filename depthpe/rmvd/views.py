@@ -5,13 +5,13 @@ Input size (``--input-size``):
 
 * ``training`` (default): the width the model was trained at (``training_inputs.json``; 518
   without it, as VGGT-1B; ``--image-width`` overrides) and the keyview image's own aspect, the
-  height the nearest multiple of 14 (``depthpe.data.sampling.target_size``);
+  height the nearest multiple of 14 (``depthpe.loader.sampling.target_size``);
 * ``rmvd``: RMVD's input size of the dataset (``RMVD_SIZES``, height x width, the reference's
   README and benchmark defaults, e.g. ETH3D 768 x 1152), each side rounded to the nearest multiple
   of 14 (ETH3D: 770 x 1148).
 
 Every view is resized as a whole (no crop: the depth must cover the GT's frame), so its aspect may
-change slightly; K follows exactly (``depthpe.data.augment.crop_and_resize`` with the full image as
+change slightly; K follows exactly (``depthpe.loader.augment.crop_and_resize`` with the full image as
 the window: INTER_AREA shrinking, INTER_CUBIC enlarging). The views of a set are ordered keyview
 first, then the source views nearest in list index first (a tie: the lower index); only the first
 view is special to a depthpe model (it is the reference frame), so the order of the others does
@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import ConfigError
-from ..data.augment import CropBox, crop_and_resize
-from ..data.sampling import target_size
+from depthpe.loader.augment import CropBox, crop_and_resize
+from depthpe.loader.sampling import target_size
 from .datasets.images import read_view_image
 from .orderings import index_distance_order
 from .samples import RmvdSample

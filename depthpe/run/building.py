@@ -66,7 +66,7 @@ def loader_options(cfg: RunConfig, device: torch.device | str) -> dict:
     """Keyword arguments of ``build_train_loader`` for a run on ``device``: ``train.num_workers`` and
     ``train.grad_accum``, and page-locked (pinned) batches only on CUDA, where they make the
     host-to-device copies of ``run_step`` asynchronous (on CPU pinning would only cost time).
-    Workers are persistent whenever there are any (``depthpe.data.loaders.loader_kwargs``)."""
+    Workers are persistent whenever there are any (``depthpe.loader.loaders.loader_kwargs``)."""
     return {"num_workers": cfg.train.num_workers, "grad_accum": cfg.train.grad_accum,
             "pin_memory": torch.device(device).type == "cuda"}
 

@@ -1,7 +1,7 @@
 """The correspondence term of a forward pass (``loss.correspondence_weight``, docs/correspondence.md).
 
 ``forward_with_correspondence`` runs a forward of the model (a closure: the whole ``DepthModel`` in
-training, its aggregator alone in ``depthpe bench correspondence``) while every global layer's
+training, its aggregator alone in ``depthpe study correspondence``) while every global layer's
 scores of the chosen query patches over the key view's patches are recorded
 (``depthpe.model.attention_hooks.record_global_scores``), computes the true key patch of every
 query from the GT depth and cameras (``depthpe.geometry``) and returns the forward's output

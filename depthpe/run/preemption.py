@@ -2,7 +2,7 @@
 at the end of the current step, after a checkpoint, instead of killing it mid-step.
 
 Schedulers send SIGTERM to every process of a job; the DataLoader workers leave it to the main
-process (``depthpe.data.workers``), so the main process is the one that decides. The exit status is
+process (``depthpe.loader.workers``), so the main process is the one that decides. The exit status is
 that of a process killed by the signal (143 for SIGTERM, 130 for SIGINT), which requeue-on-signal
 scripts test for. A second Ctrl-C stops at once, without a checkpoint (``KeyboardInterrupt``).
 """

@@ -79,8 +79,8 @@ def check_data_sources(cfg: RunConfig, *, validation: bool = True) -> None:
 def _check_training_scenes(index: int, src) -> None:
     """Training source ``index`` lists a scene of 2 or more frames (unless its weight is 0); a
     malformed index is left to the dataset, which names it."""
-    from ..data.scenes import load_entries, too_few_frames_problem
-    from ..data.format.scene_file import SceneFileError
+    from depthpe.loader.scenes import load_entries, too_few_frames_problem
+    from depthpe.scenes.format.scene_file import SceneFileError
 
     try:
         problem = too_few_frames_problem(index, src, load_entries(src))

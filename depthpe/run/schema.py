@@ -6,7 +6,7 @@ and the model card all use; ``depthpe.run.loading`` reads them with OmegaConf. E
 listed with its meaning in docs/configuration.md.
 
 Sections: ``model`` (``ModelSection``: a preset plus any ``DepthModelConfig`` field, and
-``init_from``), ``data`` (``depthpe.data.config.DataConfig``), ``optim``, ``loss``, ``train``,
+``init_from``), ``data`` (``depthpe.loader.config.DataConfig``), ``optim``, ``loss``, ``train``,
 ``val``, ``hub``. Each ``__post_init__`` checks ranges and choices, so a bad value fails when the
 config is read, before anything is built.
 """
@@ -16,14 +16,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import typing
+
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from omegaconf import MISSING
 
 from ..config import ConfigError, env_interpolated_keys, instantiate, merge_layers, require
-from ..data.config import DataConfig, SourceConfig
+from depthpe.loader.config import DataConfig, SourceConfig
 from ..hub.card import licence_problem
 from ..hub.timeouts import DEFAULT_JOB_DEADLINE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRIES, DEFAULT_RETRY_DELAY
 from ..config.inference import ViewProtocol
@@ -226,33 +226,13 @@ class HubConfig:
                  "hub.request_timeout and hub.job_deadline must be > 0 (seconds)")
 
 
-def _model_section_fields() -> list:
-    """(name, type, field) of ``ModelSection``: ``preset``, ``init_from``, then every
-    ``DepthModelConfig`` field with the default MISSING ("take it from the preset")."""
-    hints = typing.get_type_hints(DepthModelConfig)
-    fields = [("preset", Optional[str], field(default="tiny")), ("init_from", Optional[str], field(default=None))]
-    fields += [(f.name, hints[f.name], field(default=MISSING)) for f in dataclasses.fields(DepthModelConfig)]
-    return fields
-
-
-def _model_config(self) -> DepthModelConfig:
-    """The ``DepthModelConfig`` of this section (``preset`` and ``init_from`` are not architecture)."""
-    values = {f.name: getattr(self, f.name) for f in dataclasses.fields(DepthModelConfig)}
-    return DepthModelConfig.from_dict(values)
-
-
 def _check_model_section(self) -> None:
-    """Preset and encoding names exist; the architecture is valid once every field is known."""
-    from ..config import did_you_mean
-    from ..pe.spec import PRESET_PAIRS, encoding_pair
+    """Preset and encoding names exist (the encoding through ``depthpe.pe.spec.encoding_pair``, its one
+    validation); the architecture is valid once every field is known."""
+    from ..pe.spec import encoding_pair
 
     if self.preset is not None and self.preset not in PRESETS:
         raise ValueError(f"model.preset: unknown preset {self.preset!r} (choose from {sorted(PRESETS)})")
-    names = sorted(PRESET_PAIRS)
-    if isinstance(self.global_pe, str) and self.global_pe != MISSING and self.global_pe not in names:
-        hint = did_you_mean(str(self.global_pe), names)
-        raise ValueError(f"model.global_pe: unknown encoding {self.global_pe!r} ({hint + ' ' if hint else ''}"
-                         f"choose from {names}, or a pair {{qk: NAME, vo: NAME}})")
     if self.global_pe != MISSING:
         try:
             encoding_pair(self.global_pe)
@@ -262,15 +242,44 @@ def _check_model_section(self) -> None:
         self.model_config()  # validates the architecture (DepthModelConfig.validate)
 
 
-# Generated from DepthModelConfig so that the model's fields are defined once.
-ModelSection = dataclasses.make_dataclass(
-    "ModelSection", _model_section_fields(),
-    namespace={"model_config": _model_config, "__post_init__": _check_model_section, "__doc__": (
-        "The ``model`` section: ``preset`` (``tiny``, ``vggt-1b``; null = DepthModelConfig defaults) "
-        "supplies every field not given; ``init_from`` is a VGGT-format checkpoint to start from (a Hub id "
-        "such as facebook/VGGT-1B or a local .safetensors/.pt file); the other fields are DepthModelConfig's.")},
-)
-ModelSection.__module__ = __name__
+@dataclass
+class ModelSection:
+    """The ``model`` section: ``preset`` (``tiny``, ``vggt-1b``; null = DepthModelConfig defaults)
+    supplies every field not given; ``init_from`` is a VGGT-format checkpoint to start from (a Hub id
+    such as facebook/VGGT-1B or a local .safetensors/.pt file); the other fields are DepthModelConfig's
+    (see its docstring), each MISSING until a config layer or the preset sets it. The field list is
+    DepthModelConfig's, written out so that a reader sees it; tests/run/test_run_config.py checks that
+    the two stay the same."""
+
+    preset: Optional[str] = "tiny"
+    init_from: Optional[str] = None
+    backbone: str = MISSING
+    backbone_blocks: int | None = MISSING
+    pretrained: bool = MISSING
+    backbone_weights: str | None = MISSING
+    patch_size: int = MISSING
+    train_backbone: bool = MISSING
+    embed_dim: int = MISSING
+    num_blocks: int = MISSING
+    num_heads: int = MISSING
+    mlp_ratio: float = MISSING
+    num_register_tokens: int = MISSING
+    layerscale_init: float = MISSING
+    global_pe: Any = MISSING
+    pe_options: dict[str, Any] = MISSING
+    plucker: bool = MISSING
+    head_features: int = MISSING
+    head_out_channels: list[int] = MISSING
+    head_layers: list[int] = MISSING
+    gradient_checkpointing: bool = MISSING
+
+    def __post_init__(self):
+        _check_model_section(self)
+
+    def model_config(self) -> DepthModelConfig:
+        """The ``DepthModelConfig`` of this section (``preset`` and ``init_from`` are not architecture)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(DepthModelConfig)}
+        return DepthModelConfig.from_dict(values)
 
 
 @dataclass

@@ -99,7 +99,7 @@ def train(cfg: RunConfig, *, resume: str | None = None, overwrite: bool = False,
     checkpoint to resume from when another process of the run is gone. A full disk
     (``NoSpaceError``) or data without a usable sample (``NoUsableSampleError``) ends the progress
     bar and writes the error line to train.log before it is raised."""
-    from ..data.datasets import NoUsableSampleError
+    from depthpe.loader.datasets import NoUsableSampleError
 
     hooks = Callbacks([*builtin_callbacks(), *(callbacks or [])])
     checked = preflight(cfg, resume, overwrite=overwrite, allow_changes=tuple(allow_config_change))
@@ -205,7 +205,7 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     restore events and ``on_run_start``."""
     from tqdm.auto import tqdm
 
-    from ..data.loaders import build_train_loader
+    from depthpe.loader.loaders import build_train_loader
 
     from accelerate.utils import broadcast_object_list
 
@@ -258,14 +258,14 @@ def validate(run: Run) -> dict | None:
     loss terms of training, on the scenes and views of the run's validation manifest once it exists;
     the main process logs the table, sends scalars and panels to the trackers, writes the manifest
     (first time), val_summary.json and a val_history.jsonl line per dataset. Returns the summary."""
-    from ..evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from ..evaluation.heldout import HeldOutProtocol, InputSize, ViewDraw, resolve_held_out
     from ..evaluation.loop import EvalOptions, evaluate
     from ..evaluation.outputs import format_summary
 
     cfg, step, accelerator = run.cfg, run.state.step, run.accelerator
     manifest = read_val_manifest(cfg)
-    protocol = HeldOutProtocol(views=cfg.val.views, seed=cfg.val.seed, max_scenes=cfg.val.max_scenes,
-                               selection=cfg.val.selection, manifest=manifest,
+    protocol = HeldOutProtocol(ViewDraw(cfg.val.views, cfg.val.seed, manifest), max_scenes=cfg.val.max_scenes,
+                               selection=cfg.val.selection,
                                only_scenes=set(manifest) if manifest else None)
     size = InputSize(cfg.val.image_width or cfg.data.image_width, scale_reference=cfg.data.scale_reference)
     held_out = resolve_held_out(cfg.val.sources, protocol, size)

@@ -2,7 +2,7 @@
 `depthpe convert colmap` read (docs/data.md): for round-trip tests of those converters.
 
 Images are written as lossless PNG ``frame_00000.png``, ... (the scene's decoded images), cameras
-with ``depthpe.data.cameras`` (JSON or a COLMAP text model), depth as ``.npy`` (float32), ``.exr``,
+with ``depthpe.scenes.cameras`` (JSON or a COLMAP text model), depth as ``.npy`` (float32), ``.exr``,
 16-bit ``.png`` (value = depth * depth_scale, rounded) or COLMAP ``.geometric.bin`` maps.
 """
 
@@ -22,7 +22,7 @@ __all__ = ["read_scene_frames", "scene_cameras", "write_images", "write_depth", 
 def read_scene_frames(scene_path: str | Path) -> dict:
     """All frames of a scene file: images (N, H, W, 3) uint8, depth (N, H, W) float32 (0 where
     invalid), K (N, 3, 3), w2c (N, 3, 4) float64, names (``frame_00000.png``, ...)."""
-    from ..data.format.scene_file import SceneReader
+    from depthpe.scenes.format.scene_file import SceneReader
 
     with SceneReader(scene_path) as reader:
         frames = [reader.read_frame(i) for i in range(reader.num_frames)]
@@ -37,7 +37,7 @@ def read_scene_frames(scene_path: str | Path) -> dict:
 
 def scene_cameras(sc: dict, prefix: str = "") -> list:
     """``FrameCamera``s (with the image size) of ``read_scene_frames``' result, named ``prefix + name``."""
-    from ..data.cameras import FrameCamera
+    from depthpe.scenes.cameras import FrameCamera
 
     _, H, W = sc["depth"].shape
     return [FrameCamera(prefix + name, K, w2c, W, H) for name, K, w2c in zip(sc["names"], sc["K"], sc["w2c"])]
@@ -68,7 +68,7 @@ def export_capture(scene_path: str | Path, out: str | Path, *, depth_format: str
                    cameras: str = "json", depth_scale: float = 1000.0) -> Path:
     """Write ``scene_path`` as ``out/{images/, depth/, cameras.json | sparse/0/}`` (the ``folder``
     layout); ``cameras``: "json" or "colmap" (a text model in sparse/0). Returns ``out``."""
-    from ..data.cameras import write_colmap_text, write_json_cameras
+    from depthpe.scenes.cameras import write_colmap_text, write_json_cameras
 
     out = Path(out)
     sc = read_scene_frames(scene_path)
@@ -86,8 +86,8 @@ def export_capture(scene_path: str | Path, out: str | Path, *, depth_format: str
 def export_colmap_workspace(scene_path: str | Path, out: str | Path) -> Path:
     """Write ``scene_path`` as a COLMAP dense workspace: ``out/images/``, ``out/sparse/`` (text
     model) and ``out/stereo/depth_maps/<image>.geometric.bin``. Returns ``out``."""
-    from ..data.convert.colmap import write_colmap_depth
-    from ..data.cameras import write_colmap_text
+    from depthpe.scenes.convert.colmap import write_colmap_depth
+    from depthpe.scenes.cameras import write_colmap_text
 
     out = Path(out)
     sc = read_scene_frames(scene_path)

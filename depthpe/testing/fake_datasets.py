@@ -1,7 +1,7 @@
 """Tiny fake raw datasets in each native layout, made from procedural scenes with known cameras.
 
 Used by the converter tests and ``depthpe bench convert``. Each writer takes scenes from
-``depthpe.data.synth.generate_scene`` (images (V, H, W, 3) uint8 RGB, depth (V, H, W) z-depth with 0
+``depthpe.scenes.synth.generate_scene`` (images (V, H, W, 3) uint8 RGB, depth (V, H, W) z-depth with 0
 where a ray escapes, K (V, 3, 3) OpenCV, w2c (V, 3, 4) OpenCV) and writes them exactly the way the
 real dataset stores them (docs/data.md), including each dataset's traps: CO3D float16 bits
 in uint16 PNGs with a scale_adjustment, depth masks, PyTorch3D row-vector cameras and NDC
@@ -60,14 +60,14 @@ class FakeScene:
 
 def make_scenes(count: int, views: int = 5, height: int = 48, width: int = 64, seed: int = 0) -> list[dict]:
     """``count`` procedural scenes (``generate_scene`` with seeds seed, seed+1, ...)."""
-    from ..data.synth import generate_scene
+    from depthpe.scenes.synth import generate_scene
 
     return [generate_scene(seed + i, views, height, width) for i in range(count)]
 
 
 def with_shared_intrinsics(scene: dict) -> dict:
     """The scene re-rendered with view 0's intrinsics for every view (datasets with one K per scene)."""
-    from ..data.synth import render_views
+    from depthpe.scenes.synth import render_views
 
     V, H, W = scene["depth"].shape
     K = np.repeat(np.asarray(scene["K"][:1], np.float64), V, axis=0)
@@ -399,9 +399,9 @@ def compare_to_ground_truth(path: str | Path, fake: FakeScene) -> dict:
     """
     import torch
 
-    from ..data.convert.common import scale_intrinsics
-    from ..data.format.scene_file import SceneReader
-    from ..data.synth import surface_distance
+    from depthpe.scenes.convert.common import scale_intrinsics
+    from depthpe.scenes.format.scene_file import SceneReader
+    from depthpe.scenes.synth import surface_distance
     from ..geometry import unproject_depth
 
     gt = fake.gt

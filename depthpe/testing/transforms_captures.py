@@ -2,9 +2,9 @@
 (MapAnything's WorldAI format), the layouts ``depthpe convert folder`` and ``depthpe convert wai``
 read (docs/data.md): fixtures from synthetic geometry with known cameras and depth.
 
-``scene`` is a depthpe scene file (``depthpe synth``) or a ``depthpe.data.synth.generate_scene``
+``scene`` is a depthpe scene file (``depthpe synth``) or a ``depthpe.scenes.synth.generate_scene``
 dict. Images are lossless PNGs ``frame_00000.png``, ...; cameras go through
-``depthpe.data.transforms_json.write_transforms_json`` (camera-to-world, half-pixel principal
+``depthpe.scenes.transforms_json.write_transforms_json`` (camera-to-world, half-pixel principal
 point). ``convention`` is the camera axes the matrices are written in, ``label`` what the file's
 ``camera_convention`` says: a label that differs from the matrices makes the deliberately wrong
 fixture that ``depthpe check`` must fail after conversion.
@@ -56,7 +56,7 @@ def export_transforms_capture(scene, out: str | Path, *, convention: str = "open
     ``integer_depth_scale``. ``label``: the ``camera_convention`` field (None: omitted, as
     nerfstudio writes it, which means OpenGL).
     """
-    from ..data.transforms_json import write_transforms_json
+    from depthpe.scenes.transforms_json import write_transforms_json
 
     out = Path(out)
     sc = scene_frames(scene)
@@ -87,7 +87,7 @@ def write_wai_scene(root: str | Path, scene, name: str = "scene_000", *, convent
     ``convention``; None: no such field), the ``image`` and ``depth`` frame modalities and, when
     given, ``scale_type`` ("metric"). Depth is one-channel half-float EXR, as WAI stores it.
     """
-    from ..data.transforms_json import write_transforms_json
+    from depthpe.scenes.transforms_json import write_transforms_json
 
     folder = Path(root) / name
     sc = scene_frames(scene)

@@ -8,7 +8,7 @@ import numpy as np
 
 from depthpe.bench.data import raw_decode_rate, stored_images, write_bench_scenes
 from depthpe.cli import main
-from depthpe.data.format.scene_file import SceneReader, read_index
+from depthpe.scenes.format.scene_file import SceneReader, read_index
 from tests.helpers.tables import table_rows
 
 
@@ -55,7 +55,7 @@ def test_bench_data_on_written_jpeg_scenes_reports_per_worker_and_raw_rates(tmp_
 
 def test_written_scenes_store_depth_with_the_chosen_codec(tmp_path):
     from depthpe.bench import data as bench_data
-    from depthpe.data.format import scene_file
+    from depthpe.scenes.format import scene_file
 
     # the CLI's choices (depth_codecs: no h5py import to build a parser) each have an HDF5 filter
     assert bench_data.DEPTH_COMPRESSIONS == scene_file.DEPTH_COMPRESSIONS

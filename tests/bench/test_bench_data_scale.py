@@ -11,7 +11,7 @@ import pytest
 from depthpe.bench.data_scale import (build_root, build_seed_scenes, measure_throughput, measure_val_draw,
                                       process_memory)
 from depthpe.cli import main
-from depthpe.data.format.scene_file import read_index
+from depthpe.scenes.format.scene_file import read_index
 
 TINY = ["--seed-scenes", "2", "--views", "3", "--size", "28", "28"]
 

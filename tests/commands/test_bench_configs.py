@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 
 from depthpe.bench.attention import AttentionSettings
-from depthpe.bench.cameras_only import CamerasOnlySettings
+from depthpe.studies.geometry.cameras_only import CamerasOnlySettings
 from depthpe.bench.convert import ConvertSettings
 from depthpe.bench.data import DataSettings
 from depthpe.bench.data_scale import DataScaleSettings
@@ -23,7 +23,8 @@ from depthpe.bench.rehearsal import RehearsalSettings
 from depthpe.bench.settings import BenchedRun
 from depthpe.bench.synth import SynthSettings
 from depthpe.bench.train import TrainSettings
-from depthpe.commands.bench import BENCHMARKS
+from depthpe.commands.bench import BENCHMARKS, STUDY_ALIASES
+from depthpe.commands.study import STUDIES
 from depthpe.config.options import REQUIRED, add_plain_options, option
 from tests.helpers.parsers import command_parser, field_default
 
@@ -50,19 +51,32 @@ CASES = {
 # benchmarks with no benchmarked run: their settings are one config dataclass with --config FILE and
 # key=value of its own (``add_options``, as `depthpe eval`)
 # name -> (settings class, its required options, its positional arguments, a field set by the config file)
-OWN_CONFIG = {"correspondence": ("depthpe.bench.correspondence_config.CorrespondenceConfig", ["--data", "d", "--out", "o"],
+OWN_CONFIG = {"correspondence": ("depthpe.studies.correspondence.config.CorrespondenceConfig", ["--data", "d", "--out", "o"],
                                  [], "steps"),
-              "camera-noise": ("depthpe.bench.camera_noise.CameraNoiseSweepConfig", ["--data", "d", "--out", "o"],
+              "camera-noise": ("depthpe.studies.camera_noise.runner.CameraNoiseSweepConfig", ["--data", "d", "--out", "o"],
                                ["m"], "noise_seed")}
 HIDDEN = {"attention": {"--_memory-child"}, "memory": {"--_measure-child"}}  # flags of their own child processes
 
 
 def _parser(name: str):
+    """The parser of a benchmark (``depthpe bench NAME``) or of a study that was one (``depthpe study NAME``)."""
+    if name in STUDY_ALIASES:
+        return command_parser(STUDIES, name, f"depthpe study {name}")
     return command_parser(BENCHMARKS, name, f"depthpe bench {name}")
 
 
 def test_every_benchmark_is_covered():
-    assert set(CASES) | set(OWN_CONFIG) == set(BENCHMARKS) and not set(CASES) & set(OWN_CONFIG)
+    covered = set(BENCHMARKS) | set(STUDY_ALIASES)
+    assert set(CASES) | set(OWN_CONFIG) == covered and not set(CASES) & set(OWN_CONFIG)
+
+
+def test_a_study_that_was_a_benchmark_still_runs_as_one_and_names_its_new_command(tmp_path, capsys):
+    from depthpe.cli import main
+
+    status = main(["bench", "cameras-only", "--data", str(tmp_path / "missing")])
+    err = capsys.readouterr().err
+    assert "`depthpe study cameras-only`" in err
+    assert status == main(["study", "cameras-only", "--data", str(tmp_path / "missing")]) == 2
 
 
 @pytest.mark.parametrize("name", sorted(OWN_CONFIG))

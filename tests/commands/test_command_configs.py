@@ -13,9 +13,9 @@ from depthpe.analysis.settings import CompareConfig, PlotConfig
 from depthpe.cli import COMMANDS
 from depthpe.config.inference import EvalConfig, PredictConfig
 from depthpe.config.options import config_from_args
-from depthpe.data.convert.options import ConvertConfig
-from depthpe.data.format.check_config import CheckConfig, IndexConfig
-from depthpe.data.synth_config import SynthConfig
+from depthpe.scenes.convert.options import ConvertConfig
+from depthpe.scenes.format.check_config import CheckConfig, IndexConfig
+from depthpe.scenes.synth_config import SynthConfig
 from depthpe.hub.push_config import PushConfig
 from depthpe.rmvd.config import RmvdConfig
 from depthpe.view.config import ViewConfig
@@ -58,8 +58,8 @@ def _parser(name: str):
 
 
 def test_every_command_with_settings_is_covered():
-    # train: its run config; bench, probe: groups (bench NAME: tests/commands/test_bench_configs.py)
-    assert set(CASES) == set(COMMANDS) - {"train", "bench", "probe"}
+    # train: its run config; bench, probe, study: groups (bench NAME, study NAME: tests/commands/test_bench_configs.py)
+    assert set(CASES) == set(COMMANDS) - {"train", "bench", "probe", "study"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -103,7 +103,7 @@ def test_config_file_options_and_overrides_for_the_generated_commands(tmp_path):
 def test_check_scene_defaults_are_the_command_defaults():
     import inspect
 
-    from depthpe.data.format.check import check_scene
+    from depthpe.scenes.format.check import check_scene
 
     params = inspect.signature(check_scene).parameters
     for field in dataclasses.fields(CheckConfig):

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from depthpe.config import ConfigError
-from depthpe.data.convert.options import ConvertConfig, ConvertOptions
+from depthpe.scenes.convert.options import ConvertConfig, ConvertOptions
 from depthpe.config.inference import EvalConfig, PredictConfig
 from depthpe.config.options import REQUIRED, add_options, config_from_args, flag_of
 from depthpe.run.schema import ValConfig

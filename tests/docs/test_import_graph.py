@@ -138,3 +138,36 @@ def test_imports_go_down_the_documented_layers():
     upward = sorted(f"{a} (layer {layer_of(a, layers)}) imports {b} (layer {layer_of(b, layers)})"
                     for a, targets in graph.items() for b in targets if layer_of(b, layers) > layer_of(a, layers))
     assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
+
+
+def test_at_most_six_layers_and_each_folder_in_exactly_one():
+    layers = documented_layers()
+    assert max(layers.values()) <= 6 and set(layers.values()) == set(range(1, max(layers.values()) + 1))
+    too_deep = sorted(name for name in layers if name.count(".") > 1)
+    assert not too_deep, f"the layer table splits a folder over layers: {too_deep}"
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    unplaced = sorted(f for f in folders if f"depthpe.{f}" not in layers)
+    assert not unplaced, f"folders without a layer: {unplaced}"
+
+
+def _imports_between(graph: dict[str, set[str]], source: str, target: str) -> list[str]:
+    return sorted(f"{a} imports {b}" for a, targets in graph.items() if a.startswith(source + ".") or a == source
+                  for b in targets if b == target or b.startswith(target + "."))
+
+
+def test_the_loader_reads_scene_files_through_one_public_module():
+    graph = import_graph()
+    through_api = [line for line in _imports_between(graph, "depthpe.loader", "depthpe.scenes")
+                   if not line.endswith(("depthpe.scenes.api", " depthpe.scenes"))]
+    assert not through_api, "the loader imports scenes internals:\n" + "\n".join(through_api)
+    assert _imports_between(graph, "depthpe.loader", "depthpe.scenes.api"), "the check sees no loader import at all"
+    assert not _imports_between(graph, "depthpe.scenes", "depthpe.loader")
+
+
+def test_model_and_loader_and_commands_walls():
+    graph = import_graph()
+    assert not _imports_between(graph, "depthpe.model", "depthpe.loader")
+    assert not _imports_between(graph, "depthpe.loader", "depthpe.model")
+    for package in ("depthpe.bench", "depthpe.studies"):
+        assert not _imports_between(graph, package, "depthpe.commands"), package
+        assert not _imports_between(graph, package, "depthpe.cli"), package

@@ -152,7 +152,7 @@ def test_matches_one_process_with_the_same_global_batch(two_procs, synth_root, t
 
 def _views_per_step(out: Path) -> list[int]:
     """S of each step of the run (the batch shape is a function of (seed, step) only)."""
-    from depthpe.data.sampling import batch_shape
+    from depthpe.loader.sampling import batch_shape
     from depthpe.run import load_run_config
 
     cfg = load_run_config(out / "config.yaml")

@@ -110,7 +110,7 @@ def _concat(parts: list[dict]) -> dict:
 def _batches(cfg, rank: int, world: int, whole: bool):
     """This process's micro-batches as depthpe's loader draws them, or (``whole``) the global batch
     of a 2-process run: both ranks' batches of each step concatenated."""
-    from depthpe.data.loaders import build_train_loader
+    from depthpe.loader.loaders import build_train_loader
 
     def loader(r, w):
         return build_train_loader(cfg.data, seed=cfg.seed, rank=r, world_size=w, num_workers=0,

@@ -14,7 +14,7 @@ import h5py
 import pytest
 
 from depthpe.cli import main
-from depthpe.data.format.scene_file import SceneReader, read_index
+from depthpe.scenes.format.scene_file import SceneReader, read_index
 from depthpe.files import safe_component
 from depthpe.testing.captures import export_capture, export_colmap_workspace
 from depthpe.testing.fake_datasets import make_scenes, write_fake_co3d, write_fake_megasynth, write_fake_wildrgbd

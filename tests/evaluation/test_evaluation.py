@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
 from depthpe.evaluation.loop import EvalOptions, evaluate
 from depthpe.evaluation.protocol import discover_sources
 from depthpe.eval import main
@@ -53,7 +53,7 @@ def test_perfect_prediction_scores_zero(synth_root):
         def forward(self, images, K, w2c):
             return {"depth": self.gt}
 
-    from depthpe.data.datasets import SceneEvalDataset
+    from depthpe.loader.datasets import SceneEvalDataset
 
     sources = discover_sources(synth_root, "val")
     ds = SceneEvalDataset(sources, views=3, image_width=42)
@@ -65,7 +65,7 @@ def test_perfect_prediction_scores_zero(synth_root):
         return {"depth": next(calls)}
 
     oracle.forward = forward
-    result = evaluate(oracle, resolve_held_out(sources, HeldOutProtocol(views=3), InputSize(42)), EvalOptions(progress=False))
+    result = evaluate(oracle, resolve_held_out(sources, HeldOutProtocol(ViewDraw(3)), InputSize(42)), EvalOptions(progress=False))
     native = result.summary["synth"]["native"]
     assert native["abs_rel"] == pytest.approx(0, abs=1e-7) and native["delta1"] == 1.0
     assert result.summary["synth"]["global_constant"]["abs_rel"] > 0.05
@@ -122,7 +122,7 @@ def test_unusable_scene_is_reported_not_fatal(synth_root, saved_model, tmp_path)
     from depthpe.model import DepthModel
 
     result = evaluate(DepthModel.from_pretrained(saved_model),
-                      resolve_held_out(discover_sources(root, "val"), HeldOutProtocol(views=3), InputSize(42)))
+                      resolve_held_out(discover_sources(root, "val"), HeldOutProtocol(ViewDraw(3)), InputSize(42)))
     assert [f["scene"] for f in result.failures] == ["synth/val_000001"]
     assert result.summary["synth"]["native"]["n_scenes"] == 1
 

@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from depthpe.data.format.scene_file import write_index
+from depthpe.scenes.format.scene_file import write_index
 from depthpe.eval import main
 
 ARGS = ["--image-width", "42", "--panels", "0", "--num-workers", "0", "--cpu"]
@@ -168,8 +168,8 @@ def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):
     values only, also when scenes and images are skipped."""
     import torch
 
-    from depthpe.data.config import SourceConfig
-    from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from depthpe.loader.config import SourceConfig
+    from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
     from depthpe.evaluation.loop import EvalOptions, evaluate
     from depthpe.evaluation.outputs import format_summary
     from depthpe.model import DepthModel
@@ -181,7 +181,7 @@ def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):
     _set_depth(root / "synth" / "val" / "val_000001.h5", [1, 2, 3], 1)
     torch.manual_seed(0)
     model = DepthModel(RunConfig.from_dict({"model": dict(MICRO_MODEL)}).model_config())
-    held_out = resolve_held_out([SourceConfig(name="synth", root=str(root), split="val")], HeldOutProtocol(views=4),
+    held_out = resolve_held_out([SourceConfig(name="synth", root=str(root), split="val")], HeldOutProtocol(ViewDraw(4)),
                                 InputSize(42))
     result = evaluate(model, held_out, EvalOptions(progress=False, loss_fn=lambda *a: {"l1": float("nan"), "grad": 0.5}))
 

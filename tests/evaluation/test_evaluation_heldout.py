@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
 from depthpe.evaluation.protocol import discover_sources
 from tests.helpers.training import MICRO_MODEL
 
@@ -21,7 +21,7 @@ VIEWS, WIDTH = 3, 28
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """Two datasets of the val split: synth (5 scenes of 4 frames) and more (3 scenes of 5 frames)."""
-    from depthpe.data.synth import write_synth_dataset
+    from depthpe.scenes.synth import write_synth_dataset
 
     root = tmp_path_factory.mktemp("data")
     for name, scenes, views in (("synth", 5, 4), ("more", 3, 5)):
@@ -62,12 +62,12 @@ def _counting(monkeypatch, module_path: str, name: str) -> list:
 
 
 def test_eval_reads_each_index_and_the_training_inputs_once(data, model_dir, tmp_path, monkeypatch):
-    import depthpe.data.format.scene_file  # noqa: F401
+    import depthpe.scenes.format.scene_file  # noqa: F401
     import depthpe.evaluation.command  # noqa: F401 (its imports bind the readers first)
     import depthpe.model.training_inputs  # noqa: F401
     from depthpe.eval import main
 
-    indexes = _counting(monkeypatch, "depthpe.data.format.scene_file", "read_index")
+    indexes = _counting(monkeypatch, "depthpe.scenes.format.scene_file", "read_index")
     inputs = _counting(monkeypatch, "depthpe.model.training_inputs", "read_training_inputs")
     assert main(["--model", str(model_dir), "--data", str(data), "--out", str(tmp_path / "eval"), "--views", "3",
                  "--scenes", "2", "--panels", "1", "--num-workers", "0", "--cpu"]) == 0
@@ -78,7 +78,7 @@ def test_eval_reads_each_index_and_the_training_inputs_once(data, model_dir, tmp
 
 def _held_out(data):
     return resolve_held_out(discover_sources(data, "val"),
-                            HeldOutProtocol(views=VIEWS, seed=3, max_scenes=2, selection="random"),
+                            HeldOutProtocol(ViewDraw(VIEWS, 3), max_scenes=2, selection="random"),
                             InputSize(WIDTH, scale_reference="all"))
 
 
@@ -109,7 +109,7 @@ def test_resolving_draws_per_source_and_fixes_the_input_size(data):
     assert (dataset.image_width, dataset.scale_reference, dataset.views) == (WIDTH, "all", VIEWS)
     assert _held_out(data) == held_out  # the same draw every time
     other_seed = resolve_held_out(discover_sources(data, "val"),
-                                  HeldOutProtocol(views=VIEWS, seed=4, max_scenes=2, selection="random"))
+                                  HeldOutProtocol(ViewDraw(VIEWS, 4), max_scenes=2, selection="random"))
     assert {s.source.name: s.index for s in other_seed.sources} == {s.source.name: s.index for s in held_out.sources}
 
 
@@ -176,3 +176,22 @@ def test_a_scene_record_keeps_the_json_line_format():
     again = SceneRecord.from_json(line)
     assert again.to_json() == line and again.panel_image is None
     assert SceneRecord.from_json(failed.to_json()) == failed
+
+
+def test_the_views_travel_as_one_value_from_the_options_to_the_dataset(tmp_path, data):
+    """--views, --seed and --manifest are declared once (ViewProtocol) and reach the dataset as one
+    ViewDraw, unchanged."""
+    import dataclasses
+
+    from depthpe.config.inference import EvalConfig, ViewProtocol
+    from depthpe.evaluation.heldout import ViewDraw, view_draw
+
+    assert [f.name for f in dataclasses.fields(ViewDraw)] == [f.name for f in dataclasses.fields(ViewProtocol)]
+    assert issubclass(EvalConfig, ViewProtocol)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"scenes": {"synth/a": [0, 2, 4]}}')
+    draw = view_draw(ViewProtocol(views=5, seed=7, manifest=str(manifest)))
+    assert (draw.views, draw.seed) == (5, 7) and draw.manifest == {"synth/a": [0, 2, 4]}
+    held_out = resolve_held_out(discover_sources(data, "val"), HeldOutProtocol(ViewDraw(3, 2)), InputSize(28))
+    dataset = held_out.dataset()
+    assert held_out.draw == ViewDraw(3, 2) and (dataset.views, dataset.seed) == (3, 2)

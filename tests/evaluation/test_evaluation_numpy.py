@@ -6,8 +6,8 @@ the AbsRel that NumPy computes for it (per image, then per scene, then over scen
 import numpy as np
 import pytest
 
-from depthpe.data.datasets import SceneEvalDataset
-from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+from depthpe.loader.datasets import SceneEvalDataset
+from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
 from depthpe.evaluation.loop import EvalOptions, evaluate
 from depthpe.evaluation.protocol import discover_sources
 from tests.helpers.models import GroundTruthModel
@@ -25,7 +25,7 @@ def scenes(synth_root):
 
 
 def _evaluate(model, sources):
-    return evaluate(model, resolve_held_out(sources, HeldOutProtocol(views=VIEWS), InputSize(WIDTH)),
+    return evaluate(model, resolve_held_out(sources, HeldOutProtocol(ViewDraw(VIEWS)), InputSize(WIDTH)),
                     EvalOptions(progress=False))
 
 

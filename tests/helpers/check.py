@@ -3,7 +3,7 @@
 import argparse
 
 from depthpe.commands import check as check_cmd
-from depthpe.data.format.scene_file import write_scene
+from depthpe.scenes.format.scene_file import write_scene
 from tests.helpers.scenes import plane_scene
 
 

@@ -9,9 +9,9 @@ import torch
 
 import depthpe
 from depthpe.evaluation import loop as evaluation
-from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
 from depthpe.cli import main
-from depthpe.data.config import SourceConfig
+from depthpe.loader.config import SourceConfig
 from depthpe.geometry import DegenerateSceneError
 from depthpe.model import DepthModel
 from depthpe.model.training_inputs import read_training_inputs
@@ -51,7 +51,7 @@ def test_evaluation_goes_through_predict_depth(model_dir, synth_root, monkeypatc
     monkeypatch.setattr(evaluation, "predict_depth", recording)
     model = DepthModel.from_pretrained(model_dir).eval()
     held_out = resolve_held_out([SourceConfig(name="synth", root=str(synth_root), split="val")],
-                                HeldOutProtocol(views=3, max_scenes=1), InputSize(42))
+                                HeldOutProtocol(ViewDraw(3), max_scenes=1), InputSize(42))
     result = evaluation.evaluate(model, held_out, evaluation.EvalOptions(progress=False))
     assert len(calls) == 1 and result.summary["synth"]["native"]["n_scenes"] == 1
     (_, images, K, w2c), kwargs, out = calls[0]

@@ -124,7 +124,7 @@ def test_config_unknown_field_and_preset():
         DepthModelConfig.from_dict({"embed_dimm": 3})
     with pytest.raises(ConfigError, match="unknown model preset"):
         DepthModelConfig.from_preset("huge")
-    with pytest.raises(ValueError, match="unknown positional encoding 'nope'.*valid pairs"):
+    with pytest.raises(ValueError, match="unknown encoding 'nope'.*valid pairs"):
         DepthModel(tiny_config(global_pe="nope"))
     with pytest.raises(ConfigError, match="pair .qk: KRt, vo: p2d. is not accepted.*valid pairs"):
         tiny_config(global_pe={"qk": "KRt", "vo": "p2d"})

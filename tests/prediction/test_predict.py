@@ -13,8 +13,8 @@ import torch
 import depthpe
 from depthpe.cli import main
 from depthpe.config import ConfigError
-from depthpe.data.synth import camera_rays, cast_rays
-from depthpe.data.cameras import FrameCamera
+from depthpe.scenes.synth import camera_rays, cast_rays
+from depthpe.scenes.cameras import FrameCamera
 from depthpe.prediction.files import read_depth_png, read_ply
 from depthpe.prediction.result import fuse_points
 from depthpe.model import DepthModel
@@ -67,7 +67,7 @@ def ground_truth_forward(scene, frames):
     """A stand-in for DepthModel.forward returning the scene's true depth in the normalized unit of
     each prediction: views are recognised by their input image; the reference is view 0 and the
     scale is the mean distance of the other camera centres to it (docs/conventions.md)."""
-    from depthpe.data.synth import render_views
+    from depthpe.scenes.synth import render_views
 
     lookup = {f.image.tobytes(): i for i, f in enumerate(frames)}
 
@@ -164,7 +164,7 @@ def test_plan_views():
 
 def test_bf16_and_scene_file_cameras(model_dir, inputs, scene, tmp_path):
     """bf16 autocast runs and stays close to fp32; a scene file serves as the camera source."""
-    from depthpe.data.format.scene_file import write_scene
+    from depthpe.scenes.format.scene_file import write_scene
 
     write_scene(tmp_path / "s.h5", images=scene["images"], depth=scene["depth"], K=scene["K"], w2c=scene["w2c"],
                 dataset="t", scene_id="s", split="val", metric=False, depth_units="scene", source="test",

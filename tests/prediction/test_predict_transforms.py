@@ -6,8 +6,8 @@ import numpy as np
 
 import depthpe
 from depthpe.cli import main
-from depthpe.data.cameras import FrameCamera
-from depthpe.data.transforms_json import write_transforms_json
+from depthpe.scenes.cameras import FrameCamera
+from depthpe.scenes.transforms_json import write_transforms_json
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
 from tests.fixtures.prediction import H, VIEWS, W
 from tests.helpers.training import micro_model

@@ -44,7 +44,7 @@ def test_scoring_predictions_does_not_replace_a_model_runs_outputs(tmp_path, cap
     assert _hash(out) == before
     # S9: nor does an evaluation or the correspondence benchmark write into it
     for argv in (["eval", "--model", str(rmvd_micro_model), "--data", str(synth_root), "--out", str(out), "--cpu"],
-                 ["bench", "correspondence", "--data", str(synth_root), "--out", str(out)]):
+                 ["study", "correspondence", "--data", str(synth_root), "--out", str(out)]):
         assert main(argv) == 2 and "holds the outputs of depthpe rmvd --model" in capsys.readouterr().err
     assert _hash(out) == before
 

@@ -283,7 +283,7 @@ def _break(split_dir: Path, good: Path, kind: str) -> Path:
 
 def _add_broken(split_dir: Path, kinds, split: str) -> None:
     """Write one broken copy of the split's first scene per kind and list them all in its index."""
-    from depthpe.data.format.scene_file import read_index, write_index
+    from depthpe.scenes.format.scene_file import read_index, write_index
 
     entries = read_index(split_dir)
     good = split_dir / entries[0]["path"]
@@ -296,7 +296,7 @@ def _add_broken(split_dir: Path, kinds, split: str) -> None:
 @pytest.fixture(scope="module")
 def bad_root(tmp_path_factory):
     """synth/train with 3 good scenes and one scene of each kind in BAD, all listed in index.json."""
-    from depthpe.data.synth import write_synth_dataset
+    from depthpe.scenes.synth import write_synth_dataset
 
     root = tmp_path_factory.mktemp("bad")
     write_synth_dataset(root, train_scenes=3, val_scenes=1, views=4, height=56, width=56, seed=0, progress=False)
@@ -307,8 +307,8 @@ def bad_root(tmp_path_factory):
 def _replay_skips(cfg, bad=BAD) -> tuple[int, set[str]]:
     """Skipped draws and distinct bad files of a 1-process run, replayed from the deterministic
     sampler and redraw rule: each draw of a sample that lands on a bad scene is skipped."""
-    from depthpe.data.datasets import MultiViewDataset
-    from depthpe.data.sampling import DynamicBatchSampler
+    from depthpe.loader.datasets import MultiViewDataset
+    from depthpe.loader.sampling import DynamicBatchSampler
 
     ds = MultiViewDataset(cfg.data)
     sampler = DynamicBatchSampler(cfg.data, ds.scene_counts, seed=cfg.seed, num_steps=cfg.train.steps)
@@ -357,7 +357,7 @@ CAMERA_BAD = ("zero_focal", "bad_rotation", "far_principal_point")
 def camera_root(tmp_path_factory):
     """synth/train (3 good scenes) and synth/val (1 good scene), each with one scene per invalid
     camera kind in CAMERA_BAD (finite values the model's input check or the geometry would choke on)."""
-    from depthpe.data.synth import write_synth_dataset
+    from depthpe.scenes.synth import write_synth_dataset
 
     root = tmp_path_factory.mktemp("cameras")
     write_synth_dataset(root, train_scenes=3, val_scenes=1, views=4, height=56, width=56, seed=0, progress=False)
@@ -367,7 +367,7 @@ def camera_root(tmp_path_factory):
 
 
 def test_invalid_cameras_make_a_file_unusable_in_training_and_evaluation(camera_root, tmp_path, capsys):
-    from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
     from depthpe.evaluation.loop import evaluate
     from depthpe.evaluation.protocol import discover_sources
     from depthpe.model import DepthModel
@@ -394,7 +394,7 @@ def test_invalid_cameras_make_a_file_unusable_in_training_and_evaluation(camera_
     assert "principal point far outside the image in 1 frame(s), first frame 3" in reasons["far_principal_point"]
 
     with pytest.warns(UserWarning, match="skipping unusable scene file"):
-        held_out = resolve_held_out(discover_sources(camera_root, "val"), HeldOutProtocol(views=3), InputSize(42))
+        held_out = resolve_held_out(discover_sources(camera_root, "val"), HeldOutProtocol(ViewDraw(3)), InputSize(42))
         result = evaluate(DepthModel.from_pretrained(final), held_out)
     failures = {f["scene"]: f["error"] for f in result.failures}
     assert sorted(failures) == sorted(f"synth/{kind}" for kind in CAMERA_BAD)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from depthpe.data.loaders import build_train_loader
+from depthpe.loader.loaders import build_train_loader
 from depthpe.model import DepthModel
 from depthpe.run.building import compile_blocks, loader_options
 from depthpe.run.checkpoints import find_checkpoint

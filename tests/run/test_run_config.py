@@ -159,3 +159,31 @@ def test_module_entry_points_take_the_same_arguments():
     done = subprocess.run([sys.executable, "-m", "depthpe.eval", "--model", "x", "--data", "/nonexistent", "--out", "o"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().startswith("error: --model x does not exist")
+
+
+def test_the_model_section_lists_exactly_the_model_configs_fields_with_their_types():
+    import dataclasses
+    import typing
+
+    from omegaconf import MISSING
+
+    from depthpe.model.config import DepthModelConfig
+    from depthpe.run.schema import ModelSection
+
+    section, model = dataclasses.fields(ModelSection), dataclasses.fields(DepthModelConfig)
+    assert [f.name for f in section] == ["preset", "init_from"] + [f.name for f in model]
+    hints, model_hints = typing.get_type_hints(ModelSection), typing.get_type_hints(DepthModelConfig)
+    assert all(hints[f.name] == model_hints[f.name] for f in model)
+    assert all(f.default == MISSING for f in section[2:])
+
+
+def test_the_encoding_name_is_validated_in_one_place():
+    """Only depthpe.pe.spec.encoding_pair decides what an unknown encoding is; the model config and
+    the run config pass its message on."""
+    from pathlib import Path
+
+    import depthpe
+
+    root = Path(depthpe.__file__).parent
+    sites = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if "unknown encoding" in p.read_text())
+    assert sites == ["pe/spec.py"]

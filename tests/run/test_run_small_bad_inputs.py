@@ -40,7 +40,7 @@ def test_an_interrupted_final_publish_is_completed_by_the_next_start(synth_root,
 
 
 def test_a_source_of_single_frame_scenes_says_scenes_need_two_frames(synth_root, tmp_path, capsys):
-    from depthpe.data.format.scene_file import read_index, write_index
+    from depthpe.scenes.format.scene_file import read_index, write_index
 
     root = tmp_path / "data"
     split = root / "synth" / "train"
@@ -75,9 +75,9 @@ def test_training_data_with_no_readable_scene_is_one_error_line(workers, synth_r
 
 
 def test_a_scene_of_1x1_pixels_fails_check_and_training_skips_and_counts_it(synth_root, tmp_path):
-    from depthpe.data.format.check import check_scene
-    from depthpe.data.format.limits import frame_size_problem
-    from depthpe.data.format.scene_file import write_index, write_scene
+    from depthpe.scenes.format.check import check_scene
+    from depthpe.scenes.format.limits import frame_size_problem
+    from depthpe.scenes.format.scene_file import write_index, write_scene
     from tests.helpers.scenes import plane_scene
 
     split = tmp_path / "data" / "tiny" / "train"
@@ -108,7 +108,7 @@ def test_a_seed_outside_numpys_range_is_a_config_error(seed):
 def test_the_rescaled_k_note_names_the_cameras_size_and_the_images():
     import numpy as np
 
-    from depthpe.data.cameras import FrameCamera
+    from depthpe.scenes.cameras import FrameCamera
     from depthpe.prediction.api import _match_cameras
 
     K = np.array([[50.0, 0, 27.5], [0, 50.0, 27.5], [0, 0, 1]])

@@ -38,7 +38,7 @@ def test_lr_schedule():
 
 
 def test_few_steps_reduce_loss_on_fixed_batch(synth_root):
-    from depthpe.data.loaders import build_train_loader
+    from depthpe.loader.loaders import build_train_loader
     from depthpe.run.losses import depth_loss
     from depthpe.model import DepthModel
 
@@ -434,7 +434,7 @@ def test_validation_manifest_history_and_loss_terms(synth_root, tmp_path):
 
 
 def test_random_scene_selection_is_seeded_per_source(synth_root):
-    from depthpe.data.datasets import SceneEvalDataset
+    from depthpe.loader.datasets import SceneEvalDataset
     from depthpe.evaluation.protocol import scene_indices
 
     ds = SceneEvalDataset([{"name": "synth", "root": str(synth_root), "split": "train"}], views=2, seed=0, image_width=42)
@@ -448,7 +448,7 @@ def test_random_scene_selection_is_seeded_per_source(synth_root):
 
 def test_scale_reference_is_recorded_and_used_by_evaluation(synth_root, tmp_path):
     from depthpe.eval import main as eval_main
-    from depthpe.evaluation.heldout import HeldOutProtocol, InputSize, resolve_held_out
+    from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
     from depthpe.evaluation.loop import evaluate
     from depthpe.evaluation.protocol import discover_sources
     from depthpe.model import DepthModel
@@ -462,7 +462,7 @@ def test_scale_reference_is_recorded_and_used_by_evaluation(synth_root, tmp_path
     doc = json.loads((tmp_path / "e" / "summary.json").read_text())
     assert doc["meta"]["scale_reference"] == "all"
     model, sources = DepthModel.from_pretrained(final), discover_sources(synth_root, "val")
-    ours = evaluate(model, resolve_held_out(sources, HeldOutProtocol(views=3), InputSize(42, 0.5, "all")))
-    others = evaluate(model, resolve_held_out(sources, HeldOutProtocol(views=3), InputSize(42, 0.5)))
+    ours = evaluate(model, resolve_held_out(sources, HeldOutProtocol(ViewDraw(3)), InputSize(42, 0.5, "all")))
+    others = evaluate(model, resolve_held_out(sources, HeldOutProtocol(ViewDraw(3)), InputSize(42, 0.5)))
     value = lambda r: r.summary["synth"]["global_constant"]["value"]  # noqa: E731
     assert value(ours) == pytest.approx(value(others) * 3 / 2, rel=1e-3)  # S / (S - 1) with S = 3 views

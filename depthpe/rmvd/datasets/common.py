@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 
 from ...config import ConfigError
-from ...data.format.image_bytes import ImageBytesError, decode_image_bytes, inspect_image_bytes
+from depthpe.scenes.format.image_bytes import ImageBytesError, decode_image_bytes, inspect_image_bytes
 
 __all__ = ["read_file_bytes", "read_png16", "image_hw", "zero_invalid"]
 

@@ -11,7 +11,7 @@ import numpy as np
 from PIL import Image
 
 from ...config import ConfigError
-from ...data.format.image_bytes import decode_rgb
+from depthpe.scenes.format.image_bytes import decode_rgb
 from .common import read_file_bytes
 
 __all__ = ["read_view_image"]

@@ -1,0 +1,1 @@
+"""The CPU mini-study of every preset encoding (``study.sh``; results in docs/results.md)."""

@@ -1,1 +1,0 @@
-"""Tests of depthpe.data: synthetic data, datasets, sampling, augmentation and loader workers."""

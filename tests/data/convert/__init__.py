@@ -1,1 +1,0 @@
-"""Tests of depthpe.data.convert: `depthpe convert` for each source dataset."""

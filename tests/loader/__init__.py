@@ -1,0 +1,1 @@
+"""Tests of depthpe.loader: datasets, samples, sampling, augmentation, batching and loader workers."""

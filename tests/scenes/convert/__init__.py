@@ -1,0 +1,1 @@
+"""Tests of depthpe.scenes.convert: `depthpe convert` for each source dataset."""

@@ -1,0 +1,1 @@
+"""Tests of depthpe.scenes.format: the scene file format, its index and `depthpe check`."""

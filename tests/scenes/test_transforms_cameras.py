@@ -1,0 +1,99 @@
+"""transforms.json cameras (nerfstudio / instant-ngp) for `depthpe predict --cameras` and
+`depthpe convert folder`: camera-to-world in OpenGL axes becomes OpenCV world-to-camera, proven by
+reprojecting a synthetic scene's depth across views; a fixture with the other axes does not
+reproject; distortion, fisheye models and non-rigid matrices are refused with one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from depthpe.config import ConfigError
+from depthpe.scenes.cameras import read_cameras
+from depthpe.scenes.format.check import pair_disagreement
+from depthpe.testing.transforms_captures import export_transforms_capture, scene_frames
+
+
+@pytest.fixture(scope="module")
+def scene_path(synth_root):
+    return synth_root / "synth" / "train" / "train_000000.h5"
+
+
+def _reprojection(scene_path, cameras) -> tuple[float, float]:
+    """(median relative disagreement, co-visible fraction) of view 0's true depth reprojected into
+    view 1 with ``cameras`` (read from the fixture)."""
+    sc = scene_frames(scene_path)
+    c0, c1 = (cameras[f"images/{name}"] for name in sc["names"][:2])
+    stats = pair_disagreement(sc["depth"][0], c0.K, c0.w2c, sc["depth"][1], c1.K, c1.w2c)
+    return (float(np.median(stats.rel)) if stats.rel.size else math.inf), stats.overlap
+
+
+def test_cameras_read_back_exactly_and_depth_reprojects(scene_path, tmp_path):
+    out = export_transforms_capture(scene_path, tmp_path / "cap")
+    cameras = read_cameras(out / "transforms.json")
+    sc = scene_frames(scene_path)
+    assert sorted(cameras) == [f"images/{n}" for n in sc["names"]]
+    for name, K, w2c in zip(sc["names"], sc["K"], sc["w2c"]):
+        cam = cameras[f"images/{name}"]
+        np.testing.assert_allclose(cam.K, K, atol=1e-9)
+        np.testing.assert_allclose(cam.w2c, w2c, atol=1e-9)
+        assert (cam.width, cam.height) == (56, 56)
+    rel, overlap = _reprojection(scene_path, cameras)
+    assert rel < 2e-3 and overlap > 0.3
+
+
+def test_a_flipped_convention_does_not_reproject(scene_path, tmp_path):
+    wrong = export_transforms_capture(scene_path, tmp_path / "wrong", convention="opencv")  # OpenCV axes, no label
+    rel, overlap = _reprojection(scene_path, read_cameras(wrong / "transforms.json"))
+    assert rel > 0.05 or overlap < 0.05
+    labelled = export_transforms_capture(scene_path, tmp_path / "labelled", convention="opencv", label="opencv")
+    rel, overlap = _reprojection(scene_path, read_cameras(labelled / "transforms.json"))
+    assert rel < 2e-3 and overlap > 0.3  # camera_convention (WAI's field) is honoured
+
+
+def _doc(tmp_path, frame_extra=None, **top):
+    doc = {"fl_x": 30.0, "fl_y": 30.0, "cx": 20.0, "cy": 15.0, "w": 40, "h": 30, **top,
+           "frames": [{"file_path": "./images/a.png", "transform_matrix": np.eye(4).tolist(), **(frame_extra or {})}]}
+    path = tmp_path / "transforms.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_instant_ngp_field_of_view_and_default_centre(tmp_path):
+    path = _doc(tmp_path, fl_x=None, fl_y=None, cx=None, cy=None, camera_angle_x=2 * math.atan(0.5))  # null = absent
+    cam = read_cameras(path)["images/a.png"]  # './' dropped from the name
+    np.testing.assert_allclose(cam.K, [[40.0, 0, 19.5], [0, 40.0, 14.5], [0, 0, 1]])
+    np.testing.assert_allclose(cam.w2c, np.diag([1.0, -1.0, -1.0, 1.0])[:3])  # OpenGL identity c2w
+
+
+@pytest.mark.parametrize("extra,top,message", [
+    ({"k1": 0.1}, {}, "lens distortion (k1=0.1)"),
+    ({}, {"camera_model": "OPENCV_FISHEYE", "k1": 0.0}, "camera_model OPENCV_FISHEYE is not a pinhole camera"),
+    ({}, {"p2": -0.01}, "lens distortion (p2=-0.01)"),
+])
+def test_distortion_and_fisheye_are_refused_with_the_undistortion_step(tmp_path, extra, top, message):
+    with pytest.raises(ConfigError) as err:
+        read_cameras(_doc(tmp_path, extra, **top))
+    line = str(err.value)
+    assert message in line and "colmap image_undistorter" in line and "ns-process-data" in line
+    assert "\n" not in line
+
+
+def test_non_rigid_matrices_and_missing_fields_are_one_line(tmp_path):
+    scaled = np.eye(4)
+    scaled[:3, :3] *= 2
+    cases = [
+        ({"transform_matrix": scaled.tolist()}, {}, "is not a rigid transform"),
+        ({"transform_matrix": [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]}, {}, "last row is"),
+        ({"transform_matrix": [[1, 0, 0], [0, 1, 0]]}, {}, "must be a finite 4x4"),
+        ({"file_path": ""}, {}, 'needs "file_path"'),
+        ({}, {"camera_convention": "blender"}, "camera_convention 'blender' is not one of opencv, opengl"),
+        ({}, {"fl_x": None, "camera_angle_x": None, "w": None}, "no complete intrinsics"),
+    ]
+    for extra, top, message in cases:
+        with pytest.raises(ConfigError, match="transforms.json: .*" + re.escape(message)):
+            read_cameras(_doc(tmp_path, extra, **top))

@@ -1,0 +1,1 @@
+"""Tests of depthpe.studies: the correspondence, camera-noise and geometry studies."""
