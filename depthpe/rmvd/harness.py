@@ -33,7 +33,7 @@ __all__ = ["read_depth", "read_ground_truth", "prediction_path", "confidence_pat
            "score_sample", "score_lists", "summarize", "render_markdown", "write_outputs", "publish", "run_rmvd"]
 
 SCORE_COMMAND = "depthpe rmvd"  # how the output folder's owner names ``depthpe rmvd --predictions``
-CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "abs_rel", "inliers", "scale")
+CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "pred_hw", "abs_rel", "inliers", "scale")
 # Columns a row may carry besides CSV_FIELDS (AUSE with --ause; runtime and peak memory of a --model
 # run), in this order; summarized like AbsRel (mean per dataset, then over datasets).
 OPTIONAL_FIELDS = ("ause", "runtime_ms", "peak_memory_mib")
@@ -89,11 +89,31 @@ def predictions_root(cfg: RmvdConfig, setting: str) -> Path:
     return root / setting if len(cfg.settings) > 1 else root
 
 
+def read_prediction(path: Path, gt_shape: tuple[int, int]) -> np.ndarray:
+    """A predicted depth map (``read_depth``) that can be scored against a GT of ``gt_shape`` (H, W):
+    refused in one line when it has negative values (depth is >= 0; 0 = no prediction) or when its
+    aspect differs from the GT's by more than 1 % (``metrics.aspect_mismatch``: a transposed or
+    cropped map would be stretched onto the keyview)."""
+    depth = read_depth(path, "prediction")
+    negative = int((depth < 0).sum())
+    if negative:
+        raise ConfigError(f"prediction {path} has {negative} negative depth value(s); depth must be >= 0 metres "
+                          "(write 0 where there is no prediction: it is scored as 0.1 m)")
+    off = metrics.aspect_mismatch(depth.shape, gt_shape)
+    if off is not None:
+        raise ConfigError(f"prediction {path} is {depth.shape[0]}x{depth.shape[1]} (HxW) but the keyview's GT is "
+                          f"{gt_shape[0]}x{gt_shape[1]}: aspects differ by {100 * off:.1f} % (at most 1 %); write the "
+                          "depth map at the keyview's aspect (a transposed array?)")
+    return depth
+
+
 def score_views(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None, gt: np.ndarray,
                 setting: str) -> dict:
     """The metrics (``metrics.score_keyview``) of the prediction of ``views`` (None: the one map of
-    the headline or single-view layout) of the sample named ``sample``, read under ``root``."""
-    return metrics.score_keyview(read_depth(prediction_path(root, dataset, sample, views), "prediction"), gt, setting)
+    the headline or single-view layout) of the sample named ``sample``, read under ``root``
+    (``read_prediction``), and its original size ``pred_hw`` ("HxW")."""
+    depth = read_prediction(prediction_path(root, dataset, sample, views), gt.shape)
+    return {**metrics.score_keyview(depth, gt, setting), "pred_hw": f"{depth.shape[0]}x{depth.shape[1]}"}
 
 
 def _keyview_ause(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None, gt: np.ndarray,
@@ -123,7 +143,7 @@ def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample
                                        cfg.max_source_views)
         ordering = cfg.ordering
     row = {"dataset": dataset, "sample": sample.name, "setting": setting, "ordering": ordering,
-           "views": " ".join(map(str, result["views"])), "abs_rel": result["abs_rel"],
+           "views": " ".join(map(str, result["views"])), "pred_hw": result["pred_hw"], "abs_rel": result["abs_rel"],
            "inliers": result["inliers"], "scale": result["scale"]}
     if cfg.ause:
         oracle = setting != "single_view" and cfg.ordering in orderings.ORACLE_ORDERINGS
@@ -232,6 +252,13 @@ def publish(out: str | Path, rows: list[dict], meta: dict | None = None) -> dict
         summary["meta"] = meta
     write_outputs(Path(out), rows, summary)
     print(render_markdown(summary), end="", flush=True)
+    unscored = [r for r in rows if not np.isfinite(r["abs_rel"])]
+    if unscored:
+        first = unscored[0]
+        print(f"warning: {len(unscored)} prediction(s) were not scored (first: {first['setting']} "
+              f"{first['dataset']}/{first['sample']}): no GT pixel, or in a median-aligned setting median(pred) <= 0, "
+              "so no alignment exists; abs_rel and inliers are NaN in per_sample.csv and left out of the means",
+              flush=True)
     return summary
 
 

@@ -42,3 +42,4 @@ def test_a_second_correspondence_run_with_other_settings_does_not_replace_its_re
     assert main(["study", "correspondence", "--data", str(synth_root), "--out", str(out), "--steps", "5"]) == 2
     assert "made with other settings: steps was 3, now 5" in capsys.readouterr().err
     assert _hash(out) == before
+
