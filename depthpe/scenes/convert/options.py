@@ -33,7 +33,8 @@ class ConvertOptions:
     16). split_csv: ARKitScenes split CSV (None = search the download). progress: a progress bar.
     Own captures (``folder``, ``colmap``): cameras: camera source (COLMAP folder or JSON; None =
     searched in the scene folder); depth_scale: 16-bit PNG depth value per camera unit (None = 1000,
-    millimetres with metre cameras); metric: the cameras are in metres. WAI: depth_modality: the
+    millimetres with metre cameras), and of ``.npy`` depth (None: as stored, or nerfstudio's
+    ``depth_unit_scale_factor`` rule in a transforms.json capture: ``folder.npy_factor_of``); metric: the cameras are in metres. WAI: depth_modality: the
     frame modality holding the depth (None = ``depth``).
     """
 
@@ -61,8 +62,9 @@ class ConvertOptions:
     cameras: Optional[str] = option(None, metavar="SOURCE", help="folder, colmap: camera source for every scene "
                                     "(a COLMAP model folder, a cameras JSON or a transforms.json; none: "
                                     "cameras.json, transforms.json or the COLMAP model in the scene folder)")
-    depth_scale: Optional[float] = option(None, metavar="S", help="folder: 16-bit PNG depth value per camera "
-                                          "unit (none: 1000, millimetres with metre cameras)")
+    depth_scale: Optional[float] = option(None, metavar="S", help="folder: depth value per camera unit of 16-bit "
+                                          "PNG (none: 1000, millimetres with metre cameras) and .npy depth (none: as "
+                                          "stored; transforms.json: its depth_unit_scale_factor, else 1e-3)")
     metric: bool = option(False, help="folder, colmap, wai: the cameras and depth are in metres (recorded as "
                           "metric; wai scenes with scale_type metric are anyway)")
     depth_modality: Optional[str] = option(None, metavar="NAME", help="wai: the frame modality holding the depth "
