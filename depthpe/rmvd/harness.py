@@ -24,6 +24,7 @@ import numpy as np
 
 from ..config import ConfigError
 from ..files import atomic_write_bytes, safe_component
+from ..scenes.format.npy_header import npy_claim_problem
 from . import metrics, orderings, sparsification
 from .config import RmvdConfig
 from .datasets.readers import read_native_depth
@@ -41,8 +42,14 @@ OPTIONAL_FIELDS = ("ause", "runtime_ms", "peak_memory_mib")
 
 def read_depth(path: Path, what: str) -> np.ndarray:
     """A depth map (H, W) float64 from ``path`` (``.npy``, (H, W) or (1, H, W), finite, no pickles);
-    a missing or bad file is one ConfigError line naming ``what`` it is."""
+    a missing or bad file is one ConfigError line naming ``what`` it is; a header claiming more than
+    the file holds, or a side above the scene format's largest, is refused before anything is
+    allocated (``npy_claim_problem``)."""
     try:
+        with open(path, "rb") as f:
+            problem = npy_claim_problem(f, Path(path).stat().st_size)
+        if problem:
+            raise ConfigError(f"{what} {path}: {problem[1]}")
         arr = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise ConfigError(f"{what} {path} does not exist (layout: docs/rmvd.md)") from None

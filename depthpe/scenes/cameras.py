@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ConfigError
+from ..files import read_json
 from .format.limits import homogeneous_row_problems, rotation_problems
 from .format.scene_file import SceneFileError, SceneReader
 from .lens import lens_problem
@@ -330,9 +331,9 @@ def read_json_cameras(path: str | os.PathLike) -> dict[str, FrameCamera]:
     transforms.json (frames with ``transform_matrix``: ``transforms_cameras``) (module docstring)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read the cameras JSON ({err})") from err
+        data = read_json(path)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: cannot read the cameras JSON ({err})") from None
     if is_transforms_doc(data):
         return transforms_cameras(parse_transforms(data, path), path)
     frames = data.get("frames") if isinstance(data, dict) else None

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +47,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ConfigError
-from ..files import atomic_write_bytes
-from .format.limits import rotation_problems
+from ..files import atomic_write_bytes, read_json
+from .format.limits import MAX_FRAME_SIDE, rotation_problems
 from .lens import DISTORTION_KEYS, FTHETA_KEYS, LENS_FLAGS, UNDISTORT_HINT, distortion_list, lens_problem
 
 __all__ = [
@@ -156,6 +157,16 @@ def _lens(get, where: str) -> None:
         raise ValueError(f"{where}: {problem}")
 
 
+def _size(value, key: str) -> int:
+    """An image side ``w`` / ``h`` in pixels (0 = not given): a whole number from 1 to ``MAX_FRAME_SIDE``."""
+    value = _number(value, key)
+    if value is None:
+        return 0
+    if not (math.isfinite(value) and value == int(value) and 1 <= value <= MAX_FRAME_SIDE):
+        raise ValueError(f"{key} must be a whole number of pixels from 1 to {MAX_FRAME_SIDE}, got {value:g}")
+    return int(value)
+
+
 def _positive(doc: dict, key: str) -> float | None:
     """``doc[key]`` as a positive finite number, None when absent; ValueError otherwise."""
     value = _number(doc.get(key), key)
@@ -167,9 +178,15 @@ def _positive(doc: dict, key: str) -> float | None:
 def _intrinsics(get, where: str, shift: float = PIXEL_SHIFT) -> tuple[np.ndarray, int, int]:
     """(K (3, 3) OpenCV, width, height) from the keys ``get(key)`` finds (module docstring); ``shift``:
     the file's principal point minus OpenCV's (``PIXEL_SHIFT``, ``WAI_PIXEL_SHIFT``)."""
-    w, h = (int(_number(get(k), k) or 0) for k in ("w", "h"))
+    w, h = (_size(get(k), k) for k in ("w", "h"))
     fx, fy, cx, cy = (_number(get(k), k) for k in ("fl_x", "fl_y", "cx", "cy"))
     angle_x, angle_y = (_number(get(k), k) for k in ("camera_angle_x", "camera_angle_y"))
+    for name, angle in (("camera_angle_x", angle_x), ("camera_angle_y", angle_y)):
+        if angle is not None and not 0 < angle < math.pi:
+            raise ValueError(f"{where}: {name} must be a field of view in radians between 0 and pi, got {angle:g}")
+    for name, value in (("fl_x", fx), ("fl_y", fy), ("cx", cx), ("cy", cy)):
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"{where}: {name} must be a finite number, got {value:g}")
     if fx is None and angle_x is not None and w:
         fx = 0.5 * w / math.tan(0.5 * angle_x)
     if fy is None and angle_y is not None and h:
@@ -185,13 +202,16 @@ def _intrinsics(get, where: str, shift: float = PIXEL_SHIFT) -> tuple[np.ndarray
 
 
 def _frame_name(entry: dict, where: str) -> str:
-    """The frame's ``file_path`` as a '/'-separated name without a leading ``./``."""
+    """The frame's ``file_path`` as a '/'-separated name without a leading ``./``, repeated ``/`` or
+    ``/./`` (so ``images//x.png`` and ``images/x.png`` are one name, caught when listed twice)."""
     name = entry.get("file_path")
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f'{where} needs "file_path" (the image, relative to the file\'s folder)')
-    name = name.replace("\\", "/")
+    name = re.sub(r"/+", "/", name.replace("\\", "/"))  # images//x.png is images/x.png
     while name.startswith("./"):
         name = name[2:]
+    while "/./" in name:
+        name = name.replace("/./", "/")
     return name
 
 
@@ -273,9 +293,9 @@ def read_transforms(path: str | os.PathLike, default_convention: str = "opengl")
     """Read and parse a transforms.json (or WAI scene_meta.json) file: ``parse_transforms``."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read it as JSON ({err})") from err
+        doc = read_json(path)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: cannot read it as JSON ({err})") from None
     return parse_transforms(doc, path, default_convention)
 
 

@@ -28,7 +28,6 @@ distance along the ray; `depthpe check` names that mistake. Split: everything is
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -36,10 +35,10 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from numpy.lib import format as npy_format
 
 from ...files import safe_component
 from ..format.limits import MAX_FRAME_SIDE
+from ..format.npy_header import npy_claim_problem
 from .common import (
     ConvertOptions,
     FrameDropped,
@@ -101,18 +100,13 @@ def check_npy_size(path: Path) -> None:
     (a 100000x100000 header would otherwise make ``np.load`` allocate 37 GB). Raises ``FrameDropped``."""
     try:
         with open(path, "rb") as f:
-            version = npy_format.read_magic(f)
-            read_header = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-            shape, _, dtype = read_header(f)
-            offset = f.tell()
-    except (OSError, ValueError, EOFError) as err:
+            problem = npy_claim_problem(f, path.stat().st_size)
+    except OSError as err:
         raise FrameDropped("unreadable depth") from err
-    if dtype.hasobject:
-        raise FrameDropped("unreadable depth")
-    if any(side > MAX_FRAME_SIDE for side in shape):
-        raise FrameDropped(f"depth larger than {MAX_FRAME_SIDE} pixels on a side")
-    if offset + math.prod(shape) * dtype.itemsize > path.stat().st_size:
-        raise FrameDropped("truncated or corrupt depth")
+    reasons = {"unreadable": "unreadable depth", "too large": f"depth larger than {MAX_FRAME_SIDE} pixels on a side",
+               "truncated": "truncated or corrupt depth"}
+    if problem:
+        raise FrameDropped(reasons[problem[0]])
 
 
 def read_depth_file(path: Path, depth_scale: float | None, npy_factor: float = 1.0) -> np.ndarray:

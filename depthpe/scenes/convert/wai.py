@@ -31,7 +31,6 @@ validation scenes (at most half), the rest train.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -45,6 +44,7 @@ from .common import (
     find_dirs_with,
     read_rgb_image,
 )
+from ...files import read_json
 from .folder import folder_scene_id, npy_factor_of, read_depth_file
 
 __all__ = [
@@ -105,9 +105,9 @@ def _read_meta(scene_dir: Path) -> dict:
         raise SceneSkipped(f"only {DISTORTED_META_FILE}: the images are not undistorted yet; run the wai_processing "
                            "undistort stage (python -m wai_processing.scripts.undistort) first")
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise SceneSkipped(f"{META_FILE}: cannot read it as JSON ({err})") from err
+        meta = read_json(path)
+    except (OSError, ValueError) as err:
+        raise SceneSkipped(f"{META_FILE}: cannot read it as JSON ({err})") from None
     if not isinstance(meta, dict):
         raise SceneSkipped(f"{META_FILE}: not a JSON object")
     return meta
