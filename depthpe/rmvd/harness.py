@@ -96,17 +96,19 @@ def predictions_root(cfg: RmvdConfig, setting: str) -> Path:
     return root / setting if len(cfg.settings) > 1 else root
 
 
-def read_prediction(path: Path, gt_shape: tuple[int, int]) -> np.ndarray:
+def read_prediction(path: Path, gt_shape: tuple[int, int], check_aspect: bool = True) -> np.ndarray:
     """A predicted depth map (``read_depth``) that can be scored against a GT of ``gt_shape`` (H, W):
-    refused in one line when it has negative values (depth is >= 0; 0 = no prediction) or when its
-    aspect differs from the GT's by more than 1 % (``metrics.aspect_mismatch``: a transposed or
-    cropped map would be stretched onto the keyview)."""
+    refused in one line when it has negative values (depth is >= 0; 0 = no prediction) or, with
+    ``check_aspect``, when its aspect differs from the GT's by more than 1 % (``metrics.aspect_mismatch``:
+    a transposed or cropped map would be stretched onto the keyview). ``depthpe rmvd --model`` maps
+    are not checked: they cover the whole keyview, resized to the model's patch-rounded input size
+    with exact K (``views.input_hw``), so resizing them back to the GT is right."""
     depth = read_depth(path, "prediction")
     negative = int((depth < 0).sum())
     if negative:
         raise ConfigError(f"prediction {path} has {negative} negative depth value(s); depth must be >= 0 metres "
                           "(write 0 where there is no prediction: it is scored as 0.1 m)")
-    off = metrics.aspect_mismatch(depth.shape, gt_shape)
+    off = metrics.aspect_mismatch(depth.shape, gt_shape) if check_aspect else None
     if off is not None:
         raise ConfigError(f"prediction {path} is {depth.shape[0]}x{depth.shape[1]} (HxW) but the keyview's GT is "
                           f"{gt_shape[0]}x{gt_shape[1]}: aspects differ by {100 * off:.1f} % (at most 1 %); write the "
@@ -115,11 +117,11 @@ def read_prediction(path: Path, gt_shape: tuple[int, int]) -> np.ndarray:
 
 
 def score_views(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None, gt: np.ndarray,
-                setting: str) -> dict:
+                setting: str, check_aspect: bool = True) -> dict:
     """The metrics (``metrics.score_keyview``) of the prediction of ``views`` (None: the one map of
     the headline or single-view layout) of the sample named ``sample``, read under ``root``
     (``read_prediction``), and its original size ``pred_hw`` ("HxW")."""
-    depth = read_prediction(prediction_path(root, dataset, sample, views), gt.shape)
+    depth = read_prediction(prediction_path(root, dataset, sample, views), gt.shape, check_aspect)
     return {**metrics.score_keyview(depth, gt, setting), "pred_hw": f"{depth.shape[0]}x{depth.shape[1]}"}
 
 
@@ -131,14 +133,15 @@ def _keyview_ause(root: Path, dataset: str, sample: str, views: tuple[int, ...] 
     return sparsification.keyview_ause(depth, conf, gt, setting)
 
 
-def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample, gt: np.ndarray) -> dict:
+def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample, gt: np.ndarray,
+                 check_aspect: bool = True) -> dict:
     """One CSV row of ``sample`` (GT ``gt`` (H, W) metres): its metrics in ``setting`` with the
     views of ``cfg.ordering`` (``keyview_only`` for single_view), the predictions read from
     ``predictions_root(cfg, setting)``; with ``cfg.ause`` also the AUSE of the view set scored."""
     root = predictions_root(cfg, setting)
 
     def score(views):
-        return score_views(root, dataset, sample.name, views, gt, setting)
+        return score_views(root, dataset, sample.name, views, gt, setting, check_aspect)
 
     if setting == "single_view":
         result, ordering = {**score(None), "views": (sample.keyview,)}, "keyview_only"
@@ -158,14 +161,14 @@ def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample
     return row
 
 
-def score_lists(cfg: RmvdConfig, lists: list[SampleList]) -> list[dict]:
+def score_lists(cfg: RmvdConfig, lists: list[SampleList], check_aspect: bool = True) -> list[dict]:
     """The CSV rows of every sample of every list in every setting of ``cfg.settings``: list order,
-    then sample order, then setting order (each GT read once)."""
+    then sample order, then setting order (each GT read once); ``check_aspect``: ``read_prediction``'s."""
     rows = []
     for sl in lists:
         for sample in sl.samples:
             gt = read_ground_truth(sample)
-            rows.extend(score_sample(cfg, setting, sl.dataset, sample, gt) for setting in cfg.settings)
+            rows.extend(score_sample(cfg, setting, sl.dataset, sample, gt, check_aspect) for setting in cfg.settings)
     return rows
 
 
@@ -280,4 +283,14 @@ def run_rmvd(cfg: RmvdConfig) -> dict:
                              difference=rmvd_difference) as folder:
         lists = load_sample_lists(cfg.samples, cfg.data_roots)
         folder.begin(settings_fingerprint(cfg, data_files=data_files_hash(lists)))
-        return publish(cfg.out, score_lists(cfg, lists))
+        return publish(cfg.out, score_lists(cfg, lists, check_aspect=not written_by_a_model_run(cfg.predictions)))
+
+
+def written_by_a_model_run(predictions: str | Path) -> bool:
+    """Whether ``predictions`` is the ``predictions/`` folder of a ``depthpe rmvd --model`` output (its
+    owner's manifest says so): those maps cover the whole keyview at the model's patch-rounded input
+    size (``read_prediction``), so rescoring them skips the aspect check."""
+    from ..output_folder import folder_owner
+
+    folder = Path(predictions)
+    return folder.name == "predictions" and (folder_owner(folder.parent) or {}).get("command") == "depthpe rmvd --model"

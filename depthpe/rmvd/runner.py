@@ -130,7 +130,7 @@ def predict_sample(run: _Run, setting: str, dataset: str, sample: RmvdSample, me
 
         def score(views):
             predict(views)
-            return score_views(root, dataset, sample.name, views, gt, setting)
+            return score_views(root, dataset, sample.name, views, gt, setting, check_aspect=False)
 
         orderings.oracle_best(sample.keyview, len(sample.views), cfg.ordering, score, cfg.max_source_views)
     return list(predicted.values())
@@ -238,5 +238,5 @@ def run_model_rmvd(cfg: RmvdConfig) -> dict:
             records = _predict_all(cfg, facts, lists, store, device)
         finally:
             store.close()
-        rows = _with_measurements(score_lists(scoring_config(cfg), lists), records)
+        rows = _with_measurements(score_lists(scoring_config(cfg), lists, check_aspect=False), records)
         return publish(cfg.out, rows, _meta(cfg, facts, device))
