@@ -28,7 +28,8 @@ COMMANDS = {
     "check": ("depthpe.commands.check",
               "validate scene files (schema, values, cameras) and their multi-view consistency"),
     "convert": ("depthpe.commands.convert", "convert a raw dataset download (co3d, wildrgbd, arkitscenes, "
-                "megasynth) or your own captures (folder, colmap) to scene files"),
+                "megasynth), MapAnything's WAI scenes (wai) or your own captures (folder: cameras.json or "
+                "nerfstudio transforms.json; colmap) to scene files"),
     "index": ("depthpe.commands.index", "rebuild index.json from the scene files of each folder under ROOT"),
     "bench": ("depthpe.commands.bench", "run a benchmark of speed, memory or scale (synth, convert, attention, ...) "
               "and print a table"),
@@ -39,6 +40,8 @@ COMMANDS = {
                 "baseline ratios, paired bootstrap intervals"),
     "view": ("depthpe.commands.view", "3D viewer in the browser of a prediction or a held-out scene, with "
              "cameras, confidence filter and ground truth (needs the view extra)"),
+    "demo": ("depthpe.commands.demo", "a web page (Gradio) that predicts depth for uploaded images and cameras: "
+             "depth maps, 3D points, a zip with the exports (needs the demo extra)"),
     "plot": ("depthpe.commands.plot",
              "plot the validation curves of runs (val_history.jsonl): one figure per dataset, PNG and SVG"),
     "probe": ("depthpe.commands.probe", "diagnostics of a model's global attention: `probe attention` measures "

@@ -43,6 +43,31 @@ def test_a_wider_baseline_moves_the_targets_further():
     assert targets.tolist() == [[-1, 0, 1, 2, -1, 4, 5, 6]]
 
 
+def _twin_views(near: float, far: float):
+    """Two views with the same camera: view 0 sees a plane at ``near``, view 1 one at ``far``."""
+    depth, valid, K, w2c = stereo_pair(baseline=0.0)
+    depth = depth.clone()
+    depth[0, 0], depth[0, 1] = near, far
+    return depth, valid, K, w2c
+
+
+@pytest.mark.parametrize("near,far,kept", [(10.0, 10.3, True), (0.1, 0.12, False)])
+def test_the_occlusion_tolerance_is_relative_to_the_depth(near, far, kept):
+    # 3 % off at 10 m is within the 5 % tolerance; 20 % off at 0.1 m is not (both sides of 0.05 absolute)
+    matches = patch_matches(*_twin_views(near, far), GRID, depth_tolerance=0.05)
+    assert matches.ok[0, 0, :, 1].tolist() == [kept] * 8
+
+
+@pytest.mark.parametrize("shift,inside", [(7.25, False), (6.75, True)])
+def test_a_point_past_the_last_pixel_centre_by_more_than_half_a_pixel_is_outside(shift, inside):
+    # camera 1 to the left moves the points right by f b / Z = shift px: the last patch column's
+    # centre u = 48.5 lands on u = 55.75 = W - 0.25 (outside) or on u = 55.25 = W - 0.75 (inside)
+    matches = patch_matches(*stereo_pair(baseline=-shift * 2.0 / 56.0), GRID)
+    assert matches.ok[0, 0, [3, 7], 1].tolist() == [inside, inside]
+    # and the first column's centre of view 1 (u = 6.5) lands on u = -0.75 (outside) or -0.25 (inside) of view 0
+    assert matches.ok[0, 1, [0, 4], 0].tolist() == [inside, inside]
+
+
 def test_pair_blocks_cut_query_patches_and_key_patches_out_of_the_full_matrix():
     ns, P = 1, 8
     T = ns + P

@@ -218,6 +218,13 @@ def test_perturbed_cameras_err_by_exactly_the_levels_and_the_reference_keeps_its
     G.check_rotation(w2)  # still rigid
 
 
+def test_focal_noise_scales_some_views_up_and_some_down():
+    K, w2c = _random_cameras(8)
+    K2, _ = G.perturb_cameras(K, w2c, focal=0.1, generator=torch.Generator().manual_seed(0))
+    factors = (K2[:, 0, 0] / K[:, 0, 0]).tolist()
+    assert {round(f, 9) for f in factors} == {0.9, 1.1}, factors
+
+
 def test_perturbation_is_seeded_and_zero_levels_return_the_inputs():
     K, w2c = _random_cameras(4)
     draw = lambda seed: G.perturb_cameras(K, w2c, rotation_deg=1.0, translation=0.1,  # noqa: E731

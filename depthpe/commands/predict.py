@@ -18,7 +18,9 @@ K follows exactly. Cameras (--cameras): a COLMAP reconstruction (sparse/0, .bin 
 cameras only the encodings rope and none run, and depth is then relative (the model's unit).
 Up to --max-views images are predicted together; with more, each image is predicted with its nearest
 cameras. Writes per image <stem>_depth.png (16-bit, scale in <stem>_depth.json), <stem>_depth.npy,
-<stem>_conf.npy and <stem>_depth_color.png, plus points.ply and prediction.json. Settings can also
+<stem>_conf.npy and <stem>_depth_color.png, plus points.ply and prediction.json. --fusion-views N keeps
+in points.ply only the pixels whose depth N other views agree with (multi-view consistency); --export
+colmap / nerfstudio also writes the prediction as a COLMAP model or a nerfstudio dataset. Settings can also
 come from --config FILE (YAML, keys as the options with underscores) and key=value overrides.
 Formats: docs/predict.md."""
 
@@ -39,7 +41,18 @@ def _describe(result, summary: dict, out) -> str:
              *result.notes,
              f"wrote {out}: per-image depth PNG/NPY, confidence, colour maps; "
              f"points.ply with {summary['points']} points; prediction.json"]
+    lines += [f"wrote the {kind} export: {folder}" for kind, folder in summary.get("exports", {}).items()]
     return "\n".join(lines)
+
+
+def output_settings(cfg) -> "OutputSettings":
+    """The ``OutputSettings`` of a ``PredictConfig`` (fusion on when ``fusion_views`` > 0)."""
+    from ..prediction.exports import OutputSettings
+    from ..prediction.result import FusionSettings
+
+    fusion = FusionSettings(cfg.fusion_views, cfg.fusion_rel, cfg.fusion_pixels) if cfg.fusion_views > 0 else None
+    return OutputSettings(cfg.conf_threshold, fusion, cfg.filtered_depth, tuple(cfg.export or ()), cfg.colmap_format,
+                          cfg.nerfstudio_depth_unit)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,12 +68,13 @@ def _predict(cfg: PredictConfig) -> int:
     """Predict and write the files of ``depthpe predict`` into the owned ``cfg.out``."""
     import torch
 
-    from ..prediction.files import write_prediction
-    from ..prediction.api import predict
+    from ..prediction.api import list_images, predict
+    from ..prediction.exports import check_exports, write_outputs
 
+    check_exports(cfg.export, cfg.cameras is not None, len(list_images(cfg.images)))
     device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
     result = predict(cfg.model, cfg.images, cfg.cameras, max_views=cfg.max_views, device=device,
                      dtype=cfg.dtype, image_width=cfg.image_width, revision=cfg.revision, progress=True)
-    summary = write_prediction(result, cfg.out, cfg.conf_threshold)
+    summary = write_outputs(result, cfg.out, output_settings(cfg))
     print(_describe(result, summary, cfg.out), flush=True)
     return 0

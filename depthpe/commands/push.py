@@ -10,8 +10,9 @@ from ..config.options import add_options, config_from_args
 from ..hub.push_config import PushConfig
 
 DESCRIPTION = """\
-Upload an exported depthpe model (config.json, model.safetensors, training_inputs.json when present
-and a regenerated README.md model card) to the root of a Hugging Face Hub model repository,
+Upload an exported depthpe model (config.json, model.safetensors, training_inputs.json when present,
+a regenerated README.md model card, and with --demo-app an app.py that runs `depthpe demo` for the
+repository as a Hugging Face Space) to the root of a Hugging Face Hub model repository,
 creating the repository if needed.
 
 DIR may be an exported model folder (runs/NAME/final, runs/NAME/checkpoints/step_N[/model]) or a
@@ -115,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
         folder, run_dir = resolve_model_folder(cfg.dir)
         info, step = _card(cfg, folder, run_dir)
         write_model_card(folder, info)
+        if cfg.demo_app:
+            from ..demo.space import write_space_app
+
+            write_space_app(folder, cfg.repo_id, cfg.tag or cfg.revision)
         pusher = HubPusher(cfg.repo_id, private=cfg.private, revision=cfg.revision, retries=cfg.retries,
                            retry_delay=cfg.retry_delay, request_timeout=cfg.timeout, retry_timeouts=False,
                            job_deadline=cfg.deadline, log=print)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from . import require
 from .options import option
 
-__all__ = ["CameraNoise", "CameraNoiseOptions", "check_levels", "MAX_TRANSLATION_NOISE", "scene_noise_seed"]
+__all__ = ["CameraNoise", "CameraNoiseOptions", "check_levels", "MAX_TRANSLATION_NOISE", "noise_note", "scene_noise_seed"]
 
 
 def scene_noise_seed(seed: int, key: str) -> int:
@@ -25,6 +25,18 @@ def scene_noise_seed(seed: int, key: str) -> int:
     number of processes."""
     digest = hashlib.sha256(f"{int(seed)}:{key}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1
+
+
+def noise_note(entry: dict | None) -> str | None:
+    """The one line that says an evaluation gave the model perturbed cameras, from the
+    ``"camera_noise"`` entry of its settings ({"rotation_deg", "translation", "focal", "seed"};
+    ``CameraNoiseOptions.camera_noise_entry``), or None without noise. Printed above the table on the
+    console and in summary.md."""
+    if not entry:
+        return None
+    return (f"camera noise: the model was given perturbed input cameras (rotation {entry['rotation_deg']:g} deg, "
+            f"translation {entry['translation']:g} x the mean baseline, focal x (1 +- {entry['focal']:g}), "
+            f"noise seed {entry.get('seed', 0)}); ground truth untouched")
 
 
 MAX_TRANSLATION_NOISE = 100.0  # mean baselines: the largest translation noise any command accepts

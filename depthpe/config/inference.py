@@ -21,7 +21,10 @@ from .camera_noise import CameraNoiseOptions
 from .choices import DTYPES
 from .options import REQUIRED, check_required, flag_of, option, overwrite_option
 
-__all__ = ["ModelInput", "ViewProtocol", "HeldOutScenes", "EvalConfig", "PredictConfig"]
+__all__ = ["ModelInput", "ViewProtocol", "HeldOutScenes", "EvalConfig", "PredictConfig", "EXPORTS"]
+
+#: What `depthpe predict --export` writes besides its own files (docs/predict.md).
+EXPORTS = ("colmap", "nerfstudio")
 
 
 
@@ -126,7 +129,11 @@ class PredictConfig(ModelInput):
     """``depthpe predict``: depth for the ``images`` (a folder, a glob or one file) with optional
     ``cameras``, written to ``out`` (docs/predict.md). device: torch device (None = cuda if
     available, else cpu); max_views: views per prediction (None = the most the model was trained
-    with, else 8); conf_threshold: pixels below this confidence are left out of points.ply."""
+    with, else 8); conf_threshold: pixels below this confidence are left out of points.ply;
+    fusion_views, fusion_rel, fusion_pixels: the multi-view consistency filter of points.ply (0
+    views: off); filtered_depth: also write the filtered depth maps; export: "colmap" and/or
+    "nerfstudio"; colmap_format: "bin" or "txt"; nerfstudio_depth_unit: the depth PNG step of the
+    nerfstudio export (None: 0.001 when it fits)."""
 
     images: str = option(REQUIRED, help="folder of images (searched recursively), a glob, or one file")
     cameras: Optional[str] = option(None, metavar="SOURCE", help="COLMAP folder (sparse/0, .bin or .txt), "
@@ -138,6 +145,22 @@ class PredictConfig(ModelInput):
                                       "trained with, else 8)")
     conf_threshold: Optional[float] = option(None, help="leave out of points.ply the pixels whose "
                                              "confidence is below this (none: keep all)")
+    fusion_views: int = option(0, metavar="N", help="multi-view consistency: keep a pixel in points.ply only "
+                               "when at least N of the views predicted with it agree with its depth (0: off)")
+    fusion_rel: float = option(0.05, metavar="X", help="relative depth difference within which a view agrees "
+                               "(with --fusion-views)")
+    fusion_pixels: Optional[float] = option(None, metavar="PX", help="also require the reprojection round trip to "
+                                            "return within PX pixels (with --fusion-views; none: not checked)")
+    filtered_depth: bool = option(False, help="also write <stem>_depth_filtered.png/.json/.npy: the depth of the "
+                                  "pixels kept in points.ply (confidence and fusion), 0 elsewhere")
+    export: Optional[list[str]] = option(None, choices=EXPORTS, help="also write the prediction for another tool: "
+                                         "colmap (export/colmap/) and/or nerfstudio (export/nerfstudio/)")
+    colmap_format: str = option("bin", choices=("bin", "txt"), help="COLMAP model files of --export colmap: "
+                                "binary or text")
+    nerfstudio_depth_unit: Optional[float] = option(None, metavar="U", help="cameras' units per step of the 16-bit "
+                                                    "depth PNGs of --export nerfstudio (nerfstudio's "
+                                                    "depth_unit_scale_factor; none: 0.001 when the depth fits, "
+                                                    "else the smallest unit that does)")
 
     def __post_init__(self) -> None:
         check_required(self)
@@ -145,3 +168,16 @@ class PredictConfig(ModelInput):
         require(self.max_views is None or self.max_views >= 1, f"--max-views must be >= 1, got {self.max_views}")
         require(self.conf_threshold is None or self.conf_threshold >= 0,
                  f"--conf-threshold must be >= 0, got {self.conf_threshold} (confidence is > 1)")
+        self._check_outputs()
+
+    def _check_outputs(self) -> None:
+        require(self.fusion_views >= 0, f"--fusion-views must be >= 0, got {self.fusion_views}")
+        require(self.fusion_rel > 0, f"--fusion-rel must be > 0, got {self.fusion_rel}")
+        require(self.fusion_pixels is None or self.fusion_pixels > 0,
+                 f"--fusion-pixels must be > 0, got {self.fusion_pixels}")
+        unknown = sorted(set(self.export or ()) - set(EXPORTS))
+        require(not unknown, f"--export: unknown kind {unknown[0] if unknown else ''!r} (choose from "
+                             f"{', '.join(EXPORTS)})")
+        require(self.colmap_format in ("bin", "txt"), f"--colmap-format must be bin or txt, got {self.colmap_format!r}")
+        require(self.nerfstudio_depth_unit is None or self.nerfstudio_depth_unit > 0,
+                 f"--nerfstudio-depth-unit must be > 0, got {self.nerfstudio_depth_unit}")

@@ -8,6 +8,7 @@ import contextlib
 import json
 from pathlib import Path
 
+from ..config.camera_noise import noise_note
 from ..config.inference import EvalConfig
 from .heldout import HeldOutSet, held_out_of_config
 from .loop import EvalOptions, EvalResult, evaluate
@@ -19,8 +20,11 @@ __all__ = ["run_evaluation"]
 
 
 def _report(result: EvalResult, cfg: EvalConfig) -> None:
-    """Print the table, skipped scenes and scenes evaluated with fewer views than --views (main
-    process)."""
+    """Print the table (after a line naming the camera noise, if any), skipped scenes, scenes
+    evaluated with fewer views than --views and the files written (main process)."""
+    note = noise_note(cfg.camera_noise_entry().get("camera_noise"))
+    if note:
+        print(note)
     print(format_summary(result.summary))
     for failure in result.failures:
         print(f"skipped {failure['scene']}: {failure['error']}")
@@ -30,7 +34,8 @@ def _report(result: EvalResult, cfg: EvalConfig) -> None:
         print(f"warning: {len(short)} scene(s) have fewer frames than --views {cfg.views} and were evaluated "
               f"with all their frames: {listed}; the counts are in summary.json (views.per_scene) and the "
               "views column of metrics_per_image.csv")
-    print(f"wrote {cfg.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, panels/, worst/, "
+    folders = "".join(name for name, written in (("panels/, ", result.panels), ("worst/, ", result.worst)) if written)
+    print(f"wrote {cfg.out}/summary.json, metrics_per_image.csv, manifest.json, summary.md, {folders}"
           "report.html (open it in a browser)")
 
 

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from ..config.camera_noise import noise_note
 from ..files import atomic_write_bytes, safe_component
 from ..metrics import BASELINE_MODES, MODES
 from .loop import EvalResult, finite_values, non_finite
@@ -42,8 +43,9 @@ def _cell(value) -> str:
 
 def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None = None,
                   fingerprint: dict | None = None) -> dict[str, Path]:
-    """Write ``summary.json``, ``metrics_per_image.csv``, ``manifest.json``, ``summary.md`` and
-    ``panels/*.png`` into ``out_dir`` (atomically, file by file). Returns the paths written.
+    """Write ``summary.json``, ``metrics_per_image.csv``, ``manifest.json``, ``summary.md`` (the table,
+    after a line naming the camera noise when ``meta`` has one) and ``panels/*.png`` into ``out_dir``
+    (atomically, file by file). Returns the paths written.
     fingerprint: ``eval_partial.eval_fingerprint`` of the settings, kept in summary.json so that a
     rerun with the same settings knows the evaluation is complete."""
     from ..report.viz import save_png
@@ -69,7 +71,9 @@ def write_outputs(result: EvalResult, out_dir: str | Path, *, meta: dict | None 
     paths["rows"] = atomic_write_bytes(out / "metrics_per_image.csv", buf.getvalue().encode())
     paths["manifest"] = write_manifest(out / "manifest.json", result.manifest, seed=(meta or {}).get("seed"),
                                        views=(meta or {}).get("views"), camera_noise=(meta or {}).get("camera_noise"))
-    paths["table"] = atomic_write_bytes(out / "summary.md", (format_summary(result.summary) + "\n").encode())
+    note = noise_note((meta or {}).get("camera_noise"))
+    table = (f"{note}\n\n" if note else "") + format_summary(result.summary) + "\n"
+    paths["table"] = atomic_write_bytes(out / "summary.md", table.encode())
     for name, panel in result.panels:
         paths[f"panel_{name}"] = save_png(out / "panels" / f"{safe_component(name)}.png", panel)
     paths.update(_write_worst(result.worst, out))

@@ -7,10 +7,11 @@ from pathlib import Path
 from ..model.training_inputs import TRAINING_INPUTS_NAME
 from .card import CARD_NAME
 
-__all__ = ["REQUIRED_FILES", "MODEL_FILES", "resolve_model_folder"]
+__all__ = ["REQUIRED_FILES", "MODEL_FILES", "DEMO_APP_NAME", "resolve_model_folder"]
 
 REQUIRED_FILES = ("config.json", "model.safetensors")  # every exported model folder holds these
-MODEL_FILES = (*REQUIRED_FILES, CARD_NAME, TRAINING_INPUTS_NAME)  # what a push uploads, when present
+DEMO_APP_NAME = "app.py"  # the demo's Hugging Face Space app (``depthpe push --demo-app``)
+MODEL_FILES = (*REQUIRED_FILES, CARD_NAME, TRAINING_INPUTS_NAME, DEMO_APP_NAME)  # what a push uploads, when present
 
 
 def resolve_model_folder(path: str | Path) -> tuple[Path, Path | None]:

@@ -48,7 +48,8 @@ class PushConfig:
     """``depthpe push``: the exported model (or run) folder ``dir`` to the Hub repository
     ``repo_id`` (created ``private`` if new), on branch ``revision`` (None = main), the new commit
     tagged ``tag``; eval: an evaluation summary.json (or its folder) for the card; license: the
-    card's licence (None = the run's hub.license, else apache-2.0); retries, retry_delay (s, doubled
+    card's licence (None = the run's hub.license, else apache-2.0); demo_app: also write and push the
+    demo's Space ``app.py`` (``depthpe.demo.space``); retries, retry_delay (s, doubled
     each time), timeout (s per request, not retried) and deadline (s for the whole upload)."""
 
     dir: str = option(REQUIRED, positional=True, help="exported model folder or run folder")
@@ -61,6 +62,8 @@ class PushConfig:
                                  "to show on the card")
     license: Optional[str] = option(None, metavar="ID", help="licence of the weights on the card (none: the run's "
                                     "hub.license, else apache-2.0)")
+    demo_app: bool = option(False, help="also write app.py, the demo as a Hugging Face Space (Gradio) app "
+                            "loading this repository, into the folder and push it")
     retries: int = option(3, metavar="N", help="retries after a failure")
     retry_delay: float = option(5.0, metavar="S", help="first retry delay in seconds, doubled each time")
     timeout: float = option(DEFAULT_REQUEST_TIMEOUT, metavar="S", parse=_seconds, help="seconds a request may wait "

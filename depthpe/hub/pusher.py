@@ -6,7 +6,9 @@ training's export plus a model card, ``depthpe.hub.folders.MODEL_FILES``) to a H
 Jobs run in order in the background through huggingface_hub's own executor
 (``HfApi.run_as_future``: one worker thread), so the caller (the training loop) never waits on the
 network. A failed job is retried with exponential back-off (``retry_delay``, doubled each time, at
-most ``MAX_RETRY_DELAY``), logged, and finally given up without raising; authentication errors
+most ``MAX_RETRY_DELAY``; the loop is tenacity's ``Retrying``, retrying the whole job: repository,
+commit and tag. huggingface_hub's own ``http_backoff`` retries one request, cannot be interrupted
+while it waits and does not know the job's deadline), logged, and finally given up without raising; authentication errors
 (HTTP 401/403) and offline mode are not retried. While a job is queued or running, the folder it
 protects is reported by ``is_pending`` so that checkpoint rotation leaves it alone.
 
@@ -323,30 +325,29 @@ class HubPusher:
 
     def _attempts(self, job: _Job) -> None:
         """Attempts with back-off until one succeeds, the retries are spent, an error cannot be retried
-        or the job is stopped (``abandon``; its deadline: then ``_expire`` has given it up already)."""
+        or the job is stopped (``abandon``; its deadline: then ``_expire`` has given it up already).
+        tenacity runs the loop: ``retries + 1`` attempts at most, waits of ``retry_delay`` x 2^k
+        capped at ``MAX_RETRY_DELAY``, slept on ``job.stop`` so that abandoning or the deadline ends
+        a wait at once."""
+        from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
         result, started = job.progress, time.monotonic()
-        for attempt in range(self.retries + 1):
-            if job.stop.is_set():
-                break
-            result.attempts = attempt + 1
-            try:
-                self._push_once(job)
-            except _Stopped:
-                break
-            except _NoRetry as err:
-                result.error, result.reason = str(err), None
-                break
-            except Exception as err:
-                self._record_failure(result, err)
-                if attempt == self.retries or (result.reason == "timeout" and not self.retry_timeouts):
-                    break
-                delay = min(self.retry_delay * 2 ** attempt, MAX_RETRY_DELAY)
-                self.log(f"hub: push of {result.description} failed (attempt {attempt + 1}/"
-                         f"{self.retries + 1}): {result.error}; retrying in {delay:.1f} s")
-                job.stop.wait(delay)
-            else:
-                if job.expired:
-                    break
+        retrying = Retrying(stop=stop_after_attempt(self.retries + 1), sleep=job.stop.wait, reraise=True,
+                            wait=wait_exponential(multiplier=self.retry_delay, max=MAX_RETRY_DELAY),
+                            retry=retry_if_exception(lambda err: self._retryable(err, result)),
+                            before_sleep=lambda state: self.log(
+                                f"hub: push of {result.description} failed (attempt {state.attempt_number}/"
+                                f"{self.retries + 1}): {result.error}; retrying in {state.next_action.sleep:.1f} s"))
+        try:
+            for attempt in retrying:
+                with attempt:
+                    self._attempt(job, attempt.retry_state.attempt_number)
+        except _NoRetry as err:
+            result.error, result.reason = str(err), None
+        except Exception:  # noqa: BLE001 - recorded by _attempt; stopped, or the retries are spent
+            pass
+        else:
+            if not job.expired:
                 result.ok, result.error, result.reason = True, None, None
                 commit = result.commit[:10] if result.commit else "?"
                 self.log(f"hub: pushed {result.description} in {time.monotonic() - started:.1f} s (commit {commit})")
@@ -357,6 +358,26 @@ class HubPusher:
             result.error = f"abandoned ({result.error})" if result.error else "abandoned"
         else:
             self._log_give_up(result)
+
+    def _attempt(self, job: _Job, number: int) -> None:
+        """Attempt ``number`` (from 1) of ``job``: raises ``_Stopped`` when the job was stopped, else
+        what ``_push_once`` raised, its error recorded in the job's result."""
+        _check_stop(job)
+        job.progress.attempts = number
+        try:
+            self._push_once(job)
+        except (_Stopped, _NoRetry):
+            raise
+        except Exception as err:
+            self._record_failure(job.progress, err)
+            raise
+
+    def _retryable(self, err: BaseException, result: PushResult) -> bool:
+        """Whether another attempt may follow the failed one: not after a stop or an error no attempt
+        can fix, nor after a timed-out request when ``retry_timeouts`` is False."""
+        if isinstance(err, (_Stopped, _NoRetry)):
+            return False
+        return not (result.reason == "timeout" and not self.retry_timeouts)
 
     def _record_failure(self, result: PushResult, err: Exception) -> None:
         """Store a failed attempt's error; a timed-out request gets ``reason`` "timeout" and says so."""

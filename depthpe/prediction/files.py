@@ -11,7 +11,9 @@ records each image's ``stem``):
 * ``<stem>_conf.npy``: (H, W) float32 confidence;
 * ``<stem>_depth_color.png``: colour-mapped depth with a colour bar;
 * ``<stem>_image.png``: the RGB input as the model saw it (cropped and resized; ``depthpe view``
-  colours the points and camera frustums with it).
+  colours the points and camera frustums with it);
+* ``<stem>_depth_filtered.png/.json/.npy`` (on request): the depth of the pixels kept in points.ply
+  (confidence threshold and multi-view consistency), 0 elsewhere.
 
 Plus ``points.ply`` (one coloured point cloud of all images, world coordinates of the cameras,
 float32 x, y, z and uint8 red, green, blue; written when depth is in the cameras' unit, or for a
@@ -29,9 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from ..files import atomic_target, atomic_write_bytes, safe_component
-from .result import fuse_points
+from .result import FusionSettings, fuse_result
 
-__all__ = ["file_stem", "file_stems", "write_depth_png", "read_depth_png", "write_ply", "read_ply", "write_prediction"]
+__all__ = ["file_stem", "file_stems", "write_depth_png", "read_depth_png", "write_ply", "read_ply", "write_prediction",
+           "write_images", "fusable", "depth_png16"]
 
 PNG_MAX = 65535
 
@@ -59,6 +62,11 @@ def file_stems(names: list[str]) -> list[str]:
     return out
 
 
+def depth_png16(depth: np.ndarray, step: float) -> np.ndarray:
+    """(H, W) depth -> (H, W) uint16 ``round(depth / step)``, clipped to [0, 65535] (0 = invalid)."""
+    return np.clip(np.round(np.asarray(depth, np.float64) / step), 0, PNG_MAX).astype(np.uint16)
+
+
 def write_depth_png(path: str | Path, depth: np.ndarray, unit: str) -> float:
     """Write (H, W) depth (0 = invalid) as a 16-bit PNG and its sidecar ``<path stem>.json``; returns
     the scale (depth = png_value * scale; scale = max depth / 65535, 1 for an all-zero map)."""
@@ -68,7 +76,7 @@ def write_depth_png(path: str | Path, depth: np.ndarray, unit: str) -> float:
     d = np.asarray(depth, np.float64)
     top = float(d.max()) if d.size else 0.0
     scale = top / PNG_MAX if top > 0 else 1.0
-    save_png(path, np.clip(np.round(d / scale), 0, PNG_MAX).astype(np.uint16))
+    save_png(path, depth_png16(d, scale))
     side = {"scale": scale, "unit": unit, "invalid": 0, "formula": "depth = png_value * scale"}
     atomic_write_bytes(path.with_suffix(".json"), (json.dumps(side, indent=1) + "\n").encode())
     return scale
@@ -128,21 +136,53 @@ def _write_frame(out: Path, frame, unit: str, stem: str) -> dict:
             "png_scale": scale, "K": frame.K.tolist(), "w2c": frame.w2c.tolist(), "views": frame.views}
 
 
-def write_prediction(result, out_dir: str | Path, conf_threshold: float | None = None) -> dict:
+def write_prediction(result, out_dir: str | Path, conf_threshold: float | None = None,
+                     fusion: FusionSettings | None = None, filtered_depth: bool = False, cloud=None) -> dict:
     """Write every file of a ``PredictionResult`` into ``out_dir`` (module docstring); returns the
-    summary written to prediction.json (plus "points": the number of points in points.ply)."""
+    summary written to prediction.json (plus "points": the number of points in points.ply).
+    fusion: the multi-view consistency filter of points.ply (None: every pixel above the confidence
+    threshold); filtered_depth: also write ``<stem>_depth_filtered.*`` (0 where a pixel is not in
+    points.ply); cloud: ``fuse_result``'s (FusedPoints, masks) when the caller already has them."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stems = file_stems([fr.name for fr in result.frames])
     frames = [_write_frame(out, fr, result.unit, stem) for fr, stem in zip(result.frames, stems)]
     points = np.zeros((0, 3))
-    if result.unit == "cameras" or len(result.frames) == 1:
-        points, colors, _ = fuse_points(result, conf_threshold)
-        write_ply(out / "points.ply", points, colors)
+    if fusable(result):
+        cloud = cloud or fuse_result(result, conf_threshold, fusion)
+        points = cloud[0].points
+        write_ply(out / "points.ply", points, cloud[0].colors)
+        if filtered_depth:
+            for entry, fr, keep in zip(frames, result.frames, cloud[1]):
+                _write_filtered(out, entry, np.where(keep, fr.depth, 0).astype(np.float32), result.unit)
     else:
         result.notes.append("no points.ply: without a common camera frame and unit the views cannot be fused")
     summary = {"size": list(result.size), "unit": result.unit, "mode": result.mode,
                "views_per_prediction": result.views_per_prediction, "conf_threshold": conf_threshold,
-               "points": int(len(points)), "notes": result.notes, "frames": frames}
+               "fusion": None if fusion is None else vars(fusion), "points": int(len(points)),
+               "notes": result.notes, "frames": frames}
     atomic_write_bytes(out / "prediction.json", (json.dumps(summary, indent=1) + "\n").encode())
     return summary
+
+
+def write_images(frames, stems: list[str], folder: str | Path) -> list[str]:
+    """Write each frame's image (as the model saw it) to ``folder/<stem>.png``; returns the file names."""
+    from ..report.viz import save_png
+
+    names = [f"{s}.png" for s in stems]
+    for fr, name in zip(frames, names):
+        save_png(Path(folder) / name, fr.image)
+    return names
+
+
+def fusable(result) -> bool:
+    """True when the frames share one frame and unit (cameras given, or a single image)."""
+    return result.unit == "cameras" or len(result.frames) == 1
+
+
+def _write_filtered(out: Path, entry: dict, depth: np.ndarray, unit: str) -> None:
+    """``<stem>_depth_filtered.png/.json/.npy`` of one frame; their names are added to ``entry``."""
+    stem = entry["stem"]
+    write_depth_png(out / f"{stem}_depth_filtered.png", depth, unit)
+    np.save(out / f"{stem}_depth_filtered.npy", depth)
+    entry["files"] += [f"{stem}_depth_filtered.{k}" for k in ("png", "json", "npy")]

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ImagePrediction", "PredictionResult", "fuse_points"]
+__all__ = ["ImagePrediction", "PredictionResult", "FusionSettings", "FusedPoints", "source_views", "fuse_result",
+           "fuse_points"]
 
 
 @dataclass
@@ -56,26 +57,90 @@ class PredictionResult:
         raise KeyError(name)
 
 
-def fuse_points(result: PredictionResult, conf_threshold: float | None = None, stride: int = 1):
-    """One coloured point cloud of all frames: (points (N, 3) float64 world coordinates in the
-    cameras' frame and unit, colors (N, 3) uint8 RGB, frame index (N,) int). Pixels with depth <= 0
-    or confidence below ``conf_threshold`` are dropped; ``stride`` keeps every stride-th pixel."""
-    import torch
+@dataclass
+class FusionSettings:
+    """Multi-view consistency filter of the fused cloud (``depthpe.prediction.fusion``): a pixel is
+    kept when at least ``min_views`` of the views it was predicted with agree with its depth within
+    ``rel_threshold`` (relative) and, when set, reproject within ``pixel_threshold`` pixels.
+    ``min_views`` 0 keeps every pixel (points are still merged with the agreeing views)."""
 
-    from ..geometry import unproject_depth
+    min_views: int = 0
+    rel_threshold: float = 0.01
+    pixel_threshold: float | None = None
 
-    points, colors, index = [], [], []
+
+@dataclass
+class FusedPoints:
+    """A fused point cloud with its observations. points: (N, 3) float64 world points in the
+    cameras' frame and unit; colors: (N, 3) uint8 RGB; frame: (N,) index of the frame each point
+    comes from; obs_frame, obs_point: (M,) int and obs_uv: (M, 2) float64 OpenCV pixels: point
+    ``obs_point`` is seen in frame ``obs_frame`` at ``obs_uv`` (its own pixel in its frame, and
+    where it lands in every view that agreed with it), the track of each point."""
+
+    points: np.ndarray
+    colors: np.ndarray
+    frame: np.ndarray
+    obs_frame: np.ndarray
+    obs_point: np.ndarray
+    obs_uv: np.ndarray
+
+
+def source_views(result: PredictionResult) -> list[list[int]]:
+    """Per frame the indices of the other frames it was predicted with (its ``views``)."""
+    index = {fr.name: i for i, fr in enumerate(result.frames)}
+    return [[index[v] for v in fr.views if v in index and index[v] != i] for i, fr in enumerate(result.frames)]
+
+
+def fuse_result(result: PredictionResult, conf_threshold: float | None = None, fusion: FusionSettings | None = None,
+                stride: int = 1) -> tuple[FusedPoints, list[np.ndarray]]:
+    """The fused cloud of all frames and each frame's (H, W) bool keep-mask. A pixel is kept when
+    its depth is > 0, its confidence >= ``conf_threshold`` (None: any), it passes the multi-view
+    check ``fusion`` (None: no check, points unmerged) and it lies on the ``stride`` grid."""
+    from .fusion import fuse_view
+
+    depth = [fr.depth for fr in result.frames]
+    K = np.stack([fr.K for fr in result.frames])
+    w2c = np.stack([fr.w2c for fr in result.frames])
+    sources = source_views(result) if fusion else [[] for _ in result.frames]
+    settings = fusion or FusionSettings()
+    parts, masks, start = [], [], 0
     for i, fr in enumerate(result.frames):
-        d = torch.from_numpy(fr.depth.astype(np.float64))
-        xyz = unproject_depth(d, torch.from_numpy(fr.K), torch.from_numpy(fr.w2c)).numpy()
-        keep = fr.depth > 0
+        fused = fuse_view(i, depth, K, w2c, sources[i], settings.min_views, settings.rel_threshold,
+                          settings.pixel_threshold)
+        keep = fused.keep & _stride_mask(fr.depth.shape, stride)
         if conf_threshold is not None:
             keep &= fr.conf >= conf_threshold
-        keep &= _stride_mask(keep.shape, stride)
-        points.append(xyz[keep])
-        colors.append(fr.image[keep])
-        index.append(np.full(int(keep.sum()), i))
-    return np.concatenate(points), np.concatenate(colors), np.concatenate(index)
+        masks.append(keep)
+        parts.append(_frame_points(i, fr, fused, keep, start))
+        start += int(keep.sum())
+    cat = [np.concatenate([p[k] for p in parts]) for k in range(6)]
+    return FusedPoints(*cat), masks
+
+
+def _frame_points(i: int, fr: ImagePrediction, fused, keep: np.ndarray, start: int) -> tuple:
+    """(points, colors, frame, obs_frame, obs_point, obs_uv) of the kept pixels of frame ``i``,
+    numbered from ``start``."""
+    n = int(keep.sum())
+    ids = np.arange(start, start + n)
+    rows, cols = np.nonzero(keep)
+    obs_frame, obs_point, obs_uv = [np.full(n, i)], [ids], [np.stack([cols, rows], 1).astype(np.float64)]
+    for j, check in zip(fused.sources, fused.checks):
+        seen = check.ok[keep]
+        obs_frame.append(np.full(int(seen.sum()), j))
+        obs_point.append(ids[seen])
+        obs_uv.append(check.uv[keep][seen])
+    return (fused.points[keep], fr.image[keep], np.full(n, i), np.concatenate(obs_frame),
+            np.concatenate(obs_point), np.concatenate(obs_uv))
+
+
+def fuse_points(result: PredictionResult, conf_threshold: float | None = None, stride: int = 1,
+                fusion: FusionSettings | None = None):
+    """One coloured point cloud of all frames: (points (N, 3) float64 world coordinates in the
+    cameras' frame and unit, colors (N, 3) uint8 RGB, frame index (N,) int). Pixels with depth <= 0
+    or confidence below ``conf_threshold`` are dropped; ``stride`` keeps every stride-th pixel;
+    ``fusion`` filters and merges them by multi-view consistency (``fuse_result``)."""
+    cloud, _ = fuse_result(result, conf_threshold, fusion, stride)
+    return cloud.points, cloud.colors, cloud.frame
 
 
 def _stride_mask(shape: tuple[int, int], stride: int) -> np.ndarray:

@@ -204,7 +204,8 @@ def summarize(rows: list[dict]) -> dict:
 def render_markdown(summary: dict) -> str:
     """summary.md: one row per dataset and the mean; per setting two columns, AbsRel (%, 2 decimals)
     and inliers (%, 1 decimal); the first line names each setting's ordering (marked as an oracle
-    number where it is one)."""
+    number where it is one); the means of runtime, memory and AUSE where measured, and
+    ``burn_in_note`` where --burn-in left a dataset unmeasured."""
     settings = summary["settings"]
     labels = [f"{s}: ordering {v['ordering']}" + (" (oracle: views chosen with the GT)" if v["oracle"] else "")
               for s, v in settings.items()]
@@ -221,7 +222,27 @@ def render_markdown(summary: dict) -> str:
               for s, v in settings.items() if any(k in v["mean"] for k in OPTIONAL_FIELDS)]
     if extras:
         lines += ["", "Means over datasets: " + "; ".join(extras)]
+    note = burn_in_note(summary)
+    if note:
+        lines += ["", note]
     return "\n".join(lines) + "\n"
+
+
+def burn_in_note(summary: dict) -> str | None:
+    """Why runtime and peak memory read nan, when ``--burn-in`` (``meta.burn_in`` of a ``--model``
+    run) is at least the sample count of a dataset: its first ``burn_in`` samples of each setting
+    are not measured, so none of them is. None when no dataset is in that case."""
+    burn_in = (summary.get("meta") or {}).get("burn_in")
+    if not burn_in:
+        return None
+    short = [f"{name} ({setting}, {d['samples']} sample(s))" for setting, v in summary["settings"].items()
+             for name, d in v["datasets"].items()
+             if "runtime_ms" in d and not np.isfinite(d["runtime_ms"]) and d["samples"] <= burn_in]
+    if not short:
+        return None
+    return (f"runtime_ms and peak_memory_mib are nan for {', '.join(short)}: the first --burn-in {burn_in} samples "
+            "of each setting and dataset are not measured, and these have no more; lower --burn-in (e.g. "
+            "--burn-in 0) to measure them")
 
 
 def _csv_bytes(rows: list[dict]) -> bytes:

@@ -212,21 +212,42 @@ def _format(doc: dict, where: str) -> str:
     return fmt
 
 
+class MissingDataRoot(ConfigError):
+    """A sample list's dataset folder was not given (``"root": null`` without ``--data-root``) or does
+    not exist; ``dataset`` and ``problem`` (why, in a few words) let ``load_sample_lists`` name every
+    missing folder in one line."""
+
+    def __init__(self, message: str, dataset: str, problem: str):
+        super().__init__(message)
+        self.dataset, self.problem = dataset, problem
+
+
 def _root(doc: dict, path: Path, dataset: str, data_root) -> Path:
     """The folder the list's paths are relative to: ``data_root`` (``--data-root``) when given,
-    else the list's ``"root"`` (relative to its folder; ``null``: must be given), else its folder."""
+    else the list's ``"root"`` (relative to its folder; ``null``: must be given), else its folder.
+    A folder not given or not there raises ``MissingDataRoot``."""
     if data_root is not None:
         root = Path(data_root).expanduser()
         if not root.is_dir():
-            raise ConfigError(f"--data-root {dataset}={data_root}: no such folder (give the dataset's native "
-                              f"root, docs/rmvd.md)")
+            raise MissingDataRoot(f"--data-root {dataset}={data_root}: no such folder (give the dataset's native "
+                                  f"root, docs/rmvd.md)", dataset, f"--data-root {dataset}={data_root}: no such folder")
         return root
     if "root" not in doc:
         return path.parent
     if doc["root"] is None:
-        raise ConfigError(f"sample list {path} refers to files in the {dataset} dataset's own folder: give it "
-                          f"with --data-root {dataset}=DIR (layouts: docs/rmvd.md)")
+        raise MissingDataRoot(f"sample list {path} refers to files in the {dataset} dataset's own folder: give it "
+                              f"with --data-root {dataset}=DIR (layouts: docs/rmvd.md)", dataset,
+                              f"sample list {path} reads its own folder, not given")
     return path.parent / _field(doc, "root", str, f"sample list {path}")
+
+
+def _missing_roots_error(missing: list[MissingDataRoot]) -> ConfigError:
+    """One line for every dataset folder the sample lists need and do not have (one: its own message)."""
+    if len(missing) == 1:
+        return missing[0]
+    needed = " ".join(f"--data-root {err.dataset}=DIR" for err in missing)
+    return ConfigError(f"{len(missing)} datasets have no folder: " + "; ".join(f"{err.dataset} ({err.problem})"
+                       for err in missing) + f"; give each dataset's native root: {needed} (layouts: docs/rmvd.md)")
 
 
 def load_sample_list(path: str | Path, data_roots: dict | None = None) -> SampleList:
@@ -273,7 +294,8 @@ def load_sample_lists(paths, data_roots=()) -> list[SampleList]:
     """Every sample list of ``paths`` (files, folders whose ``*.json`` are read in name order, or
     ``official:NAME`` / ``official:all``: the shipped lists), the paths of dataset D relative to
     ``D=DIR`` of ``data_roots`` (``--data-root`` values) where given; two lists of the same dataset,
-    or a data root of a dataset no list has, are an error."""
+    or a data root of a dataset no list has, are an error, and so are dataset folders not given or not
+    there: all of them named in one line."""
     files: list[Path] = []
     for p in map(str, paths):
         if is_official(p):
@@ -283,7 +305,14 @@ def load_sample_lists(paths, data_roots=()) -> list[SampleList]:
     if not files:
         raise ConfigError(f"no sample list (*.json) found in {', '.join(map(str, paths))}")
     roots = parse_data_roots(data_roots)
-    lists = [load_sample_list(f, roots) for f in files]
+    lists, missing = [], []
+    for f in files:
+        try:
+            lists.append(load_sample_list(f, roots))
+        except MissingDataRoot as err:  # read the other lists too, to name every missing folder at once
+            missing.append(err)
+    if missing:
+        raise _missing_roots_error(missing)
     names = [sl.dataset for sl in lists]
     for name in names:
         if names.count(name) > 1:

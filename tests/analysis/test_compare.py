@@ -83,6 +83,22 @@ def test_bootstrap_interval_against_normal_theory():
                                                            "excludes_zero": False}
 
 
+def _hand_written_interval(diffs, n, seed, level=0.95, chunk=1000):
+    """The percentile bootstrap depthpe computed by hand before it used scipy.stats.bootstrap."""
+    arr = np.asarray(diffs, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = [arr[rng.integers(0, arr.size, size=(min(chunk, n - start), arr.size))].mean(axis=1)
+             for start in range(0, n, chunk)]
+    return tuple(float(q) for q in np.quantile(np.concatenate(means), [(1 - level) / 2, (1 + level) / 2]))
+
+
+@pytest.mark.parametrize("size, n, seed", [(2, 500, 0), (16, 10_000, 0), (48, 10_000, 3), (7, 2_500, 1)])
+def test_scipy_bootstrap_gives_the_numbers_of_the_hand_written_one(size, n, seed):
+    diffs = np.random.default_rng(size).normal(0.05, 0.3, size=size)
+    assert bootstrap_interval(diffs, n=n, seed=seed) == _hand_written_interval(diffs, n, seed)
+    assert bootstrap_interval([0.3], n=100) == (0.3, 0.3) and all(map(math.isnan, bootstrap_interval([], n=100)))
+
+
 def test_different_manifests_are_refused(study, tmp_path, capsys):
     root, numbers = study
     other = {**MANIFEST, f"synth/{SCENES[0]}": [0, 1, 2]}

@@ -55,6 +55,18 @@ def test_datasets_by_settings_rows_with_seed_stats_and_paired_samples(rmvd_study
     assert f"| kitti | single_view | index_distance | prope | 2 | {mean:.2f} ± {std:.2f} |" in markdown
 
 
+def test_each_setting_pairs_its_own_samples(tmp_path, capsys):
+    """Samples named alike (s0..s2) in two settings: prope is worse by 1.0 with known poses and by
+    0.5 in single view; each setting's paired mean is its own."""
+    rope = {("dtu", "known_poses"): [2.0, 3.0, 4.0], ("dtu", "single_view"): [5.0, 6.0, 9.0]}
+    prope = {("dtu", "known_poses"): [3.0, 4.0, 5.0], ("dtu", "single_view"): [5.5, 6.5, 9.5]}
+    paths = [str(write_rmvd_run(tmp_path, pe, seed=0, global_pe=pe, abs_rel=values, capsys=capsys))
+             for pe, values in (("rope", rope), ("prope", prope))]
+    result, _, _ = run_rmvd_compare(paths, n_boot=50)
+    paired = {r["setting"]: r["paired"]["mean"] for r in result["rows"] if r["dataset"] == "dtu" and r["group"] == "prope"}
+    assert paired == {"known_poses": pytest.approx(1.0), "single_view": pytest.approx(0.5)}
+
+
 def test_depthpe_compare_reads_rmvd_folders_and_refuses_a_mix(rmvd_study, tmp_path, capsys):
     folders, _ = rmvd_study
     paths = [str(folders[pe, s]) for pe in ("rope", "prope") for s in (0, 1)]

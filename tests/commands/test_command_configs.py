@@ -16,6 +16,7 @@ from depthpe.config.options import config_from_args
 from depthpe.scenes.convert.options import ConvertConfig
 from depthpe.scenes.format.check_config import CheckConfig, IndexConfig
 from depthpe.scenes.synth_config import SynthConfig
+from depthpe.demo.config import DemoConfig
 from depthpe.hub.push_config import PushConfig
 from depthpe.rmvd.config import RmvdConfig
 from depthpe.view.config import ViewConfig
@@ -28,7 +29,8 @@ CASES = {
              "--num-workers --out --panels --restart --revision --scenes --seed --split --views --worst"),
     "predict": (PredictConfig, ["--model", "m", "--images", "i", "--out", "o"],
                 "--cameras --conf-threshold --debug --device --dtype --image-width --images --max-views --model "
-                "--out --revision"),
+                "--out --revision --fusion-views --fusion-rel --fusion-pixels --filtered-depth --export "
+                "--colmap-format --nerfstudio-depth-unit"),
     "convert": (ConvertConfig, ["co3d", "--src", "s", "--out", "o"],
                 "--cameras --check --no-check --depth-compression --depth-dtype --depth-scale --frame-stride "
                 "--jpeg-quality --limit --max-side --metric --min-frames --min-valid-fraction --out --quiet "
@@ -40,12 +42,14 @@ CASES = {
               "--height --out --quiet --seed --shift --style --train-scenes --val-scenes --views --width --workers"),
     "index": (IndexConfig, ["data"], "--dry-run --quiet --workers"),
     "push": (PushConfig, ["runs/x", "--repo-id", "user/x"],
-             "--deadline --eval --license --private --repo-id --retries --retry-delay --revision --tag --timeout"),
+             "--deadline --eval --license --private --repo-id --retries --retry-delay --revision --tag --timeout "
+             "--demo-app"),
     "compare": (CompareConfig, ["runs/a"],
                 "--allow-different-manifests --bootstrap --dataset --debug --group-by --out --reference --seed"),
     "plot": (PlotConfig, ["runs/a", "--out", "o"], "--debug --group-by --metrics --out --rows"),
     "rmvd": (RmvdConfig, ["--predictions", "p", "--out", "o", "--samples", "s.json"],
              "--max-source-views --ordering --out --predictions --samples --setting"),
+    "demo": (DemoConfig, ["--model", "m"], "--debug --device --host --max-images --max-mb --model --port --revision"),
     "view": (ViewConfig, ["pred"],
              "--conf-threshold --data --debug --device --dtype --host --image-width --max-points --model --port "
              "--revision --save --scene --seed --split --views"),

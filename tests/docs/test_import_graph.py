@@ -121,7 +121,7 @@ def layer_of(module: str, layers: dict[str, int]) -> int | None:
 def test_the_import_graph_sees_function_level_imports():
     graph = import_graph()
     assert "depthpe.model.inference" in graph["depthpe.evaluation.loop"]  # module level
-    assert "depthpe.prediction.files" in graph["depthpe.commands.predict"]  # inside run()
+    assert "depthpe.prediction.exports" in graph["depthpe.commands.predict"]  # inside run()
     assert "depthpe.model" in graph["depthpe.prediction.api"]  # the package __init__ a submodule import runs
 
 

@@ -12,7 +12,8 @@ import torch
 
 import depthpe.evaluation.loop as loop
 from depthpe.cli import main
-from depthpe.config.camera_noise import CameraNoise
+from depthpe.config.camera_noise import CameraNoise, scene_noise_seed
+from depthpe.geometry import perturb_cameras
 from tests.helpers.training import MICRO_MODEL
 
 ARGS = ["--views", "3", "--image-width", "42", "--panels", "0", "--worst", "0", "--num-workers", "0", "--cpu"]
@@ -60,11 +61,18 @@ def noisy(camera_model, synth_root, tmp_path_factory):
     return out
 
 
-def test_zero_noise_is_todays_evaluation_bit_for_bit(clean, camera_model, synth_root, tmp_path):
+def test_zero_noise_is_todays_evaluation_bit_for_bit(clean, camera_model, synth_root, tmp_path, capsys):
     out = tmp_path / "zero"
+    capsys.readouterr()
     assert _eval(camera_model, synth_root, out, "--rotation-noise", "0", "--noise-seed", "5") == 0
+    printed = capsys.readouterr().out
     assert (out / "metrics_per_image.csv").read_bytes() == (clean / "metrics_per_image.csv").read_bytes()
     assert "camera_noise" not in json.loads((out / "summary.json").read_text())["meta"]
+    assert "camera noise" not in printed and (out / "summary.md").read_text().startswith("| dataset |")
+    # --panels 0 --worst 0: the files written are named, and no folder that was not written
+    wrote = next(line for line in printed.splitlines() if line.startswith("wrote "))
+    assert "summary.md" in wrote and "panels/" not in wrote and "worst/" not in wrote
+    assert not (out / "panels").exists() and not (out / "worst").exists()
 
 
 def test_noise_changes_the_prediction_but_never_the_ground_truth(clean, noisy):
@@ -84,9 +92,15 @@ def test_noise_changes_the_prediction_but_never_the_ground_truth(clean, noisy):
 
 
 def test_the_same_seed_gives_the_same_perturbation_and_another_seed_another(noisy, camera_model, synth_root,
-                                                                            tmp_path):
+                                                                            tmp_path, capsys):
     again, other = tmp_path / "again", tmp_path / "other"
+    capsys.readouterr()
     assert _eval(camera_model, synth_root, again, *NOISE, "--noise-seed", "3") == 0
+    # the console and summary.md say that the cameras were perturbed, and how much
+    note = ("camera noise: the model was given perturbed input cameras (rotation 5 deg, translation 0.2 x the "
+            "mean baseline, focal x (1 +- 0.1), noise seed 3); ground truth untouched")
+    assert note in capsys.readouterr().out
+    assert (again / "summary.md").read_text().startswith(note + "\n\n| dataset |")
     assert (again / "metrics_per_image.csv").read_bytes() == (noisy / "metrics_per_image.csv").read_bytes()
     assert _eval(camera_model, synth_root, other, *NOISE, "--noise-seed", "4") == 0
     assert (other / "metrics_per_image.csv").read_bytes() != (noisy / "metrics_per_image.csv").read_bytes()
@@ -99,18 +113,38 @@ def test_a_model_that_ignores_cameras_is_not_moved_by_their_noise(saved_model, s
     assert _rows(tmp_path / "a") == _rows(tmp_path / "b")
 
 
-def test_only_the_cameras_of_the_batch_change():
+def _batch() -> dict:
+    """One scene of 3 views of 14 x 14 pixels: random images and depth, cameras 1 apart."""
     gen = torch.Generator().manual_seed(0)
     batch = {"images": torch.rand(1, 3, 3, 14, 14, generator=gen), "depth": torch.rand(1, 3, 14, 14, generator=gen),
              "valid": torch.ones(1, 3, 14, 14, dtype=torch.bool), "K": torch.eye(3).repeat(1, 3, 1, 1) * 20,
              "w2c": torch.eye(4).repeat(1, 3, 1, 1)}
     batch["K"][..., 2, 2] = 1
     batch["w2c"][0, 1, 0, 3], batch["w2c"][0, 2, 1, 3] = -1.0, -1.0
+    return batch
+
+
+def test_only_the_cameras_of_the_batch_change():
+    batch = _batch()
     options = loop.EvalOptions(camera_noise=CameraNoise(rotation_deg=2, translation=0.1), noise_seed=1)
     noisy = loop.noisy_cameras(batch, options, "synth/scene_0")
     assert all(noisy[k] is batch[k] for k in ("images", "depth", "valid"))
     assert not torch.equal(noisy["w2c"], batch["w2c"]) and torch.equal(noisy["w2c"][0, 0], batch["w2c"][0, 0])
     assert loop.noisy_cameras(batch, loop.EvalOptions(), "synth/scene_0") is batch
+
+
+def test_each_scene_key_has_its_own_documented_draw():
+    batch, noise = _batch(), CameraNoise(rotation_deg=2, translation=0.1, focal=0.05)
+    options = loop.EvalOptions(camera_noise=noise, noise_seed=1)
+    draws = {}
+    for key in ("synth/scene_0", "synth/scene_1"):
+        noisy = loop.noisy_cameras(batch, options, key)
+        generator = torch.Generator().manual_seed(scene_noise_seed(1, key))
+        K, w2c = perturb_cameras(batch["K"], batch["w2c"], rotation_deg=2, translation=0.1, focal=0.05,
+                                 generator=generator)
+        assert torch.equal(noisy["K"], K) and torch.equal(noisy["w2c"], w2c)
+        draws[key] = noisy["w2c"]
+    assert not torch.equal(draws["synth/scene_0"], draws["synth/scene_1"])
 
 
 def test_another_noise_level_into_the_same_out_is_refused(noisy, camera_model, synth_root, capsys):

@@ -64,3 +64,51 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_depthpe_server(argv: list[str], timeout: float = 180.0):
+    """``python -m depthpe ARGV`` (a command that serves a page and prints ``open URL in a browser``)
+    in a subprocess; returns (process, URL). Fails the test when no URL is printed in time."""
+    import re
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "depthpe", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        found = re.search(r"open (http://\S+) in a browser", line)
+        if found:
+            return proc, found.group(1)
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    pytest.fail(f"depthpe {argv[0]} printed no URL (exit {proc.wait()})")
+
+
+def open_page(browser, url: str, viewport: dict):
+    """(page, the URLs it requested, recorded from the start) of ``url`` in a new page of ``browser``,
+    retrying while the server is still starting."""
+    import time
+
+    page = browser.new_page(viewport=viewport)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    for attempt in range(60):
+        try:
+            page.goto(url)
+            break
+        except Exception:  # noqa: BLE001 - connection refused while the server starts
+            if attempt == 59:
+                raise
+            time.sleep(1)
+    return page, requests
+
+
+def outside(requests: list[str], url: str) -> list[str]:
+    """The requests that left the page's own server (data: and blob: URLs stay in the browser)."""
+    from urllib.parse import urlsplit
+
+    home = urlsplit(url).netloc
+    return [r for r in requests if urlsplit(r).scheme not in ("data", "blob") and urlsplit(r).netloc != home]

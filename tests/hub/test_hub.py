@@ -72,6 +72,7 @@ def test_pusher_retries_with_backoff_protects_folder_and_lands_byte_identical(tm
         result = handle.result
         assert result.ok and result.attempts == 3 and len(hub.failed) == 2, (result, logs)
         assert sum("retrying in" in line for line in logs) == 2
+        assert [line.split("retrying in ")[1] for line in logs if "retrying in" in line] == ["0.2 s", "0.4 s"]
         main = hub.files(REPO)
         for name in MODEL_FILES:
             local = (folder / name).read_bytes()
@@ -429,6 +430,21 @@ def test_push_command_pushes_a_run_with_its_typed_config_and_val_summary(tmp_pat
     meta = _front_matter(card)
     assert meta["datasets"] == ["co3d", "hwjiang/MegaSynth"] and meta["model-index"][0]["name"] == "by-hand"
     assert TOKEN not in printed
+
+
+def test_push_command_writes_and_pushes_the_demo_space_app(tmp_path, monkeypatch, capsys):
+    from depthpe.cli import main
+
+    run = hand_made_run(tmp_path)
+    with FakeHub() as hub:
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
+        rc = main(["push", str(run), "--repo-id", "bob/demo", "--retry-delay", "0.01", "--demo-app", "--tag", "v1"])
+        assert rc == 0, capsys.readouterr().out
+        files = hub.files("bob/demo")
+    app = files["app.py"].decode()
+    assert app == (run / "final" / "app.py").read_text()
+    assert "os.environ.get(\"DEPTHPE_MODEL\", 'bob/demo')" in app and "'v1'" in app
+    compile(app, "app.py", "exec")
 
 
 def test_push_command_refuses_a_run_whose_config_does_not_load(tmp_path, capsys):

@@ -21,6 +21,13 @@ def test_inlier_ratio_is_symmetric_and_zero_prediction_is_outlier():
     assert math.isclose(metrics.inlier_ratio(pred, gt), 200 / 3)
 
 
+def test_a_ratio_of_exactly_the_threshold_is_an_outlier():
+    # 103 / 100 is exactly 1.03 in floating point: the threshold is strict ("< 1.03")
+    assert 103.0 / 100.0 == metrics.INLIER_THRESHOLD
+    assert metrics.inlier_ratio(np.array([[103.0]]), np.array([[100.0]])) == 0.0
+    assert metrics.inlier_ratio(np.array([[102.9]]), np.array([[100.0]])) == 100.0
+
+
 def test_clipping_to_0_1_and_100_metres_before_scoring():
     gt = np.array([[0.2, 50.0]])
     pred = np.array([[0.01, 500.0]])  # clipped to 0.1 and 100

@@ -38,10 +38,22 @@ def test_known_poses_end_to_end_in_metres(tmp_path, capsys, rmvd_micro_model):
     assert summary["meta"]["kind"] == "depthpe" and summary["meta"]["batch_size"] == 1
     assert summary["settings"]["known_poses"]["mean"]["runtime_ms"] > 0
     assert "toy_002" in (out / "report.html").read_text()
+    assert "--burn-in" not in stdout  # every dataset has measured samples: no note
     # one scoring path: the harness scores the written predictions to the same table
     status, rescored, _ = run_rmvd(capsys, "--samples", near, "--predictions", out / "predictions", "--out",
                                    tmp_path / "rescored")
     assert status == 0 and rescored == (out / "summary.md").read_text().split("\n\nMeans over datasets")[0] + "\n"
+
+
+def test_a_burn_in_longer_than_a_dataset_explains_its_nan_runtime(tmp_path, capsys, rmvd_micro_model):
+    out = tmp_path / "out"
+    status, stdout, err = run_rmvd(capsys, "--samples", _lists(tmp_path / "l", num_samples=2), "--model",
+                                   rmvd_micro_model, "--out", out, "--burn-in", "5")
+    assert status == 0, err
+    assert all(math.isnan(float(r["runtime_ms"])) for r in csv_rows(out))
+    note = ("runtime_ms and peak_memory_mib are nan for toy (known_poses, 2 sample(s)): the first --burn-in 5 "
+            "samples of each setting and dataset are not measured, and these have no more; lower --burn-in")
+    assert note in stdout and note in (out / "summary.md").read_text()
 
 
 def test_intrinsics_only_gives_no_poses_and_single_view_the_keyview_alone(tmp_path, capsys, rmvd_micro_model):

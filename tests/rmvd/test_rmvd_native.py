@@ -82,6 +82,20 @@ def test_a_native_list_without_its_data_root_is_one_line(tmp_path, capsys):
     assert status == 2 and "give it with --data-root kitti=DIR" in err and len(err.strip().splitlines()) == 1
 
 
+def test_every_missing_dataset_folder_is_named_in_one_line(tmp_path, capsys):
+    kitti, eth3d = write_native_fixture(tmp_path / "k", "kitti"), write_native_fixture(tmp_path / "e", "eth3d")
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    for fixture in (kitti, eth3d):
+        (lists / fixture.list_path.name).write_bytes(fixture.list_path.read_bytes())
+    argv = ["rmvd", "--samples", str(lists), "--predictions", str(tmp_path), "--out", str(tmp_path / "out")]
+    status = cli.main([*argv, "--data-root", "kitti=/no/such/folder"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert "2 datasets have no folder" in err and "--data-root kitti=/no/such/folder: no such folder" in err
+    assert "eth3d (sample list" in err and "--data-root eth3d=DIR --data-root kitti=DIR" in err
+
+
 @pytest.mark.parametrize("roots, message", [(["kitti"], "write DATASET=DIR"),
                                             (["kitti=/no/such/folder"], "no such folder"),
                                             (["KITTI_ROOT", "dtu=."], "no sample list is of dataset 'dtu'")])

@@ -63,6 +63,9 @@ def test_each_list_names_its_source_and_needs_a_data_root(tmp_path):
         assert doc["source"]["path"] == f"rmvd/data/sample_lists/{name}.robustmvd.mvd.pickle"
     with pytest.raises(ConfigError, match="give it with --data-root dtu=DIR"):
         load_sample_lists(["official:dtu"])
+    with pytest.raises(ConfigError, match=f"{len(OFFICIAL_LISTS)} datasets have no folder") as caught:
+        load_sample_lists(["official:all"])
+    assert all(f"--data-root {name}=DIR" in str(caught.value) for name in OFFICIAL_LISTS)
     with pytest.raises(ConfigError, match="official:all or official:NAME"):
         official_list_paths("official:nyu")
     assert official_list_paths("official:all") == [LISTS_DIR / f"{n}.json" for n in OFFICIAL_LISTS]

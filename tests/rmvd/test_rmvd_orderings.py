@@ -42,6 +42,12 @@ def test_quasi_optimal_ties_go_to_the_lower_view_index():
     assert orderings.quasi_optimal_order(2, 4, _scorer(table, [])) == [0, 1, 3]
 
 
+def test_quasi_optimal_puts_a_nan_pair_last_and_keeps_the_others_sorted():
+    # keyview 0 of 4: the middle source view 2 has a NaN pair score -> order 3, 1, then 2
+    table = {(0, 1): 5.0, (0, 2): float("nan"), (0, 3): 1.0}
+    assert orderings.quasi_optimal_order(0, 4, _scorer(table, [])) == [3, 1, 2]
+
+
 def test_oracle_respects_max_sources_and_skips_nan():
     table = {(0, 1): float("nan"), (0, 1, 2): 9.0}
     best = orderings.oracle_best(0, 4, "nearest", _scorer(table, []), max_sources=2)

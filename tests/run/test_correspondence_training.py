@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from depthpe.config import ConfigError
-from depthpe.geometry import cyclic_pairs, query_patches
+from depthpe.geometry import cyclic_pairs, pair_targets, patch_matches, query_patches
 from depthpe.model import DepthModel
+from depthpe.model.attention_hooks import record_global_scores
 from depthpe.run import RunConfig
 from depthpe.run.correspondence import forward_with_correspondence
-from depthpe.run.losses import depth_loss
+from depthpe.run.losses import correspondence_loss, depth_loss
 from depthpe.run.state import TrainState
 from depthpe.run.step import run_step
 from tests.helpers.training import MICRO_MODEL
@@ -67,6 +68,21 @@ def test_the_step_adds_the_weighted_correspondence_term(accelerator):
     assert result.terms["correspondence"] == pytest.approx(corr, rel=1e-5)
     assert result.terms["total"] == pytest.approx(depth_total + 0.5 * corr, rel=1e-5)
     assert corr > 0
+
+
+def test_the_term_is_the_mean_over_the_global_layers_not_their_sum():
+    model, batch = _model(_config(1.0)), _batch()
+    images, K, w2c, depth, valid = (batch[k] for k in ("images", "K", "w2c", "depth", "valid"))
+    pairs, patches = cyclic_pairs(2), query_patches(8, 3, 0)
+    with torch.no_grad():
+        _, corr = forward_with_correspondence(model, lambda: model(images, K, w2c), depth, valid, K, w2c, GRID,
+                                              pairs=pairs, patches=patches)
+        with record_global_scores(model, GRID, pairs, patches) as scores:
+            model(images, K, w2c)
+        target = pair_targets(patch_matches(depth, valid, K, w2c, GRID), pairs, patches)
+        layers = [correspondence_loss(scores[i], target).item() for i in sorted(scores)]
+    assert len(layers) == MICRO_MODEL["num_blocks"] and len(set(layers)) > 1 and min(layers) > 0
+    assert corr.item() == pytest.approx(sum(layers) / len(layers), rel=1e-6)
 
 
 def test_off_by_default_and_refused_with_compile(accelerator):

@@ -152,7 +152,9 @@ def test_sigterm_writes_a_checkpoint_and_resume_matches(synth_root, tmp_path, mo
 
 def test_ctrl_c_once_asks_for_a_checkpoint_twice_stops_at_once_with_one_line(monkeypatch, capfd):
     """SIGINT is recorded like SIGTERM (exit status 130 rather than 143; SIGTERM wins when both came);
-    a second SIGINT raises KeyboardInterrupt, which `depthpe train` reports in one line with status 130."""
+    a second SIGINT raises KeyboardInterrupt, which `depthpe train` reports in one line with status 130.
+    Afterwards the handlers that were there before are back, whatever they were (Python's
+    default_int_handler, or SIG_IGN in a process started in the background: see the next test)."""
     import signal
     from types import SimpleNamespace
 
@@ -161,6 +163,7 @@ def test_ctrl_c_once_asks_for_a_checkpoint_twice_stops_at_once_with_one_line(mon
     from depthpe.train import main
 
     one_process = SimpleNamespace(device=torch.device("cpu"), reduce=lambda t, reduction: t)
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     stop = StopRequest()
     try:
         assert stop.requested(one_process) == 0
@@ -174,7 +177,7 @@ def test_ctrl_c_once_asks_for_a_checkpoint_twice_stops_at_once_with_one_line(mon
         assert stop.requested(one_process) == 143
     finally:
         stop.restore()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert {sig: signal.getsignal(sig) for sig in before} == before
     assert "SIGINT received: stopping after this step with a checkpoint (Ctrl-C again" in capfd.readouterr().err
 
     def interrupted(cfg, **options):
@@ -185,6 +188,36 @@ def test_ctrl_c_once_asks_for_a_checkpoint_twice_stops_at_once_with_one_line(mon
     err = capfd.readouterr().err
     assert err.strip() == ("error: interrupted (Ctrl-C) without a new checkpoint; `--resume latest` continues from "
                            "the last complete one") and "Traceback" not in err
+
+
+def test_ctrl_c_handling_in_a_process_started_with_sigint_ignored():
+    """A process started in the background (``nohup ... &``, as on a shared server) inherits SIGINT
+    ignored: the test above passes there too, and the stop request leaves SIGINT ignored after it."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    node = "tests/run/test_training.py::test_ctrl_c_once_asks_for_a_checkpoint_twice_stops_at_once_with_one_line"
+    child = ("import signal, sys, pytest\n"
+             "assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN, 'the child did not start with SIGINT ignored'\n"
+             f"status = pytest.main(['-p', 'no:cacheprovider', '-q', {node!r}])\n"
+             "assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN, 'SIGINT is no longer ignored'\n"
+             "sys.exit(status)\n")
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited through exec, as from nohup ... &
+    try:
+        run = subprocess.Popen([sys.executable, "-c", child], cwd=Path(__file__).parents[2], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        out, _ = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:  # timed out: leave no child behind
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, out[-3000:]
+    assert "1 passed" in out
 
 
 def _record_optimizer_steps(monkeypatch):

@@ -70,6 +70,24 @@ def test_instant_ngp_field_of_view_and_default_centre(tmp_path):
     np.testing.assert_allclose(cam.w2c, np.diag([1.0, -1.0, -1.0, 1.0])[:3])  # OpenGL identity c2w
 
 
+def test_a_frames_own_intrinsics_override_the_shared_ones(tmp_path):
+    path = _doc(tmp_path, {"fl_x": 60.0})
+    doc = json.loads(path.read_text())
+    doc["frames"].append({"file_path": "images/b.png", "transform_matrix": np.eye(4).tolist()})
+    path.write_text(json.dumps(doc))
+    cameras = read_cameras(path)
+    assert cameras["images/a.png"].K[0, 0] == 60.0 and cameras["images/a.png"].K[1, 1] == 30.0
+    assert cameras["images/b.png"].K[0, 0] == 30.0
+
+
+def test_fields_of_view_give_fx_from_the_width_and_fy_from_the_height(tmp_path):
+    angle_x, angle_y = 2 * math.atan(0.5), 2 * math.atan(0.75)  # w = 40, h = 30: fx = 40, fy = 20
+    path = _doc(tmp_path, fl_x=None, fl_y=None, camera_angle_x=angle_x, camera_angle_y=angle_y)
+    K = read_cameras(path)["images/a.png"].K
+    assert math.isclose(K[0, 0], 20 / math.tan(angle_x / 2)) and math.isclose(K[0, 0], 40.0)
+    assert math.isclose(K[1, 1], 15 / math.tan(angle_y / 2)) and math.isclose(K[1, 1], 20.0)
+
+
 @pytest.mark.parametrize("extra,top,message", [
     ({"k1": 0.1}, {}, "lens distortion (k1=0.1)"),
     ({}, {"camera_model": "OPENCV_FISHEYE", "k1": 0.0}, "camera_model OPENCV_FISHEYE is not a pinhole camera"),

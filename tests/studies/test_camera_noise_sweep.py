@@ -1,16 +1,23 @@
 """`depthpe study camera-noise`: every model at every level on one manifest, the table that
-`depthpe compare SWEEP` prints, the figure of `depthpe plot SWEEP`, resuming, and one-line errors."""
+`depthpe compare SWEEP` prints, the figure of `depthpe plot SWEEP`, resuming, and one-line errors;
+the table's "vs first level" on evaluation folders written by hand with known per-scene AbsRel
+(each group against its own first level; noise that makes an encoding worse is positive)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 
 import pytest
 import torch
 
+from depthpe.analysis.compare import resolve_input
 from depthpe.studies.camera_noise.runner import CameraNoiseSweepConfig, model_labels
+from depthpe.studies.camera_noise.sweep import NoiseSweep, sweep_result
 from depthpe.cli import main
+from tests.helpers.compare import SCENES, write_run
 from tests.helpers.training import MICRO_MODEL
 
 EVAL_ARGS = ["--views", "3", "--image-width", "42", "--cpu", "--bootstrap", "200"]
@@ -36,10 +43,25 @@ def sweep(tmp_path_factory, synth_root):
     models = [_save(root, "rope_s0", "rope"), _save(root, "prope_s0", "prope")]
     out = root / "out"
     torch.set_num_threads(1)
-    code = main(["bench", "camera-noise", *map(str, models), "--data", str(synth_root), "--out", str(out),
-                 *LEVELS, *EVAL_ARGS])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["bench", "camera-noise", *map(str, models), "--data", str(synth_root), "--out", str(out),
+                     *LEVELS, *EVAL_ARGS])
     assert code == 0
+    PRINTED["sweep"] = printed.getvalue()
     return out, models
+
+
+PRINTED: dict[str, str] = {}  # what the sweep fixture's command printed
+
+
+def test_the_sweep_names_only_the_folders_it_wrote(sweep):
+    out, _ = sweep
+    evals = [p for p in out.rglob("summary.json") if (p.parent / "metrics_per_image.csv").exists()]
+    assert evals and not any((p.parent / "panels").exists() or (p.parent / "worst").exists() for p in evals)
+    wrote = [line for line in PRINTED["sweep"].splitlines() if line.startswith("wrote ") and "summary.md" in line]
+    assert len(wrote) == len(evals)
+    assert not [line for line in wrote if "panels/" in line or "worst/" in line], wrote
 
 
 def _native(eval_dir) -> list[str]:
@@ -128,3 +150,34 @@ def test_level_lists_must_match_and_labels_are_safe_and_unique():
     assert labels[:2] == ["a", "a-2"]
     assert all("/" not in label and label not in ("", ".", "..") for label in labels)
     assert len(set(labels)) == 4
+
+
+NOISE_LEVELS = [{"rotation_deg": 0.0, "translation": 0.0, "focal": 0.0},
+                {"rotation_deg": 5.0, "translation": 0.1, "focal": 0.1}]
+
+
+def _hand_sweep(root) -> NoiseSweep:
+    """rope (the reference): the same AbsRel at both levels; prope: 0.25 worse than rope at level 0
+    and 1.0 worse again at level 1 (per scene, both images alike)."""
+    rope = {scene: 2.0 + 0.5 * i for i, scene in enumerate(SCENES)}
+    prope = [{scene: value + 0.25 + level for scene, value in rope.items()} for level in (0, 1)]
+    evals = []
+    for level in (0, 1):
+        items = []
+        for pe, values in (("rope", rope), ("prope", prope[level])):
+            run = write_run(root, f"{pe}_level{level}", seed=0, config={"model.global_pe": pe}, summary={},
+                            images={scene: [v, v] for scene, v in values.items()})
+            items.append(resolve_input(str(run / "eval")))
+        evals.append(items)
+    return NoiseSweep([root], NOISE_LEVELS, 0, evals)
+
+
+def test_vs_first_level_is_each_groups_own_first_level_with_worse_positive(tmp_path):
+    result = sweep_result(_hand_sweep(tmp_path), n_boot=50)
+    assert result["reference"] == "rope"
+    table = result["datasets"]["synth"]
+    assert table["prope"][0]["vs_first_level"]["mean"] == pytest.approx(0.0)  # itself, not rope
+    assert table["prope"][1]["vs_first_level"]["mean"] == pytest.approx(1.0)  # worse with noise: > 0
+    assert table["rope"][1]["vs_first_level"]["mean"] == pytest.approx(0.0)
+    assert table["prope"][0]["vs_reference"]["mean"] == pytest.approx(0.25)
+    assert table["prope"][1]["vs_reference"]["mean"] == pytest.approx(1.25)

@@ -4,12 +4,13 @@ the paired interval is computed per held-out scene, and mixing kinds or held-out
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
 import pytest
 
-from depthpe.studies.correspondence.compare import encoding_label
+from depthpe.studies.correspondence.compare import encoding_label, run_correspondence_compare
 from depthpe.cli import main
 
 MICRO = ["--image-width", "56", "--embed-dim", "32", "--num-heads", "2", "--num-blocks", "2", "--steps", "2",
@@ -58,6 +59,22 @@ def test_compare_groups_by_encoding_and_pairs_per_scene(corr_runs, tmp_path, cap
     # the layer is the model's last global layer, whatever the number of seeds of the first folder
     assert main(["compare", paths[1], paths[0], "--bootstrap", "50"]) == 0
     assert "### base (layer 1)" in capsys.readouterr().out
+
+
+def test_the_table_shows_the_last_step_not_the_first(corr_runs, tmp_path):
+    doc = json.loads((corr_runs / "rope" / "results.json").read_text())
+    for run in doc["runs"]:  # an earlier curve point whose top-1 is 0.75 everywhere
+        early = copy.deepcopy(run["curve"][-1])
+        early["step"] = 0
+        for rows in early["settings"].values():
+            for row in rows:
+                row["top1"], row["scene_top1"] = 0.75, [0.75 for _ in row["scene_top1"]]
+        run["curve"].insert(0, early)
+    (tmp_path / "rope").mkdir()
+    (tmp_path / "rope" / "results.json").write_text(json.dumps(doc))
+    result, _, _ = run_correspondence_compare([str(tmp_path / "rope")], n_boot=10)
+    last = [run["curve"][-1]["settings"]["base"][-1]["top1"] for run in doc["runs"]]
+    assert result["settings"]["base"]["rope"]["top1"]["values"] == last and 0.75 not in last
 
 
 def test_mixing_kinds_and_held_out_sets_is_one_line(corr_runs, synth_root, tmp_path, capsys):

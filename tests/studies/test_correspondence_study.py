@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from depthpe.studies.correspondence import evaluation as correspondence_eval
 from depthpe.studies.correspondence.evaluation import zoom_center
 from depthpe.cli import main
 
@@ -79,6 +82,67 @@ def test_zoom_keeps_the_geometry_consistent():
     u = torch.arange(28, dtype=torch.float64)
     original = (u - z_K[0, 0, 0, 2]) / z_K[0, 0, 0, 0] * K[0, 0, 0, 0] + K[0, 0, 0, 2]
     assert torch.equal(z_depth[0, 0, 5], torch.round(original) + 1.0)
+
+
+class _OffByOneAttention:
+    """A stand-in for the model in ``evaluate_setting``: one global layer, 1 special token, 14-px
+    patches, whose attention puts all of every query's weight on one key patch of the other view:
+    the true target of the analytic stereo pair of tests/test_correspondence.py (view 0 patch
+    (r, c) -> view 1 (r, c - 2), view 1 (r, c) -> view 0 (r, c + 2)) moved one column towards the
+    query's own column. It ignores the cameras it is given."""
+
+    config = SimpleNamespace(patch_size=14, num_special_tokens=1)
+
+    def __init__(self, monkeypatch):
+        self.on_layer = None
+
+        @contextlib.contextmanager
+        def capture(model, on_layer):
+            model.on_layer = on_layer
+            yield
+
+        monkeypatch.setattr(correspondence_eval, "capture_global_attention", capture)
+
+    def aggregator(self, images, K, w2c):
+        B, S, T = images.shape[0], 2, 9
+        probs = torch.zeros(B, 1, S * T, S * T)
+        for view, step in ((0, -1), (1, 1)):
+            for r in range(2):
+                for c in range(4):
+                    key = min(max(c + step, 0), 3)  # one patch off a target two columns away
+                    probs[:, 0, view * T + 1 + 4 * r + c, (1 - view) * T + 1 + 4 * r + key] = 1.0
+        self.on_layer(0, probs, None)
+
+
+def _stereo_sample():
+    """The stereo pair of tests/test_correspondence.py as one sample of evaluate_setting."""
+    depth = torch.full((2, 28, 56), 2.0)
+    K = torch.tensor([[56.0, 0, 27.5], [0, 56.0, 13.5], [0, 0, 1]]).expand(2, 3, 3)
+    w2c = torch.eye(4).repeat(2, 1, 1)
+    w2c[1, 0, 3] = -1.0
+    return {"images": torch.zeros(2, 3, 28, 56), "K": K, "w2c": w2c, "depth": depth, "valid": depth > 0}
+
+
+def _layer_row(monkeypatch, setting):
+    rows = correspondence_eval.evaluate_setting(_OffByOneAttention(monkeypatch), [_stereo_sample()], setting,
+                                                radii=(0, 1), depth_tolerance=0.05, seed=0)
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_attention_one_patch_off_is_a_within_1_hit_not_a_top_1_hit(monkeypatch):
+    row = _layer_row(monkeypatch, correspondence_eval.Setting("base", 2))
+    assert row["matches"] == 8  # two of four columns per view and row
+    assert row["top1"] == 0.0 and row["within1"] == 1.0
+
+
+def test_camera_noise_leaves_the_true_matches_alone(monkeypatch):
+    base = _layer_row(monkeypatch, correspondence_eval.Setting("base", 2))
+    for setting in (correspondence_eval.Setting("rotation20deg", 2, rotation_deg=20.0),
+                    correspondence_eval.Setting("translation0.5", 2, translation=0.5)):
+        noisy = _layer_row(monkeypatch, setting)
+        assert {k: noisy[k] for k in ("matches", "top1", "within1", "scene_matches")} == \
+               {k: base[k] for k in ("matches", "top1", "within1", "scene_matches")}, setting.name
 
 
 def test_the_curve_points_default_to_quarters_and_always_end_at_the_last_step():

@@ -6,14 +6,13 @@ are kept in test-artifacts/ (tests/helpers/browser.py)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from tests.helpers.browser import artifacts_dir, free_port, launch_or_skip, pixel_std, sync_playwright_or_skip
+from tests.helpers.browser import (artifacts_dir, free_port, launch_or_skip, open_page, outside, pixel_std,
+                                  start_depthpe_server, sync_playwright_or_skip)
 from tests.helpers.view import expected_count
 
 pytest.importorskip("viser", reason="the view extra (viser) is not installed: pip install 'depthpe[view]'")
@@ -23,18 +22,7 @@ COUNT = re.compile(r"points shown: (\d+) of (\d+)")
 
 def start_view(argv: list[str], timeout: float = 120.0):
     """`depthpe view ARGV --port P` in a subprocess; returns (process, the URL it printed)."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "depthpe", "view", *argv, "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + timeout
-    for line in proc.stdout:
-        found = re.search(r"open (http://\S+) in a browser", line)
-        if found:
-            return proc, found.group(1)
-        if time.monotonic() > deadline:
-            break
-    proc.kill()
-    pytest.fail(f"depthpe view printed no URL (exit {proc.wait()})")
+    return start_depthpe_server(["view", *argv, "--port", str(free_port())], timeout)
 
 
 def reported(page) -> tuple[int, int]:
@@ -60,19 +48,8 @@ def canvas_std(page, name: str) -> float:
     return pixel_std(png)
 
 
-def outside(requests: list[str], url: str) -> list[str]:
-    """The requests that left the page's own server (data: and blob: URLs stay in the browser)."""
-    from urllib.parse import urlsplit
-
-    home = urlsplit(url).netloc
-    return [r for r in requests if urlsplit(r).scheme not in ("data", "blob") and urlsplit(r).netloc != home]
-
-
 def open_viewer(browser, url):
-    page = browser.new_page(viewport={"width": 1100, "height": 700})
-    requests = []
-    page.on("request", lambda r: requests.append(r.url))
-    page.goto(url)
+    page, requests = open_page(browser, url, {"width": 1100, "height": 700})
     page.wait_for_selector("text=points shown", timeout=60_000)
     time.sleep(3)  # the first frames of the point cloud
     return page, requests

@@ -15,6 +15,7 @@ import pytest
 from depthpe.cli import main
 from depthpe.scenes.convert import convert
 from depthpe.scenes.convert.common import ConvertOptions
+from depthpe.scenes.convert.wai import modality_key
 from depthpe.scenes.format.scene_file import read_index
 from depthpe.testing.captures import read_scene_frames
 from depthpe.testing.transforms_captures import write_wai_scene
@@ -68,6 +69,23 @@ def test_wai_scenes_convert_back_to_the_originals_with_their_units(converted, sc
         np.testing.assert_allclose(a["w2c"], b["w2c"], atol=1e-6)
         assert ((a["depth"] > 0) == (b["depth"] > 0)).all()
         np.testing.assert_allclose(a["depth"], b["depth"], rtol=1e-3)  # float16 EXR of float16 depth
+
+
+def test_without_camera_convention_the_matrices_are_read_as_opencv(scene_files, tmp_path):
+    write_wai_scene(tmp_path / "src", scene_files[0], "unlabelled", convention="opencv", label=None)
+    assert "camera_convention" not in json.loads((tmp_path / "src" / "unlabelled" / "scene_meta.json").read_text())
+    summary = convert("wai", tmp_path / "src", tmp_path / "out", _opts())
+    assert summary["scenes_written"] == 1, summary
+    a = read_scene_frames(next((tmp_path / "out").rglob("unlabelled.h5")))
+    np.testing.assert_allclose(a["w2c"], read_scene_frames(scene_files[0])["w2c"], atol=1e-6)
+
+
+def test_a_modality_group_without_frame_key_resolves_to_its_last_entry():
+    meta = {"frame_modalities": {"pred_depth": {"mvsanywhere": {"frame_key": "mvs_depth"},
+                                                "moge": {"frame_key": "moge_depth"}}}}
+    assert modality_key(meta, "pred_depth", {}) == "moge_depth"
+    assert modality_key(meta, "pred_depth/mvsanywhere", {}) == "mvs_depth"
+    assert modality_key({}, "depth", {"depth": "d.exr"}) == "depth" and modality_key({}, "depth", {}) is None
 
 
 def test_opengl_matrices_labelled_opencv_fail_check(scene_files, tmp_path, capsys):
