@@ -38,7 +38,11 @@ on a rerun (resume an interrupted conversion by running the same command again);
 printed and saved to ROOT/<dataset>/convert_summary.json. folder, colmap and wai then run `depthpe check`
 on ROOT/<dataset> (--no-check to skip; exit status 1 if a scene fails it); for the datasets, run
 `depthpe check ROOT` afterwards (or pass --check). Settings can also come from --config FILE (YAML,
-keys as the options with underscores, e.g. max_side: 320) and key=value overrides."""
+keys as the options with underscores, e.g. max_side: 320) and key=value overrides.
+Across machines: --shard K/N (K = 0..N-1) converts every N-th scene from the K-th and writes no index; in
+a Slurm array job (sbatch --array=0-{N-1}) the shard comes from SLURM_ARRAY_TASK_ID and _COUNT. When all
+shards are done, the same command without --shard writes the indexes: the result is that of one run
+(scripts/slurm/convert_array.sbatch; docs/distributed.md)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +88,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"depthpe convert: error: {err}")
         return 2
     print(format_summary(summary))
+    if summary["shard"] is not None:
+        k, n = summary["shard"]
+        print(f"shard {k}/{n} done (no index written): when every shard is done, run the same command without "
+              "--shard (outside the array job) to write the indexes")
+        return 0
     if summary["scenes_written"] + summary["scenes_existing"] == 0:
         return 1
     check = cfg.check if cfg.check is not None else cfg.dataset in OWN_CAPTURES

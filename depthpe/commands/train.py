@@ -35,7 +35,8 @@ checkpoint of another run, another model, and a changed data.image_width or data
 
 Every key with its default: docs/configuration.md (or --print-config). A bad config stops with one
 line 'error: ...' and exit status 2 before anything is built or downloaded.
-Several processes: accelerate launch -m depthpe.train --config NAME [...] (same arguments)."""
+Several processes: accelerate launch -m depthpe.train --config NAME [...] (same arguments), or under
+Slurm srun --ntasks=N depthpe train ... (one process per task; docs/distributed.md)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from ..run import dump_run_config, load_run_config
+    from ..slurm import apply_launch_env
+
+    apply_launch_env()  # `srun --ntasks=N depthpe train`: the N tasks form one run (depthpe.slurm)
 
     with report_errors(args.debug):
         cfg = load_run_config(args.config, args.overrides)
@@ -91,6 +95,17 @@ def _train(args: argparse.Namespace) -> int:
                 raise
             print(f"error: {error_line(err)}", file=sys.stderr, flush=True)
             return 1
+        _ignore_sigterm_once_complete()
         return 0
     return USAGE_ERROR_STATUS
 
+
+
+def _ignore_sigterm_once_complete() -> None:
+    """The run is complete (final/ written): a SIGTERM until this process has ended (the teardown of
+    torch, the trackers and accelerate can take seconds) must not make it exit with 143, which the
+    Slurm scripts read as "stopped with a checkpoint, requeue" (a pre-emption landing just after the
+    last step would otherwise train the last steps again)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)

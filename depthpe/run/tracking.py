@@ -89,10 +89,15 @@ def error_line(err: BaseException) -> str:
     return text.splitlines()[-1].split(": ", 1)[-1]
 
 
-def tracker_init_kwargs(output_dir: Path) -> dict[str, dict]:
+def tracker_init_kwargs(output_dir: Path, resumed_step: int = 0) -> dict[str, dict]:
     """Per-tracker ``init_kwargs`` for ``Accelerator.init_trackers``: W&B writes into the run folder
-    and names the run after it."""
-    return {"wandb": {"dir": str(output_dir), "name": output_dir.name}}
+    and names the run after it. A run resumed at ``resumed_step`` > 0 gives TensorBoard
+    ``purge_step=resumed_step + 1``: the steps an interrupted run had logged after its last
+    checkpoint are dropped when TensorBoard reads the logs, so no step is shown twice."""
+    kwargs = {"wandb": {"dir": str(output_dir), "name": output_dir.name}}
+    if resumed_step > 0:
+        kwargs["tensorboard"] = {"purge_step": resumed_step + 1}
+    return kwargs
 
 
 def flat_hparams(config: dict) -> dict[str, Any]:
@@ -139,7 +144,7 @@ class TrackerLogging(TrainingCallback):
 
     def on_run_start(self, run) -> None:
         run.accelerator.init_trackers("train", config=flat_hparams(run.cfg.to_dict()),
-                                      init_kwargs=tracker_init_kwargs(run.output_dir))
+                                      init_kwargs=tracker_init_kwargs(run.output_dir, run.state.step))
 
     def on_step_end(self, run, result) -> None:
         state, t = run.state, run.cfg.train

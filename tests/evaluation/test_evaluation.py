@@ -9,6 +9,7 @@ from depthpe.evaluation.loop import EvalOptions, evaluate
 from depthpe.evaluation.protocol import discover_sources
 from depthpe.eval import main
 from depthpe.metrics import BASELINE_MODES, MODES
+from tests.helpers.tables import nested_close
 
 
 
@@ -101,16 +102,7 @@ def test_two_processes_give_the_same_table(synth_root, saved_model, tmp_path):
     one = json.loads((tmp_path / "one" / "summary.json").read_text())
     two = json.loads((tmp_path / "two" / "summary.json").read_text())
     assert two["meta"]["processes"] == 2 and one["meta"]["processes"] == 1
-    assert _close(two["summary"], one["summary"])
-
-
-def _close(a, b, tol=1e-6):
-    """Nested dicts of numbers equal within tol (tiny float differences between process layouts)."""
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_close(a[k], b[k], tol) for k in a)
-    if isinstance(a, float):
-        return abs(a - b) <= tol * max(1.0, abs(b)) or (a != a and b != b)
-    return a == b
+    assert nested_close(two["summary"], one["summary"])
 
 
 def test_unusable_scene_is_reported_not_fatal(synth_root, saved_model, tmp_path):

@@ -15,9 +15,17 @@ from ..format.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from ..parallel import resolve_workers
 from .registry import CONVERTERS
 
-__all__ = ["CONVERTER_VERSION", "ConvertOptions", "ConvertConfig", "resolve_workers"]
+__all__ = ["CONVERTER_VERSION", "ConvertOptions", "ConvertConfig", "parse_shard", "resolve_workers"]
 
 CONVERTER_VERSION = 1
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> (K, N) with 0 <= K < N; ``ValueError`` (one line, with the fix) otherwise."""
+    k, sep, n = str(text).partition("/")
+    if not (sep and k.strip().isdigit() and n.strip().isdigit() and 0 <= int(k) < int(n)):
+        raise ValueError(f"--shard {text}: expected K/N with 0 <= K < N (e.g. --shard 0/4 ... --shard 3/4)")
+    return int(k), int(n)
 
 
 @dataclass
@@ -35,7 +43,8 @@ class ConvertOptions:
     searched in the scene folder); depth_scale: 16-bit PNG depth value per camera unit (None = 1000,
     millimetres with metre cameras), and of ``.npy`` depth (None: as stored, or nerfstudio's
     ``depth_unit_scale_factor`` rule in a transforms.json capture: ``folder.npy_factor_of``); metric: the cameras are in metres. WAI: depth_modality: the
-    frame modality holding the depth (None = ``depth``).
+    frame modality holding the depth (None = ``depth``). shard: "K/N", convert only every N-th scene
+    from the K-th (of those within ``limit``) and write no index (``shard_of_run``).
     """
 
     max_side: int = option(640, metavar="PX", help="longer image side after resizing, never enlarged")
@@ -69,6 +78,10 @@ class ConvertOptions:
                           "metric; wai scenes with scale_type metric are anyway)")
     depth_modality: Optional[str] = option(None, metavar="NAME", help="wai: the frame modality holding the depth "
                                            "(none: depth; e.g. pred_depth/mvsanywhere)")
+    shard: Optional[str] = option(None, metavar="K/N", help="convert only shard K of N (K = 0..N-1: every N-th "
+                                  "scene from the K-th) and write no index; then the same command without --shard "
+                                  "joins the shards into the index (none: SLURM_ARRAY_TASK_ID/COUNT in a Slurm "
+                                  "array job, else everything)")
 
     def __post_init__(self) -> None:
         checks = [
@@ -86,6 +99,19 @@ class ConvertOptions:
         ]
         for ok, message in checks:
             require(ok, message)
+        if self.shard is not None:
+            parse_shard(self.shard)
+
+    def shard_of_run(self, environ=None) -> tuple[int, int] | None:
+        """The (k, n) shard this run converts: ``shard`` when given, else that of a Slurm array task
+        (``depthpe.slurm.array_shard``), else None (every scene)."""
+        import os
+
+        from ...slurm import array_shard
+
+        if self.shard is not None:
+            return parse_shard(self.shard)
+        return array_shard(os.environ if environ is None else environ)
 
     def content_settings(self) -> dict:
         """Settings that change the content of a scene file (stored in it; a mismatch reconverts).

@@ -53,16 +53,23 @@ def convert_dataset(module_name: str, src: str | os.PathLike, out: str | os.Path
     unassigned = [r for r in refs if r.scene_id not in assignment]
     refs = [r for r in refs if r.scene_id in assignment]
     jobs_refs = refs if options.limit is None else refs[: options.limit]
+    shard = options.shard_of_run()
+    mine = jobs_refs if shard is None else jobs_refs[shard[0]::shard[1]]
     jobs = [(module_name, r, assignment[r.scene_id], str(dataset_dir / assignment[r.scene_id]), options)
-            for r in jobs_refs]
+            for r in mine]
 
-    results = [_skipped_result(r.scene_id, "", "not in the official split", "not in the official split")
-               for r in unassigned]
+    results = [] if shard is not None and shard[0] > 0 else [
+        _skipped_result(r.scene_id, "", "not in the official split", "not in the official split") for r in unassigned]
     _run_jobs(jobs, options, module.NAME, results)
-    entries = _write_indexes(dataset_dir, module.NAME, results, refs[len(jobs_refs):], assignment, options)
+    if shard is None:
+        entries = _write_indexes(dataset_dir, module.NAME, results, refs[len(jobs_refs):], assignment, options)
+    else:  # the run without --shard writes the index of all shards
+        entries = _entries_by_split(results)
     wall = time.perf_counter() - t0
     summary = _summarize(module, src, out, options, refs + unassigned, results, entries, split_info, wall)
-    atomic_write_bytes(dataset_dir / SUMMARY_FILE, json.dumps(summary, indent=1).encode())
+    summary["shard"] = None if shard is None else list(shard)
+    if shard is None:
+        atomic_write_bytes(dataset_dir / SUMMARY_FILE, json.dumps(summary, indent=1).encode())
     return summary
 
 
@@ -101,16 +108,22 @@ def _run_jobs(jobs: list[tuple], options: ConvertOptions, name: str, results: li
                  hint="rerun the same command to resume (finished scenes are kept), with fewer --workers")
 
 
+def _entries_by_split(results: list[dict]) -> dict[str, list[dict]]:
+    """``{split: [index entry]}`` of the scenes ``convert_scene`` finished (written or existing)."""
+    entries: dict[str, list[dict]] = {}
+    for res in results:
+        if res["entry"] is not None:
+            entries.setdefault(res["split"], []).append(res["entry"])
+    return entries
+
+
 def _write_indexes(dataset_dir: Path, name: str, results: list[dict], later_refs: list[SceneRef],
                    assignment: dict[str, str], options: ConvertOptions) -> dict[str, list[dict]]:
     """Write ``index.json`` of every split folder that has finished scenes or exists: the scenes of
     this run plus those of ``later_refs`` (outside --limit) finished by earlier runs with the same
     settings. Returns ``{split: entries}``."""
     settings = json.dumps(options.content_settings(), sort_keys=True)
-    entries: dict[str, list[dict]] = {}
-    for res in results:
-        if res["entry"] is not None:
-            entries.setdefault(res["split"], []).append(res["entry"])
+    entries = _entries_by_split(results)
     for r in later_refs:
         split = assignment[r.scene_id]
         entry = _existing_entry(dataset_dir / split / f"{safe_component(r.scene_id)}.h5", settings, options.min_frames)

@@ -1,0 +1,25 @@
+"""Comparing two converted datasets (``depthpe convert`` outputs) file by file."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+from pathlib import Path
+
+
+def dataset_files(root: Path) -> dict[str, Path]:
+    """Relative path -> path of every file a conversion leaves under ``root``, but the summary (its
+    timings differ from run to run)."""
+    return {p.relative_to(root).as_posix(): p for p in sorted(Path(root).rglob("*"))
+            if p.is_file() and p.name != "convert_summary.json"}
+
+
+def assert_same_dataset(a: Path, b: Path) -> None:
+    """The same files under ``a`` and ``b``: equal JSON (split.json, index.json), equal bytes (scene files)."""
+    fa, fb = dataset_files(a), dataset_files(b)
+    assert sorted(fa) == sorted(fb)
+    for name in fa:
+        if name.endswith(".json"):
+            assert json.loads(fa[name].read_text()) == json.loads(fb[name].read_text()), name
+        else:
+            assert filecmp.cmp(fa[name], fb[name], shallow=False), name
