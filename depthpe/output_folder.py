@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 from .config import ConfigError
 from .files import LOCK_FILE, FolderInUse, LocksUnsupported, atomic_write_bytes, lock_folder
 
-__all__ = ["MANIFEST", "OutputFolder", "claim_output_folder", "owned_output_folder", "settings_fingerprint", "folder_owner",
+__all__ = ["MANIFEST", "OutputFolder", "claim_output_folder", "owned_output_folder", "register_shard", "settings_fingerprint", "folder_owner",
            "simple_difference"]
 
 MANIFEST = ".depthpe-owner.json"
@@ -116,6 +116,7 @@ class OutputFolder:
     own: set[str]  # files this command wrote here (its manifest's list, the dead holder's files)
     before: dict[str, tuple[int, int]]  # the folder's files at the claim
     fingerprint: dict | None = None
+    detached: bool = False  # a shard's claim: finish() leaves the manifest as begin() wrote it
 
     def begin(self, fingerprint: dict) -> None:
         """Check ``fingerprint`` against the outputs of this command in the folder: another one is
@@ -159,7 +160,7 @@ class OutputFolder:
     def finish(self, state: str) -> None:
         """Record the files written since the claim as this command's own and the final ``state``
         (``complete``, ``interrupted``); no manifest at all when this command owns no file here."""
-        if self.fingerprint is None:
+        if self.fingerprint is None or self.detached:
             return
         now = _files(self.path)
         self.own = {rel for rel in self.own if rel in now}
@@ -173,11 +174,16 @@ class OutputFolder:
         return bool(self.previous) and self.previous.get("command") == self.command
 
     def _write(self, state: str) -> None:
+        """Write the manifest atomically. ``started_ns`` is the file system's clock at the first write
+        (the manifest's own modification time, not ``time.time_ns``, whose finer clock can run ahead
+        of the coarse one file times are stamped with), so every file written later is newer."""
         doc = {"command": self.command, "fingerprint": self.fingerprint, "state": state,
-               "started_ns": getattr(self, "_started", None) or time.time_ns(), "host": socket.gethostname(),
+               "started_ns": getattr(self, "_started", None), "host": socket.gethostname(),
                "pid": os.getpid(), "files": sorted(self.own)}
-        self._started = doc["started_ns"]
-        atomic_write_bytes(self.path / MANIFEST, json.dumps(doc, indent=1).encode())
+        path = atomic_write_bytes(self.path / MANIFEST, json.dumps(doc, indent=1).encode())
+        if doc["started_ns"] is None:
+            self._started = doc["started_ns"] = path.stat().st_mtime_ns
+            atomic_write_bytes(path, json.dumps(doc, indent=1).encode())
 
 
 def _lock(path: Path, label: str):
@@ -277,3 +283,28 @@ def owned_output_folder(path: str | os.PathLike, command: str, fingerprint: dict
     with claim_output_folder(path, command, replace=replace, replace_flag=replace_flag, label=label) as folder:
         folder.begin(fingerprint)
         yield folder
+
+
+def register_shard(path: str | os.PathLike, command: str, fingerprint: dict, *, replace: bool = False,
+                   replace_flag: str = "--overwrite", label: str = "--out", wait_s: float = 60.0) -> None:
+    """For one of several processes that write disjoint files of one folder at the same time
+    (``depthpe convert --shard K/N`` in an array job): the owner's checks under the folder's lock, held
+    only for this call (waiting up to ``wait_s`` seconds while another shard holds it), then the lock is
+    released and the shard writes unlocked. The first shard writes the manifest (state ``running``);
+    the others check theirs against it without rewriting it, so the files every shard writes after
+    that start count as the command's own (the dead-holder rule of ``claim_output_folder``) until a
+    run without shards finishes the folder. Refusals as ``claim_output_folder``'s."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with claim_output_folder(path, command, replace=replace, replace_flag=replace_flag, label=label) as folder:
+                folder.detached = True
+                previous = folder.previous or {}
+                if not (previous.get("command") == command and previous.get("fingerprint") == fingerprint
+                        and previous.get("state") == "running"):
+                    folder.begin(fingerprint)
+            return
+        except ConfigError as err:
+            if " is in use by " not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

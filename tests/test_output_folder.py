@@ -117,3 +117,22 @@ def test_a_training_run_refuses_another_commands_folder(tmp_path, synth_root):
     with pytest.raises(ConfigError, match=r"^output_dir .* holds the outputs of depthpe eval \(.depthpe-owner.json\), "
                                           r"not a training run"):
         preflight(run_config(synth_root, out))
+
+
+def test_shards_write_alongside_and_the_final_run_owns_their_files(tmp_path):
+    from depthpe.output_folder import register_shard
+
+    out = tmp_path / "out"
+    register_shard(out, "depthpe convert", {"v": 1})  # shard 0 writes the manifest
+    _write(out, "train/a.h5")
+    register_shard(out, "depthpe convert", {"v": 1})  # shard 1 checks it, the manifest kept
+    _write(out, "train/b.h5")
+    assert folder_owner(out)["state"] == "running"
+    with pytest.raises(ConfigError, match="made with other settings"):
+        register_shard(out, "depthpe convert", {"v": 2})
+    with pytest.raises(ConfigError, match="holds the outputs of depthpe convert, not of depthpe synth"):
+        register_shard(out, "depthpe synth", {"v": 1})
+    with owned_output_folder(out, "depthpe convert", {"v": 1}):  # the run that writes the indexes
+        _write(out, "train/index.json")
+    owner = folder_owner(out)
+    assert owner["state"] == "complete" and owner["files"] == ["train/a.h5", "train/b.h5", "train/index.json"]
