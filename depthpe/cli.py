@@ -74,10 +74,25 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     return args
 
 
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``depthpe COMMAND ...``; returns the exit status."""
+    """``depthpe COMMAND ...``; returns the exit status (130 after Ctrl-C, said in one line: no traceback)."""
     args = parse(build_parser(), argv)
-    return int(args._run(args) or 0)
+    return _interruptible(args)
+
+
+def _interruptible(args) -> int:
+    """Run the parsed command; Ctrl-C (``KeyboardInterrupt``) ends it with one line on stderr and the
+    shell's status 130 instead of a traceback (the commands' outputs are written atomically, and
+    those that resume say so when rerun)."""
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C); files already written are complete, and an interrupted eval, rmvd --model, "
+              "convert or synth resumes when run again", file=sys.stderr, flush=True)
+        return INTERRUPTED_STATUS
 
 
 def run_command(name: str, argv: list[str] | None = None) -> int:
@@ -86,7 +101,7 @@ def run_command(name: str, argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"depthpe {name}", formatter_class=argparse.RawDescriptionHelpFormatter)
     configure_parser(parser, module_name, help_text, "_run")
     args = parse(parser, argv)
-    return int(args._run(args) or 0)
+    return _interruptible(args)
 
 
 if __name__ == "__main__":

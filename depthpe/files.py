@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["safe_component", "LOCK_FILE", "FolderInUse", "LocksUnsupported", "lock_folder", "atomic_target", "atomic_write_bytes", "output_folder_problem"]
+__all__ = ["read_json", "safe_component", "LOCK_FILE", "FolderInUse", "LocksUnsupported", "lock_folder", "atomic_target", "atomic_write_bytes", "output_folder_problem"]
 
 MAX_COMPONENT_CHARS = 120  # characters of a safe component (file systems allow 255 bytes)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@,-]+")
@@ -81,6 +81,21 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         with open(tmp, "wb") as f:
             f.write(data)
     return path
+
+
+def read_json(path: str | os.PathLike):
+    """The JSON value of ``path``'s UTF-8 text. OSError as raised; ``ValueError`` with one line for
+    text that is not UTF-8 or not JSON, and for JSON nested deeper than Python's recursion limit (a
+    "nesting bomb" such as 100000 ``[``, on which ``json.loads`` raises ``RecursionError``)."""
+    import json
+
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply (more levels of [ or { than any real file has)") from None
+    except ValueError as err:
+        raise ValueError(str(err).splitlines()[0]) from None
 
 
 def output_folder_problem(path: str | os.PathLike, label: str, fix: str = "give a folder path") -> str | None:

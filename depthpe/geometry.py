@@ -332,7 +332,7 @@ def _no_scale_message(scale: torch.Tensor, w2c: torch.Tensor, degenerate: torch.
     return ("the camera centres of views 1..S-1 coincide with the reference camera "
             f"(mean distance {float(scale[idx]):.3g}, at most {min_relative_scale:g} times the cameras' "
             f"largest distance {magnitude:.3g} from the world origin), so the scene has no scale. "
-            "Use views with camera motion, or pass scale= explicitly.")
+            "Use views with camera motion (a pure rotation gives depth no scale).")
 
 
 def axis_angle_rotation(axis: torch.Tensor, angle_rad: float | torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..config.options import REQUIRED, check_required, option
+from ..config.options import REQUIRED, check_required, option, overwrite_option
 
 __all__ = ["CompareConfig", "PlotConfig", "GROUP_BY", "BOOTSTRAP", "PLOT_METRICS", "PLOT_ROWS"]
 
@@ -40,6 +40,7 @@ class CompareConfig:
     dataset: Optional[list[str]] = option(None, append=True, metavar="D", help="compare only this dataset "
                                           "(repeatable; none: every dataset all evaluations have)")
     out: Optional[str] = option(None, help="folder for compare.md and compare.json")
+    overwrite: bool = overwrite_option()
     allow_different_manifests: bool = option(False, help="compare evaluations made on different manifests "
                                              "(paired on the common scenes)")
     bootstrap: int = option(BOOTSTRAP, metavar="N", help="bootstrap resamples")
@@ -62,6 +63,7 @@ class PlotConfig:
     rows: list[str] = option(default_factory=lambda: list(PLOT_ROWS),
                              help="table rows of the metrics (e.g. native scene_aligned)")
     out: str = option(REQUIRED, help="output folder")
+    overwrite: bool = overwrite_option()
 
     def __post_init__(self) -> None:
         check_required(self)

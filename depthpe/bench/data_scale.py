@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..config.options import add_plain_options, option
+from ..config.options import add_plain_options, option, overwrite_option
 from depthpe.scenes.synth import DEFAULT_HEIGHT, DEFAULT_WIDTH
 from ..files import atomic_write_bytes
 from .settings import JSON_HELP
@@ -73,6 +73,7 @@ class DataScaleSettings:
                                help="data root sizes to measure")
     out: str = option(str(Path(tempfile.gettempdir()) / "depthpe-bench-data-scale"), metavar="DIR",
                       help="where the roots are built and kept for the next run")
+    overwrite: bool = overwrite_option()
     seed_scenes: int = option(4, metavar="K", help="real scene files written by `depthpe synth`, linked N/K times each")
     views: int = option(12, help="frames per seed scene")
     size: tuple[int, int] = option((DEFAULT_HEIGHT, DEFAULT_WIDTH), metavar=("H", "W"),
@@ -95,6 +96,15 @@ def run(args: argparse.Namespace) -> int:
 
     if min(args.scenes) < 1 or args.seed_scenes < 1 or min(args.workers) < 1 or args.check_scenes < 1:
         raise ConfigError("--scenes, --seed-scenes, --workers and --check-scenes must be >= 1")
+    from ..output_folder import owned_output_folder, settings_fingerprint
+
+    fingerprint = settings_fingerprint(args, leave_out=("scenes", "check_scenes", "batches", "json", "val_scenes", "seed"))
+    with owned_output_folder(args.out, "depthpe bench data-scale", fingerprint, replace=args.overwrite):
+        return _measure(args)
+
+
+def _measure(args: argparse.Namespace) -> int:
+    """``run`` in the owned ``args.out``."""
     out = Path(args.out)
     seed_dir = build_seed_scenes(out, args.seed_scenes, args.views, tuple(args.size))
     memory = [("seed", args.seed_scenes, measure_worker_memory_in_child(seed_dir.parent.parent, seed_dir.parent.name,

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..config.options import REQUIRED, add_plain_options, option
+from ..config.options import REQUIRED, add_plain_options, option, overwrite_option
 
 DESCRIPTION = __doc__
 
@@ -57,6 +57,7 @@ class GpuCheckSettings:
     ``SCALED_PART_TIMEOUT_S``)."""
 
     out: str = option(REQUIRED, help="report folder (synthetic scenes and runs go there too)")
+    overwrite: bool = overwrite_option()
     device: str = option("cuda", choices=("cuda", "cpu"), help="torch device of the parts")
     tiny: bool = option(False, store_true=True, help="CPU-sized plumbing check (numbers mean nothing)")
     scale: Optional[int] = option(None, metavar="PX", help="rehearse on CPU at the true model size with 2 views "
@@ -267,14 +268,22 @@ def _estimate_markdown(estimate: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..files import atomic_write_bytes
-
     if args.scale is not None and (args.tiny or args.scale < 14 or args.scale % 14):
         raise SystemExit(f"--scale must be a positive multiple of 14 (the patch size) and not used with --tiny, "
                          f"got {args.scale}")
+    from ..output_folder import owned_output_folder, settings_fingerprint
+
+    with owned_output_folder(args.out, "depthpe bench gpu-check", settings_fingerprint(args, leave_out=("part_timeout",)),
+                             replace=args.overwrite):
+        return _check_into(args)
+
+
+def _check_into(args: argparse.Namespace) -> int:
+    """``run`` in the owned ``args.out``."""
+    from ..files import atomic_write_bytes
+
     timeout = args.part_timeout or (SCALED_PART_TIMEOUT_S if args.scale else PART_TIMEOUT_S)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     size = ["--height", "532", "--width", "532"]
     if args.tiny or args.scale:
         px = str(2 * args.scale) if args.scale else "56"

@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..config.options import REQUIRED, add_plain_options, option
+from ..config.options import REQUIRED, add_plain_options, option, overwrite_option
 from .rehearsal_run import read_events
 from .settings import BenchedRun, config_option, overrides_option
 
@@ -70,6 +70,7 @@ class RehearsalSettings(BenchedRun):
                                 default=REQUIRED)
     overrides: list[str] = overrides_option("more dotted config overrides, applied last")
     out: str = option(REQUIRED, help="working folder (scenes, run, logs, rehearsal.json)")
+    overwrite: bool = overwrite_option()
     views: int = option(2, help="views S per training sample")
     image_width: int = option(224, help="training width in px")
     threads: Optional[int] = option(None, help="torch threads of the training processes (none: the config's "
@@ -446,9 +447,16 @@ def write_json(rehearsal: Rehearsal, path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run every stage, print the report, write ``rehearsal.json``; 0 when every stage that ran passed."""
+    from ..output_folder import owned_output_folder, settings_fingerprint
+
     cfg = check_args(args)
+    with owned_output_folder(args.out, "depthpe bench rehearsal", settings_fingerprint(args), replace=args.overwrite):
+        return _rehearse(args, cfg)
+
+
+def _rehearse(args: argparse.Namespace, cfg) -> int:
+    """``run`` in the owned ``args.out``."""
     rehearsal = Rehearsal(args, cfg)
-    rehearsal.out.mkdir(parents=True, exist_ok=True)
     try:
         rehearsal.run_all()
     finally:

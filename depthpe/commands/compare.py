@@ -7,6 +7,7 @@ from typing import Sequence
 
 from ..analysis.settings import CompareConfig
 from ..config.options import add_options, config_from_args
+from ..output_folder import owned_output_folder, settings_fingerprint
 from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
@@ -35,7 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(CompareConfig, args)
-        compare_and_write(cfg)
+        if not cfg.out:
+            compare_and_write(cfg)
+            return 0
+        with owned_output_folder(cfg.out, "depthpe compare", settings_fingerprint(cfg), replace=cfg.overwrite):
+            compare_and_write(cfg)
         return 0
     return USAGE_ERROR_STATUS
 
@@ -43,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
 def compare_and_write(cfg: CompareConfig, figures: Sequence = ()) -> dict:
     """``depthpe compare``: print the tables of ``cfg.inputs`` and, with ``cfg.out``, write them
     (``analysis.comparison_files.write_comparison``; ``figures`` are shown in report.html too).
-    Returns the result."""
+    Returns the result. The caller owns ``cfg.out`` (``run``: ``depthpe.output_folder``; a camera-noise
+    sweep: its own folder)."""
     from ..analysis.comparison_files import write_comparison
 
     return write_comparison(_compare(cfg), cfg.out, figures)

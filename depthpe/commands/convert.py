@@ -59,6 +59,28 @@ def _check(dataset_dir: str, quiet: bool) -> int:
     return check_run(parser.parse_args([dataset_dir, *(["--quiet"] if quiet else [])]))
 
 
+def _owned(cfg: ConvertConfig):
+    """Own ``ROOT/<dataset>`` (``depthpe.output_folder``) with the download and the settings that
+    change a scene file's content as the fingerprint (``--limit`` and ``--shard`` may change: finished
+    scenes are kept). A ``--shard`` run writes alongside the other shards: it registers with the owner
+    (``register_shard``: the checks and the manifest under the lock for a moment) and converts unlocked;
+    the run without ``--shard`` that writes the indexes owns the folder as usual."""
+    import contextlib
+    import importlib
+    from pathlib import Path
+
+    from ..scenes.convert import converter_module
+    from ..output_folder import owned_output_folder, register_shard, settings_fingerprint
+
+    name = importlib.import_module(converter_module(cfg.dataset)).NAME
+    fingerprint = settings_fingerprint(cfg, leave_out=tuple(f for f in cfg.__dataclass_fields__ if f != "src"),
+                                       dataset=cfg.dataset, content=cfg.content_settings())
+    if cfg.shard is not None:
+        register_shard(Path(cfg.out) / name, "depthpe convert", fingerprint, replace=cfg.overwrite)
+        return contextlib.nullcontext()
+    return owned_output_folder(Path(cfg.out) / name, "depthpe convert", fingerprint, replace=cfg.overwrite)
+
+
 def run(args: argparse.Namespace) -> int:
     from depthpe.scenes.convert import OWN_CAPTURES, convert
     from depthpe.scenes.convert.common import ConvertError, format_summary
@@ -67,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = config_from_args(ConvertConfig, args)
         require_output_folder(cfg.out, "--out")
-        summary = convert(cfg.dataset, cfg.src, cfg.out, cfg)
+        with _owned(cfg):
+            summary = convert(cfg.dataset, cfg.src, cfg.out, cfg)
     except (ConvertError, ConfigError, ValueError, WorkerDied) as err:
         print(f"depthpe convert: error: {err}")
         return 2

@@ -6,6 +6,7 @@ import argparse
 
 from ..analysis.settings import PlotConfig
 from ..config.options import add_options, config_from_args
+from ..output_folder import owned_output_folder, settings_fingerprint
 from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
@@ -30,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(PlotConfig, args)
-        figures = draw_figures(cfg)
+        with owned_output_folder(cfg.out, "depthpe plot", settings_fingerprint(cfg), replace=cfg.overwrite):
+            figures = draw_figures(cfg)
         for figure in figures:
             print(f"wrote {figure.png} and {figure.svg} ({len(figure.panels)} panels)")
         return 0
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 def draw_figures(cfg: PlotConfig) -> list:
     """The figures of run folders (``plotting.run_plot``), camera-noise sweeps
     (``noise_sweep.run_sweep_plot``) or correspondence folders (``correspondence_plot``); a mix is a
-    ``ConfigError``."""
+    ``ConfigError``. The caller owns ``cfg.out`` (``run``, or a camera-noise sweep in its own folder)."""
     from depthpe.studies.correspondence.plot import plot_correspondence
     from depthpe.studies.camera_noise.sweep import run_sweep_plot
     from ..analysis.plotting import run_plot

@@ -7,6 +7,7 @@ import argparse
 
 from ..config.inference import PredictConfig
 from ..config.options import add_options, config_from_args
+from ..output_folder import owned_output_folder, settings_fingerprint
 from ..config.command_line import USAGE_ERROR_STATUS, report_errors, require_output_folder
 
 DESCRIPTION = """\
@@ -58,16 +59,22 @@ def run(args: argparse.Namespace) -> int:
     with report_errors(args.debug):
         cfg = config_from_args(PredictConfig, args)
         require_output_folder(cfg.out, "--out")
-        import torch
-
-        from ..prediction.api import list_images, predict
-        from ..prediction.exports import check_exports, write_outputs
-
-        check_exports(cfg.export, cfg.cameras is not None, len(list_images(cfg.images)))
-        device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        result = predict(cfg.model, cfg.images, cfg.cameras, max_views=cfg.max_views, device=device,
-                         dtype=cfg.dtype, image_width=cfg.image_width, revision=cfg.revision, progress=True)
-        summary = write_outputs(result, cfg.out, output_settings(cfg))
-        print(_describe(result, summary, cfg.out), flush=True)
-        return 0
+        with owned_output_folder(cfg.out, "depthpe predict", settings_fingerprint(cfg), replace=cfg.overwrite):
+            return _predict(cfg)
     return USAGE_ERROR_STATUS
+
+
+def _predict(cfg: PredictConfig) -> int:
+    """Predict and write the files of ``depthpe predict`` into the owned ``cfg.out``."""
+    import torch
+
+    from ..prediction.api import list_images, predict
+    from ..prediction.exports import check_exports, write_outputs
+
+    check_exports(cfg.export, cfg.cameras is not None, len(list_images(cfg.images)))
+    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    result = predict(cfg.model, cfg.images, cfg.cameras, max_views=cfg.max_views, device=device,
+                     dtype=cfg.dtype, image_width=cfg.image_width, revision=cfg.revision, progress=True)
+    summary = write_outputs(result, cfg.out, output_settings(cfg))
+    print(_describe(result, summary, cfg.out), flush=True)
+    return 0

@@ -75,7 +75,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     workers = resolve_workers(cfg.workers, limit=WORKER_LIMIT)
     try:
-        summary = _write(cfg, workers, write_synth_dataset)
+        with _owned(cfg):
+            summary = _write(cfg, workers, write_synth_dataset)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 2
     except SceneGenerationError as err:
         print(f"error: {_generation_failure(cfg, err)}", file=sys.stderr, flush=True)
         return 1
@@ -84,6 +88,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(format_summary(summary))
     return 0
+
+
+def _owned(cfg: SynthConfig):
+    """Own ``OUT/synth`` (``depthpe.output_folder``: its lock, and no other command's outputs or
+    unrecorded files in it). The fingerprint is empty: a synthetic root accumulates scenes of several
+    runs (styles, shifts and knobs are in the scene names, and every file records the seed and
+    parameters it was made with, so a file of other settings is regenerated, one of the same kept)."""
+    from pathlib import Path
+
+    from ..scenes.synth import DATASET_NAME
+    from ..output_folder import owned_output_folder
+
+    return owned_output_folder(Path(cfg.out) / DATASET_NAME, "depthpe synth", {}, replace=cfg.overwrite)
 
 
 def _generation_failure(cfg: SynthConfig, err: Exception) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from . import require
 from .options import option
 
-__all__ = ["CameraNoise", "CameraNoiseOptions", "check_levels", "noise_note", "scene_noise_seed"]
+__all__ = ["CameraNoise", "CameraNoiseOptions", "check_levels", "MAX_TRANSLATION_NOISE", "noise_note", "scene_noise_seed"]
 
 
 def scene_noise_seed(seed: int, key: str) -> int:
@@ -39,14 +39,20 @@ def noise_note(entry: dict | None) -> str | None:
             f"noise seed {entry.get('seed', 0)}); ground truth untouched")
 
 
+MAX_TRANSLATION_NOISE = 100.0  # mean baselines: the largest translation noise any command accepts
+
+
 def check_levels(levels: tuple, names: tuple[str, str, str]) -> None:
     """Raise ``ConfigError`` (one line, naming the level by ``names``) unless the (rotation in
     degrees, translation fraction, focal fraction) ``levels`` are finite numbers >= 0, the rotation
-    at most 180 degrees and the focal fraction below 1."""
+    at most 180 degrees, the translation at most ``MAX_TRANSLATION_NOISE`` mean baselines (far beyond
+    any camera error; 1e300 would overflow the poses) and the focal fraction below 1."""
     for value, name in zip(levels, names):
         require(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0,
                 f"{name} must be a finite number >= 0, got {value!r}")
     require(levels[0] <= 180, f"{names[0]} must be at most 180 degrees, got {levels[0]}")
+    require(levels[1] <= MAX_TRANSLATION_NOISE, f"{names[1]} must be at most {MAX_TRANSLATION_NOISE:g} (a multiple "
+            f"of the mean baseline), got {levels[1]:g}")
     require(levels[2] < 1, f"{names[2]} must be below 1 (a fraction of the focal length), got {levels[2]}")
 
 

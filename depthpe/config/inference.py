@@ -19,7 +19,7 @@ from ..metrics import MIN_VALID_FRACTION, MIN_VALID_PIXELS
 from . import require
 from .camera_noise import CameraNoiseOptions
 from .choices import DTYPES
-from .options import REQUIRED, check_required, flag_of, option
+from .options import REQUIRED, check_required, flag_of, option, overwrite_option
 
 __all__ = ["ModelInput", "ViewProtocol", "HeldOutScenes", "EvalConfig", "PredictConfig", "EXPORTS"]
 
@@ -139,6 +139,7 @@ class PredictConfig(ModelInput):
     cameras: Optional[str] = option(None, metavar="SOURCE", help="COLMAP folder (sparse/0, .bin or .txt), "
                                     "cameras .json or scene .h5")
     out: str = option(REQUIRED, help="output folder")
+    overwrite: bool = overwrite_option()
     device: Optional[str] = option(None, help="torch device (none: cuda if available, else cpu)")
     max_views: Optional[int] = option(None, help="views per prediction (none: the most the model was "
                                       "trained with, else 8)")

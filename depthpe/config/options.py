@@ -24,7 +24,7 @@ import types
 import typing
 from typing import Any
 
-__all__ = ["REQUIRED", "option", "add_options", "add_plain_options", "config_from_args", "flag_of", "check_required"]
+__all__ = ["REQUIRED", "option", "overwrite_option", "add_options", "add_plain_options", "config_from_args", "flag_of", "check_required"]
 
 REQUIRED: Any = "???"  # OmegaConf's marker of a value that must be set; a field without a usable default
 
@@ -50,6 +50,14 @@ def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = 
             "store_false": store_false, "store_true": store_true, "append": append, "nargs": nargs,
             "hidden": hidden, "parse": parse}
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": meta})
+
+
+def overwrite_option():
+    """The ``--overwrite`` field of every command that writes an output folder (``depthpe.output_folder``):
+    write into ``--out`` although it holds another command's outputs, outputs of other settings or
+    files no depthpe command recorded; only files this command wrote there are deleted."""
+    return option(False, store_true=True, help="write into --out although it holds other outputs or outputs of "
+                  "other settings (only files this command wrote there are deleted; others are kept)")
 
 
 def flag_of(cls, name: str) -> str:

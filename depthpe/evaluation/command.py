@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from pathlib import Path
 
 from ..config.camera_noise import noise_note
@@ -14,7 +13,7 @@ from ..config.inference import EvalConfig
 from .heldout import HeldOutSet, held_out_of_config
 from .loop import EvalOptions, EvalResult, evaluate
 from .outputs import format_summary, write_outputs
-from ..files import FolderInUse, LocksUnsupported, lock_folder
+from ..output_folder import OutputFolder, claim_output_folder
 from .partial import PartialEvaluation, eval_fingerprint, settings_difference
 
 __all__ = ["run_evaluation"]
@@ -42,7 +41,7 @@ def _report(result: EvalResult, cfg: EvalConfig) -> None:
 
 def run_evaluation(cfg: EvalConfig) -> EvalResult | None:
     """``depthpe eval``: evaluate ``cfg.model`` on ``cfg.data`` and write the outputs to ``cfg.out``
-    (main process writes). Resumes the partial evaluation of an interrupted run in ``cfg.out`` with
+    (main process writes), owned through ``out_lock``. Resumes the partial evaluation of an interrupted run in ``cfg.out`` with
     the same settings (``partial``); returns None without evaluating when ``cfg.out`` already
     holds a complete evaluation with these settings (unless ``cfg.restart``). Errors (no or empty
     dataset, nothing evaluable, a partial evaluation with other settings) raise ``ConfigError``."""
@@ -51,8 +50,8 @@ def run_evaluation(cfg: EvalConfig) -> EvalResult | None:
     held_out, warnings = held_out_of_config(cfg)
     accelerator = Accelerator(cpu=cfg.cpu)
     fingerprint = eval_fingerprint(cfg, held_out, accelerator.device.type)
-    with out_lock(cfg.out, accelerator):
-        partial = _open_partial(cfg, fingerprint, accelerator)
+    with out_lock(cfg.out, accelerator, replace=cfg.restart) as folder:
+        partial = _open_partial(cfg, fingerprint, accelerator, folder)
         if partial is None:
             return None
         return _evaluate_into(cfg, held_out, warnings, accelerator, partial, fingerprint)
@@ -97,36 +96,35 @@ def _meta(cfg: EvalConfig, held_out: HeldOutSet, model, accelerator) -> dict:
 
 
 @contextlib.contextmanager
-def out_lock(out: str | Path, accelerator=None, command: str = "depthpe eval"):
-    """Hold the kernel lock of ``out`` (``depthpe.files.lock_folder``) in the main process while the
-    block runs; every process raises ``ConfigError`` (one line) when another process holds it, so
-    that two evaluations never write one folder. ``accelerator`` None: one process (``depthpe rmvd``);
-    ``command``: how the error names the writer."""
+def out_lock(out: str | Path, accelerator=None, command: str = "depthpe eval", *, replace: bool = False,
+             replace_flag: str = "--restart", difference=None):
+    """Own ``out`` through ``depthpe.output_folder.claim_output_folder`` in the main process while the
+    block runs (its kernel lock, and the refusal of another command's outputs unless ``replace``);
+    every process raises the same ``ConfigError`` (one line) when the main one is refused, so that
+    two writers never share one folder. Yields the ``OutputFolder`` (None in the other processes).
+    ``accelerator`` None: one process (``depthpe rmvd``); ``command``: the writer's name."""
     from ..config import ConfigError
 
-    lock, problem = None, None
-    if accelerator is None or accelerator.is_main_process:
-        try:
-            lock = lock_folder(out)
-        except FolderInUse:
-            problem = (f"--out {out} is in use by another {command} (or training run); wait for it to finish, "
-                       "or choose another --out")
-        except LocksUnsupported:
-            lock = None  # a filesystem without locks: evaluate unguarded, as training does
-    if accelerator is not None and accelerator.num_processes > 1:
-        from accelerate.utils import broadcast_object_list
+    difference = difference or (lambda old, new: settings_difference(old, new))
+    with contextlib.ExitStack() as stack:
+        folder, problem = None, None
+        if accelerator is None or accelerator.is_main_process:
+            try:
+                folder = stack.enter_context(claim_output_folder(out, command, replace=replace,
+                                                                 replace_flag=replace_flag, difference=difference))
+            except ConfigError as err:
+                problem = str(err)
+        if accelerator is not None and accelerator.num_processes > 1:
+            from accelerate.utils import broadcast_object_list
 
-        problem = broadcast_object_list([problem])[0]
-    if problem:
-        raise ConfigError(problem)
-    try:
-        yield
-    finally:
-        if lock is not None:
-            lock.release()
+            problem = broadcast_object_list([problem])[0]
+        if problem:
+            raise ConfigError(problem)
+        yield folder
 
 
-def _open_partial(cfg: EvalConfig, fingerprint: dict, accelerator) -> PartialEvaluation | None:
+def _open_partial(cfg: EvalConfig, fingerprint: dict, accelerator,
+                  folder: OutputFolder | None) -> PartialEvaluation | None:
     """The partial evaluation of ``cfg.out`` to continue (or a new one), after every process checked
     it; None when ``cfg.out`` holds a complete evaluation with these settings (said on the console).
     ``cfg.restart`` discards partial results; other settings than theirs raise ``ConfigError``."""
@@ -147,10 +145,9 @@ def _open_partial(cfg: EvalConfig, fingerprint: dict, accelerator) -> PartialEva
                           "--out, or pass --restart to replace it")
     accelerator.wait_for_everyone()  # every process has looked before the main one changes anything
     if accelerator.is_main_process:
+        folder.begin(fingerprint)  # with --restart: this command's earlier files (panels/, worst/, ...) go
         if cfg.restart:
             partial.discard()
-            for stale in ("panels", "worst"):
-                shutil.rmtree(Path(cfg.out) / stale, ignore_errors=True)
         if not partial.exists():
             partial.start(fingerprint)
     accelerator.wait_for_everyone()

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..config.inference import HeldOutScenes
-from ..config.options import option
+from ..config.options import option, overwrite_option
 
 __all__ = ["ProbeConfig"]
 
@@ -25,6 +25,7 @@ class ProbeConfig(HeldOutScenes):
                               "true correspondence (0 = the target patch alone)")
     depth_tolerance: float = option(0.05, help="occlusion test: the point's depth in the other view must "
                                     "agree with that view's GT depth within this fraction")
+    overwrite: bool = overwrite_option()
 
     def __post_init__(self) -> None:
         self._check_held_out()

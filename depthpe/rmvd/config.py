@@ -69,8 +69,9 @@ class RmvdConfig(CameraNoiseOptions):
     device: Optional[str] = option(None, help="torch device (none: cuda if available, else cpu)")
     burn_in: int = option(BURN_IN, metavar="N", help="samples per setting and dataset predicted before runtime "
                                                      "and peak memory are measured")
-    restart: bool = option(False, help="discard the predictions of an earlier --model run in --out "
-                                       "(kept there to resume it) and start over")
+    restart: bool = option(False, help="replace what --out holds: the predictions of an earlier --model run "
+                                       "(kept there to resume it), or outputs of other settings or another command "
+                                       "(only files this command wrote are deleted)")
     progress: bool = option(True, flag="--quiet", store_false=True, help="no progress bar")
 
     def __post_init__(self) -> None:

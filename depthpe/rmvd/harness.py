@@ -24,6 +24,7 @@ import numpy as np
 
 from ..config import ConfigError
 from ..files import atomic_write_bytes, safe_component
+from ..scenes.format.npy_header import npy_claim_problem
 from . import metrics, orderings, sparsification
 from .config import RmvdConfig
 from .datasets.readers import read_native_depth
@@ -32,7 +33,8 @@ from .samples import RmvdSample, SampleList, load_sample_lists
 __all__ = ["read_depth", "read_ground_truth", "prediction_path", "confidence_path", "predictions_root", "score_views",
            "score_sample", "score_lists", "summarize", "render_markdown", "write_outputs", "publish", "run_rmvd"]
 
-CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "abs_rel", "inliers", "scale")
+SCORE_COMMAND = "depthpe rmvd"  # how the output folder's owner names ``depthpe rmvd --predictions``
+CSV_FIELDS = ("dataset", "sample", "setting", "ordering", "views", "pred_hw", "abs_rel", "inliers", "scale")
 # Columns a row may carry besides CSV_FIELDS (AUSE with --ause; runtime and peak memory of a --model
 # run), in this order; summarized like AbsRel (mean per dataset, then over datasets).
 OPTIONAL_FIELDS = ("ause", "runtime_ms", "peak_memory_mib")
@@ -40,8 +42,14 @@ OPTIONAL_FIELDS = ("ause", "runtime_ms", "peak_memory_mib")
 
 def read_depth(path: Path, what: str) -> np.ndarray:
     """A depth map (H, W) float64 from ``path`` (``.npy``, (H, W) or (1, H, W), finite, no pickles);
-    a missing or bad file is one ConfigError line naming ``what`` it is."""
+    a missing or bad file is one ConfigError line naming ``what`` it is; a header claiming more than
+    the file holds, or a side above the scene format's largest, is refused before anything is
+    allocated (``npy_claim_problem``)."""
     try:
+        with open(path, "rb") as f:
+            problem = npy_claim_problem(f, Path(path).stat().st_size)
+        if problem:
+            raise ConfigError(f"{what} {path}: {problem[1]}")
         arr = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise ConfigError(f"{what} {path} does not exist (layout: docs/rmvd.md)") from None
@@ -88,11 +96,33 @@ def predictions_root(cfg: RmvdConfig, setting: str) -> Path:
     return root / setting if len(cfg.settings) > 1 else root
 
 
+def read_prediction(path: Path, gt_shape: tuple[int, int], check_aspect: bool = True) -> np.ndarray:
+    """A predicted depth map (``read_depth``) that can be scored against a GT of ``gt_shape`` (H, W):
+    refused in one line when it has negative values (depth is >= 0; 0 = no prediction) or, with
+    ``check_aspect``, when its aspect differs from the GT's by more than 1 % (``metrics.aspect_mismatch``:
+    a transposed or cropped map would be stretched onto the keyview). ``depthpe rmvd --model`` maps
+    are not checked: they cover the whole keyview, resized to the model's patch-rounded input size
+    with exact K (``views.input_hw``), so resizing them back to the GT is right."""
+    depth = read_depth(path, "prediction")
+    negative = int((depth < 0).sum())
+    if negative:
+        raise ConfigError(f"prediction {path} has {negative} negative depth value(s); depth must be >= 0 metres "
+                          "(write 0 where there is no prediction: it is scored as 0.1 m)")
+    off = metrics.aspect_mismatch(depth.shape, gt_shape) if check_aspect else None
+    if off is not None:
+        raise ConfigError(f"prediction {path} is {depth.shape[0]}x{depth.shape[1]} (HxW) but the keyview's GT is "
+                          f"{gt_shape[0]}x{gt_shape[1]}: aspects differ by {100 * off:.1f} % (at most 1 %); write the "
+                          "depth map at the keyview's aspect (a transposed array?)")
+    return depth
+
+
 def score_views(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None, gt: np.ndarray,
-                setting: str) -> dict:
+                setting: str, check_aspect: bool = True) -> dict:
     """The metrics (``metrics.score_keyview``) of the prediction of ``views`` (None: the one map of
-    the headline or single-view layout) of the sample named ``sample``, read under ``root``."""
-    return metrics.score_keyview(read_depth(prediction_path(root, dataset, sample, views), "prediction"), gt, setting)
+    the headline or single-view layout) of the sample named ``sample``, read under ``root``
+    (``read_prediction``), and its original size ``pred_hw`` ("HxW")."""
+    depth = read_prediction(prediction_path(root, dataset, sample, views), gt.shape, check_aspect)
+    return {**metrics.score_keyview(depth, gt, setting), "pred_hw": f"{depth.shape[0]}x{depth.shape[1]}"}
 
 
 def _keyview_ause(root: Path, dataset: str, sample: str, views: tuple[int, ...] | None, gt: np.ndarray,
@@ -103,14 +133,15 @@ def _keyview_ause(root: Path, dataset: str, sample: str, views: tuple[int, ...] 
     return sparsification.keyview_ause(depth, conf, gt, setting)
 
 
-def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample, gt: np.ndarray) -> dict:
+def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample, gt: np.ndarray,
+                 check_aspect: bool = True) -> dict:
     """One CSV row of ``sample`` (GT ``gt`` (H, W) metres): its metrics in ``setting`` with the
     views of ``cfg.ordering`` (``keyview_only`` for single_view), the predictions read from
     ``predictions_root(cfg, setting)``; with ``cfg.ause`` also the AUSE of the view set scored."""
     root = predictions_root(cfg, setting)
 
     def score(views):
-        return score_views(root, dataset, sample.name, views, gt, setting)
+        return score_views(root, dataset, sample.name, views, gt, setting, check_aspect)
 
     if setting == "single_view":
         result, ordering = {**score(None), "views": (sample.keyview,)}, "keyview_only"
@@ -122,7 +153,7 @@ def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample
                                        cfg.max_source_views)
         ordering = cfg.ordering
     row = {"dataset": dataset, "sample": sample.name, "setting": setting, "ordering": ordering,
-           "views": " ".join(map(str, result["views"])), "abs_rel": result["abs_rel"],
+           "views": " ".join(map(str, result["views"])), "pred_hw": result["pred_hw"], "abs_rel": result["abs_rel"],
            "inliers": result["inliers"], "scale": result["scale"]}
     if cfg.ause:
         oracle = setting != "single_view" and cfg.ordering in orderings.ORACLE_ORDERINGS
@@ -130,14 +161,14 @@ def score_sample(cfg: RmvdConfig, setting: str, dataset: str, sample: RmvdSample
     return row
 
 
-def score_lists(cfg: RmvdConfig, lists: list[SampleList]) -> list[dict]:
+def score_lists(cfg: RmvdConfig, lists: list[SampleList], check_aspect: bool = True) -> list[dict]:
     """The CSV rows of every sample of every list in every setting of ``cfg.settings``: list order,
-    then sample order, then setting order (each GT read once)."""
+    then sample order, then setting order (each GT read once); ``check_aspect``: ``read_prediction``'s."""
     rows = []
     for sl in lists:
         for sample in sl.samples:
             gt = read_ground_truth(sample)
-            rows.extend(score_sample(cfg, setting, sl.dataset, sample, gt) for setting in cfg.settings)
+            rows.extend(score_sample(cfg, setting, sl.dataset, sample, gt, check_aspect) for setting in cfg.settings)
     return rows
 
 
@@ -252,10 +283,35 @@ def publish(out: str | Path, rows: list[dict], meta: dict | None = None) -> dict
         summary["meta"] = meta
     write_outputs(Path(out), rows, summary)
     print(render_markdown(summary), end="", flush=True)
+    unscored = [r for r in rows if not np.isfinite(r["abs_rel"])]
+    if unscored:
+        first = unscored[0]
+        print(f"warning: {len(unscored)} prediction(s) were not scored (first: {first['setting']} "
+              f"{first['dataset']}/{first['sample']}): no GT pixel, or in a median-aligned setting median(pred) <= 0, "
+              "so no alignment exists; abs_rel and inliers are NaN in per_sample.csv and left out of the means",
+              flush=True)
     return summary
 
 
 def run_rmvd(cfg: RmvdConfig) -> dict:
-    """Load the sample lists, score every sample, write the outputs to ``cfg.out``, print the table;
-    returns the summary."""
-    return publish(cfg.out, score_lists(cfg, load_sample_lists(cfg.samples, cfg.data_roots)))
+    """``depthpe rmvd --predictions``: own ``cfg.out`` (``depthpe.output_folder``: its lock; another
+    command's outputs or other settings refused unless ``--restart``), load the sample lists, score
+    every sample, write the outputs, print the table; returns the summary."""
+    from ..output_folder import claim_output_folder, settings_fingerprint
+    from .resume import data_files_hash, rmvd_difference
+
+    with claim_output_folder(cfg.out, SCORE_COMMAND, replace=cfg.restart, replace_flag="--restart",
+                             difference=rmvd_difference) as folder:
+        lists = load_sample_lists(cfg.samples, cfg.data_roots)
+        folder.begin(settings_fingerprint(cfg, data_files=data_files_hash(lists)))
+        return publish(cfg.out, score_lists(cfg, lists, check_aspect=not written_by_a_model_run(cfg.predictions)))
+
+
+def written_by_a_model_run(predictions: str | Path) -> bool:
+    """Whether ``predictions`` is the ``predictions/`` folder of a ``depthpe rmvd --model`` output (its
+    owner's manifest says so): those maps cover the whole keyview at the model's patch-rounded input
+    size (``read_prediction``), so rescoring them skips the aspect check."""
+    from ..output_folder import folder_owner
+
+    folder = Path(predictions)
+    return folder.name == "predictions" and (folder_owner(folder.parent) or {}).get("command") == "depthpe rmvd --model"

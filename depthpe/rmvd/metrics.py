@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SETTINGS", "CLIP_RANGE", "INLIER_THRESHOLD", "resize_nearest", "median_ratio", "prepare_prediction",
+__all__ = ["SETTINGS", "CLIP_RANGE", "INLIER_THRESHOLD", "ASPECT_TOLERANCE", "aspect_mismatch", "resize_nearest", "median_ratio", "prepare_prediction",
            "abs_rel", "inlier_ratio", "score_keyview", "benchmark_mean"]
 
 # setting -> whether the prediction is median-aligned to the GT (no metric scale without poses)
 SETTINGS = {"known_poses": False, "intrinsics_only": True, "single_view": True}
 CLIP_RANGE = (0.1, 100.0)  # metres
 INLIER_THRESHOLD = 1.03
+ASPECT_TOLERANCE = 0.01  # a depth map whose width/height differs more from the keyview's is refused
+
+
+def aspect_mismatch(shape: tuple[int, int], reference: tuple[int, int]) -> float | None:
+    """The relative difference of the aspect ratios (width / height) of ``shape`` and ``reference``
+    (both (H, W)) when it is above ``ASPECT_TOLERANCE``, else None: a depth map of another aspect
+    (a transposed or cropped array) would be stretched onto the keyview by the resize."""
+    ratio = (shape[1] / shape[0]) / (reference[1] / reference[0])
+    return abs(ratio - 1.0) if abs(ratio - 1.0) > ASPECT_TOLERANCE else None
 
 
 def resize_nearest(depth: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -31,12 +40,16 @@ def resize_nearest(depth: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
 
 def median_ratio(pred: np.ndarray, gt: np.ndarray) -> float:
     """median(gt) / median(pred) over the pixels with gt > 0 (same shapes, metres); NaN when there
-    is no such pixel or the ratio is not finite."""
+    is no such pixel, when median(pred) <= 0 (no positive scale aligns it: the alignment is
+    undefined) or the ratio is not finite."""
     mask = gt > 0
     if not mask.any():
         return float("nan")
+    denominator = float(np.median(pred[mask]))
+    if not denominator > 0:
+        return float("nan")
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = float(np.median(gt[mask]) / np.median(pred[mask]))
+        ratio = float(np.median(gt[mask]) / denominator)
     return ratio if np.isfinite(ratio) else float("nan")
 
 
@@ -76,8 +89,11 @@ def inlier_ratio(pred: np.ndarray, gt: np.ndarray, threshold: float = INLIER_THR
 def score_keyview(pred: np.ndarray, gt: np.ndarray, setting: str) -> dict:
     """The metrics of one keyview: pred (h, w) and gt (H, W) in metres, ``setting`` one of
     ``SETTINGS``. Returns {"abs_rel", "inliers" (both percent), "scale" (the median ratio, 1.0
-    without alignment)}."""
+    without alignment)}. In a median-aligned setting whose alignment is undefined (``median_ratio``
+    NaN: median(pred) <= 0, or no GT) every value is NaN: such a prediction is never scored."""
     depth, scale = prepare_prediction(pred, gt, SETTINGS[setting])
+    if SETTINGS[setting] and not np.isfinite(scale):
+        return {"abs_rel": float("nan"), "inliers": float("nan"), "scale": float("nan")}
     return {"abs_rel": abs_rel(depth, gt), "inliers": inlier_ratio(depth, gt), "scale": scale}
 
 

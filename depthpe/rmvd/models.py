@@ -67,12 +67,23 @@ class ModelFacts:
         return isinstance(pe, str) and pe in CAMERA_FREE_ENCODINGS and not self.config.plucker
 
     def identity(self) -> dict:
-        """The fingerprint entries of the model: spec, source, the weights file's [size, mtime ns]
-        and the SHA-256 of its config (config.json, or the VGGT overrides)."""
+        """The fingerprint entries of the model: spec and source (a local path resolved, so ``./m``
+        and ``m`` agree on resume), the weights file's [size, mtime ns] and the SHA-256 of its config
+        (config.json, or the VGGT overrides)."""
         st = Path(self.files["weights"]).stat()
         config = json.dumps(self.config.to_dict(), sort_keys=True, default=str).encode()
-        return {"model": self.spec, "model_source": self.source, "revision": self.revision, "weights": [st.st_size, st.st_mtime_ns],
+        return {"model": _resolved(self.spec), "model_source": _resolved(self.source), "revision": self.revision,
+                "weights": [st.st_size, st.st_mtime_ns],
                 "model_config": hashlib.sha256(config).hexdigest()}
+
+
+def _resolved(spec: str | None) -> str | None:
+    """``spec`` with a local path (also after ``vggt:``) made absolute; a Hub id or name unchanged."""
+    if spec is None:
+        return None
+    prefix = _VGGT_PREFIX if spec.startswith(_VGGT_PREFIX) else ""
+    path = Path(spec[len(prefix):])
+    return prefix + str(path.resolve()) if path.exists() else spec
 
 
 def vggt_source(spec: str) -> str | None:

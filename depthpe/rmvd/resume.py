@@ -9,7 +9,8 @@ are in ``OUT/predictions/``: a ``SceneRecord`` with key ``["setting", "dataset",
 ``{"views": [sorted view indices], "runtime_ms", "peak_memory_mib"}`` (null = not measured). The
 records stay after the run ends (they hold the runtimes): a rerun with the same settings predicts
 nothing and scores again; other settings are refused unless ``--restart``, which empties
-``OUT/partial/`` and ``OUT/predictions/``.
+``OUT/partial/`` and deletes the maps of ``OUT/predictions/`` this command wrote (its manifest,
+``depthpe.output_folder``; a file it did not write is never deleted).
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import shutil
 from pathlib import Path
 
 from ..config import ConfigError
-from ..evaluation.partial import PartialEvaluation
+from ..evaluation.partial import PartialEvaluation, settings_difference
 from ..evaluation.record import SceneRecord
 from .config import RmvdConfig
 
-__all__ = ["PREDICTIONS_DIR", "DESCRIBED", "rmvd_fingerprint", "record_key", "make_record", "open_store",
+__all__ = ["PREDICTIONS_DIR", "DESCRIBED", "rmvd_fingerprint", "data_files_hash", "rmvd_difference", "record_key", "make_record", "open_store",
            "finished_records"]
 
 PREDICTIONS_DIR = "predictions"
@@ -35,6 +35,7 @@ DESCRIBED = {
     "weights": "the weights file of --model (its size or modification time)",
     "model_config": "the config of --model (config.json, or --vggt-overrides)",
     "sample_lists": "the sample lists of --samples (their paths or contents)",
+    "data_files": "the data the sample lists name (--data-root, or an image or GT file's path, size or modification time)",
     "image_width": "the input width (--image-width, or the model's training_inputs.json)",
     "scale_reference": "the scale reference of --model (training_inputs.json)",
     "device": "the device (--device, or the GPU)",
@@ -47,15 +48,29 @@ def rmvd_fingerprint(cfg: RmvdConfig, facts, lists, device: str) -> dict:
     """Everything that determines the predictions of a ``--model`` run: the model
     (``facts.identity()``: spec, source, revision, weights file's size and mtime, config hash), the
     sample lists (path and SHA-256 of each file of ``lists``), the settings, ordering, source
-    views, input size and width, scale reference, dtype, burn-in, the device type, the depthpe
+    views, input size and width, the data the lists name (``data_files_hash``: resolved paths, sizes and
+    modification times, so another ``--data-root`` is another fingerprint), scale reference, dtype, burn-in, the device type, the depthpe
     version and the camera noise (when there is any). Not in it: ``--ause`` and ``--quiet`` (scoring and display only)."""
     from .. import __version__
 
     samples = [[str(Path(sl.path).resolve()), hashlib.sha256(Path(sl.path).read_bytes()).hexdigest()] for sl in lists]
-    return {**facts.identity(), "sample_lists": samples, "settings": list(cfg.settings), "ordering": cfg.ordering,
+    return {**facts.identity(), "sample_lists": samples, "data_files": data_files_hash(lists), "settings": list(cfg.settings), "ordering": cfg.ordering,
             "max_source_views": cfg.max_source_views, "input_size": cfg.input_size, "image_width": facts.image_width,
             "scale_reference": facts.scale_reference, "dtype": cfg.dtype, "burn_in": cfg.burn_in, "device": device,
             "depthpe": __version__, **cfg.camera_noise_entry()}
+
+
+def data_files_hash(lists) -> str:
+    """SHA-256 of (resolved path, size, modification time ns) of every keyview GT file and view image
+    the sample lists ``lists`` name, in list order (a missing file: its path alone)."""
+    digest = hashlib.sha256()
+    for sl in lists:
+        for sample in sl.samples:
+            for path in (sample.depth, *(view.image for view in sample.views)):
+                path = Path(path).resolve()
+                stamp = [path.stat().st_size, path.stat().st_mtime_ns] if path.exists() else []
+                digest.update(json.dumps([str(path), *stamp]).encode())
+    return digest.hexdigest()
 
 
 def record_key(setting: str, dataset: str, sample: str) -> str:
@@ -71,10 +86,17 @@ def make_record(setting: str, dataset: str, sample: str, predicted: list[dict]) 
     return SceneRecord(key=record_key(setting, dataset, sample), dataset=dataset, scene=sample, rows=rows)
 
 
-def open_store(cfg: RmvdConfig, fingerprint: dict) -> PartialEvaluation:
+def rmvd_difference(old: dict, new: dict) -> str | None:
+    """The first entry of two ``depthpe rmvd`` fingerprints that differs, in words."""
+    return settings_difference(old, new, RmvdConfig, DESCRIBED)
+
+
+def open_store(cfg: RmvdConfig, fingerprint: dict, folder) -> PartialEvaluation:
     """The record store of ``cfg.out`` to continue (checked against ``fingerprint``: other settings
     are one ``ConfigError`` line naming the first difference, unless ``cfg.restart``), or a new one
-    (``--restart`` or none yet: ``OUT/partial/`` and ``OUT/predictions/`` emptied first)."""
+    (``--restart`` or none yet: the records and the maps this command wrote in ``OUT/predictions/``
+    deleted first, never a file it did not write). ``folder``: the claimed ``OutputFolder`` of
+    ``cfg.out``, told the fingerprint once it is checked."""
     store = PartialEvaluation(cfg.out, config_class=RmvdConfig, described=DESCRIBED)
     if store.exists() and not cfg.restart:
         try:
@@ -82,8 +104,10 @@ def open_store(cfg: RmvdConfig, fingerprint: dict) -> PartialEvaluation:
         except ConfigError as err:
             raise ConfigError(str(err).replace("a partial evaluation", "the predictions of a depthpe rmvd --model run")
                               .replace("the partial results", "them")) from None
+        folder.begin(fingerprint)
         return store
-    shutil.rmtree(Path(cfg.out) / PREDICTIONS_DIR, ignore_errors=True)
+    folder.begin(fingerprint)
+    folder.remove_own(PREDICTIONS_DIR)
     store.start(fingerprint)
     return store
 

@@ -16,7 +16,8 @@ Per setting, dataset and sample (in that order), batch size 1:
   sample's record (``resume``) with its runtime and peak memory (``measure``; the first
   ``--burn-in`` samples of each setting and dataset are not measured).
 
-``--out`` is held with ``depthpe.files.lock_folder`` for the whole run; an interrupted run
+``--out`` is owned through ``depthpe.output_folder`` for the whole run (its lock; another
+command's outputs or another fingerprint refused unless ``--restart``); an interrupted run
 continues with the samples not recorded (``resume.open_store``).
 """
 
@@ -40,11 +41,14 @@ from .config import RmvdConfig
 from .harness import confidence_path, prediction_path, predictions_root, publish, read_ground_truth, score_lists, score_views
 from .measure import cpu_peak_available, measured
 from .models import ModelFacts, load_model, model_facts
-from .resume import PREDICTIONS_DIR, finished_records, make_record, open_store, record_key, rmvd_fingerprint
+from .resume import (PREDICTIONS_DIR, finished_records, make_record, open_store, record_key, rmvd_difference,
+                     rmvd_fingerprint)
 from .samples import RmvdSample, load_sample_lists
 from .views import SampleImages, input_hw
 
-__all__ = ["run_model_rmvd", "scoring_config", "sample_view_sets_key", "predict_sample", "noisy_cameras"]
+__all__ = ["MODEL_COMMAND", "run_model_rmvd", "scoring_config", "sample_view_sets_key", "predict_sample", "noisy_cameras"]
+
+MODEL_COMMAND = "depthpe rmvd --model"  # how the output folder's owner names this writer
 
 
 def scoring_config(cfg: RmvdConfig) -> RmvdConfig:
@@ -126,7 +130,7 @@ def predict_sample(run: _Run, setting: str, dataset: str, sample: RmvdSample, me
 
         def score(views):
             predict(views)
-            return score_views(root, dataset, sample.name, views, gt, setting)
+            return score_views(root, dataset, sample.name, views, gt, setting, check_aspect=False)
 
         orderings.oracle_best(sample.keyview, len(sample.views), cfg.ordering, score, cfg.max_source_views)
     return list(predicted.values())
@@ -228,11 +232,11 @@ def run_model_rmvd(cfg: RmvdConfig) -> dict:
     except RuntimeError as err:
         raise ConfigError(f"--device {cfg.device!r} is not a torch device ({err}); e.g. cpu, cuda, cuda:1") from None
     fingerprint = rmvd_fingerprint(cfg, facts, lists, device.type)
-    with out_lock(cfg.out, command="depthpe rmvd"):
-        store = open_store(cfg, fingerprint)
+    with out_lock(cfg.out, command=MODEL_COMMAND, replace=cfg.restart, difference=rmvd_difference) as folder:
+        store = open_store(cfg, fingerprint, folder)
         try:
             records = _predict_all(cfg, facts, lists, store, device)
         finally:
             store.close()
-        rows = _with_measurements(score_lists(scoring_config(cfg), lists), records)
+        rows = _with_measurements(score_lists(scoring_config(cfg), lists, check_aspect=False), records)
         return publish(cfg.out, rows, _meta(cfg, facts, device))

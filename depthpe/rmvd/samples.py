@@ -33,13 +33,15 @@ the world frame this is exactly depthpe's world-to-camera ``w2c`` (docs/conventi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..config import ConfigError
+from ..files import read_json
+from ..scenes.format.limits import MAX_FRAME_SIDE
+from ..scenes.lens import lens_problem
 from .datasets import DEPTH_FORMATS
 from .official import is_official, official_list_paths
 
@@ -123,8 +125,12 @@ def _matrix(value, shape: tuple[int, int], where: str) -> np.ndarray:
 
 
 def _intrinsics(value, where: str) -> np.ndarray:
-    """A pinhole K in pixels: positive focal lengths, zero skew terms, last row [0, 0, 1]."""
+    """A pinhole K in pixels: positive focal lengths, zero skew terms (``depthpe.scenes.lens``, the lens
+    check every camera reader shares: a skew K[0][1] is refused with the undistort hint), last row [0, 0, 1]."""
     K = _matrix(value, (3, 3), where)
+    problem = lens_problem(K=K)
+    if problem and K[0, 1]:
+        raise ConfigError(f"{where}: {problem}")
     if not (K[0, 0] > 0 and K[1, 1] > 0) or K[1, 0] or K[2, 0] or K[2, 1] or K[2, 2] != 1:
         raise ConfigError(f"{where} must be [[fx,0,cx],[0,fy,cy],[0,0,1]] with fx, fy > 0 (pixels)")
     return K
@@ -153,9 +159,10 @@ def _image_size(value, where: str) -> tuple[int, int] | None:
     """An optional ``[H, W]`` of positive integers (pixels)."""
     if value is None:
         return None
-    if len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
-        raise ConfigError(f"{where}: 'image_size' must be [height, width] in pixels (positive integers), "
-                          f"got {value!r:.60}")
+    if len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_FRAME_SIDE
+                                  for v in value):
+        raise ConfigError(f"{where}: 'image_size' must be [height, width] in pixels (integers from 1 to "
+                          f"{MAX_FRAME_SIDE}, the scene format's largest side), got {value!r:.60}")
     return int(value[0]), int(value[1])
 
 
@@ -249,10 +256,10 @@ def load_sample_list(path: str | Path, data_roots: dict | None = None) -> Sample
     folder. Every problem is one ``ConfigError`` line naming the file and the entry."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = read_json(path)
     except OSError as err:
         raise ConfigError(f"cannot read sample list {path}: {err.strerror or err}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except ValueError as err:
         raise ConfigError(f"sample list {path} is not valid JSON ({err})".replace("\n", " ")) from None
     dataset = _field(doc, "dataset", str, f"sample list {path}")
     entries = _field(doc, "samples", list, f"sample list {path}")

@@ -140,8 +140,16 @@ def _wandb_can_log() -> bool:
 
 
 def _refuse_existing_run(cfg: RunConfig) -> None:
-    """``ConfigError`` when a new run would start in an output_dir that holds a run."""
+    """``ConfigError`` when a new run would start in an output_dir that holds a run, or the outputs of
+    another depthpe command (``depthpe.output_folder``)."""
+    from ..output_folder import MANIFEST, folder_owner
+
     out, remains = cfg.output_dir, run_remains(cfg.output_dir)
+    owner = folder_owner(out)
+    if owner is not None:
+        raise ConfigError(f"output_dir {out} holds the outputs of {owner.get('command') or 'another depthpe command'} "
+                          f"({MANIFEST}), not a training run: choose another output_dir, or pass --overwrite to "
+                          "train into it anyway (their files are kept)")
     if remains:
         raise ConfigError(f"output_dir {out} already holds a run ({', '.join(remains)}): resume it with --resume latest, "
                           f"choose another output_dir, or pass --overwrite to move that run aside to {out}.old-TIMESTAMP "

@@ -306,6 +306,10 @@ class RunConfig:
         require(not bad, f"{bad[0][0]} must be a finite number, got {bad[0][1]} (inf and nan are not allowed)" if bad else "")
         require(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
                  f"seed must be an integer in [0, 2**32 - 1] (numpy's seed range), got {self.seed!r}")
+        require(not (self.loss.correspondence_weight > 0 and not self.data.camera_noise.is_zero),
+                "loss.correspondence_weight > 0 with data.camera_noise: the correspondence targets would come from "
+                "the noisy cameras the model is given, not the true ones; set data.camera_noise to 0 or "
+                "loss.correspondence_weight=0")
         require(not (self.loss.correspondence_weight > 0 and self.train.compile),
                 "loss.correspondence_weight > 0 records the global attention's scores through hooks, which a "
                 "compiled model does not run: set train.compile=false or loss.correspondence_weight=0")

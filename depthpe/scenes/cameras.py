@@ -16,9 +16,9 @@ Sources (``read_cameras`` dispatches on the path):
   quaternion ``qvec = (w, x, y, z)`` and ``tvec`` are already world-to-camera in OpenCV axes; its
   pixel coordinates put the centre of the top-left pixel at (0.5, 0.5), so the principal point is
   shifted by -0.5 to OpenCV integer pixel centres (and by +0.5 when writing). Camera models
-  PINHOLE, SIMPLE_PINHOLE, SIMPLE_RADIAL, RADIAL and OPENCV give K; their distortion is **ignored
-  with a warning** when non-zero (undistort first, e.g. ``colmap image_undistorter``, for exact
-  geometry); any other model (fisheye, ...) is refused.
+  PINHOLE, SIMPLE_PINHOLE, SIMPLE_RADIAL, RADIAL and OPENCV give K; a non-zero distortion
+  parameter is refused with the undistort hint (``depthpe.scenes.lens``, the one lens check of every
+  reader; undistort first, e.g. ``colmap image_undistorter``); any other model (fisheye, ...) is refused.
 * **JSON** (``*.json``): ``{"frames": [{"file": "img.jpg", "K": [[fx,0,cx],[0,fy,cy],[0,0,1]],
   "w2c": 3x4 or 4x4, "width": W, "height": H}]}``; ``width``/``height`` are optional.
 * **transforms.json** (``*.json`` whose frames have a ``transform_matrix``: nerfstudio, instant-ngp,
@@ -36,15 +36,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..config import ConfigError
+from ..files import read_json
 from .format.limits import homogeneous_row_problems, rotation_problems
 from .format.scene_file import SceneFileError, SceneReader
+from .lens import lens_problem
 from .transforms_json import NerfScene, is_transforms_doc, parse_transforms
 
 __all__ = [
@@ -74,6 +75,9 @@ _COLMAP_MODELS = {
     "RADIAL": ((0, 0, 1, 2), 5),
     "OPENCV": ((0, 1, 2, 3), 8),
 }
+# COLMAP model name -> the names of its distortion parameters (after fx, fy, cx, cy).
+_COLMAP_DISTORTION = {"SIMPLE_PINHOLE": (), "PINHOLE": (), "SIMPLE_RADIAL": ("k1",), "RADIAL": ("k1", "k2"),
+                      "OPENCV": ("k1", "k2", "p1", "p2")}
 
 
 @dataclass
@@ -107,7 +111,7 @@ def _problem(source, message: str) -> ConfigError:
 
 def check_camera(cam: FrameCamera, source) -> FrameCamera:
     """Raise ConfigError when a camera cannot be right: non-finite values, focal length <= 0, K's last
-    row not [0, 0, 1], or a rotation that is not orthonormal with det +1 (tolerance 1e-3)."""
+    row not [0, 0, 1], a skewed K (``lens.lens_problem``), or a rotation that is not orthonormal with det +1 (tolerance 1e-3)."""
     where = f"camera {cam.name!r}"
     if not (np.isfinite(cam.K).all() and np.isfinite(cam.w2c).all()):
         raise _problem(source, f"{where} has NaN or inf values")
@@ -115,6 +119,9 @@ def check_camera(cam: FrameCamera, source) -> FrameCamera:
         raise _problem(source, f"{where} has a non-positive focal length (fx={cam.K[0, 0]:g}, fy={cam.K[1, 1]:g})")
     if np.abs(cam.K[2] - [0, 0, 1]).max() > 1e-6:
         raise _problem(source, f"{where}: K's last row is {cam.K[2].tolist()}, expected [0, 0, 1]")
+    problem = lens_problem(K=cam.K)
+    if problem:
+        raise _problem(source, f"{where}: {problem}")
     if rotation_problems(cam.w2c[None]):
         raise _problem(source, f"{where}: the rotation of w2c is not orthonormal with det +1 "
                                "(is it a c2w, or scaled?)")
@@ -193,8 +200,8 @@ def read_colmap(folder: str | os.PathLike, *, use_pycolmap: bool | None = None) 
 
 
 def _colmap_K(model_name: str, params, width: int, height: int, where) -> np.ndarray:
-    """OpenCV K (3, 3) of a COLMAP camera (principal point shifted by -0.5); warns when the model's
-    distortion parameters are non-zero (they are ignored), refuses models that are not listed."""
+    """OpenCV K (3, 3) of a COLMAP camera (principal point shifted by -0.5); refuses non-zero distortion
+    parameters (``lens.lens_problem``, with the undistort hint) and models that are not listed."""
     if model_name not in _COLMAP_MODELS:
         raise ConfigError(f"{where}: COLMAP camera model {model_name} is not supported "
                           f"(supported: {', '.join(_COLMAP_MODELS)}; undistort the images first)")
@@ -202,11 +209,10 @@ def _colmap_K(model_name: str, params, width: int, height: int, where) -> np.nda
     params = [float(p) for p in params]
     if len(params) != count:
         raise ConfigError(f"{where}: COLMAP {model_name} camera has {len(params)} parameters, expected {count}")
-    distortion = params[4 if ifx != ify else 3:]
-    if any(abs(d) > 0 for d in distortion):
-        warnings.warn(f"{where}: {model_name} camera has lens distortion {distortion}; it is ignored "
-                      "(undistort the images, e.g. `colmap image_undistorter`, for exact geometry)",
-                      stacklevel=3)
+    distortion = dict(zip(_COLMAP_DISTORTION[model_name], map(float, params[4 if ifx != ify else 3:])))
+    problem = lens_problem(model=model_name, coefficients=distortion)
+    if problem:
+        raise ConfigError(f"{where}: COLMAP {model_name} camera: {problem}")
     return np.array([[params[ifx], 0.0, params[icx] - COLMAP_PIXEL_SHIFT],
                      [0.0, params[ify], params[icy] - COLMAP_PIXEL_SHIFT],
                      [0.0, 0.0, 1.0]])
@@ -325,9 +331,9 @@ def read_json_cameras(path: str | os.PathLike) -> dict[str, FrameCamera]:
     transforms.json (frames with ``transform_matrix``: ``transforms_cameras``) (module docstring)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read the cameras JSON ({err})") from err
+        data = read_json(path)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: cannot read the cameras JSON ({err})") from None
     if is_transforms_doc(data):
         return transforms_cameras(parse_transforms(data, path), path)
     frames = data.get("frames") if isinstance(data, dict) else None

@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..config import require
 
-from ..config.options import REQUIRED, check_required, option
+from ..config.options import REQUIRED, check_required, option, overwrite_option
 from .format.check_config import WORKER_LIMIT  # the cap of --workers 0, as for check and index
 from .synth import DEFAULT_HEIGHT, DEFAULT_TRAIN_SCENES, DEFAULT_VAL_SCENES, DEFAULT_VIEWS, DEFAULT_WIDTH, SHIFTS, STYLES
 from .synth.params import PATCH_PX, RIGS, TEXTURES, scene_params
@@ -29,6 +29,7 @@ class SynthConfig:
     the style's own); progress: a progress bar."""
 
     out: str = option(REQUIRED, metavar="DIR", help="data root; scenes go to DIR/synth/{train,val}/")
+    overwrite: bool = overwrite_option()
     train_scenes: int = option(DEFAULT_TRAIN_SCENES, metavar="N", help="number of training scenes")
     val_scenes: int = option(DEFAULT_VAL_SCENES, metavar="M", help="number of validation scenes")
     views: int = option(DEFAULT_VIEWS, metavar="V", help="views (frames) per scene, at least 2")

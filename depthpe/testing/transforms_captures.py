@@ -47,14 +47,16 @@ def write_exr_depth(path: str | Path, depth: np.ndarray) -> Path:
 
 def export_transforms_capture(scene, out: str | Path, *, convention: str = "opengl", label: str | None = None,
                               depth_format: str = "png", integer_depth_scale: float | None = None,
-                              depth_key: str = "depth_file_path") -> Path:
+                              depth_key: str = "depth_file_path", depth_unit_scale_factor: float | None = None) -> Path:
     """Write ``scene`` as ``out/{images/, depth/, transforms.json}`` (nerfstudio's layout) -> ``out``.
 
     The frames name their depth map with ``depth_key`` (``depth_file_path``: nerfstudio,
     ``depth_path``: instant-ngp; None: no depth entries). ``depth_format`` npy, exr or 16-bit png;
     PNG values are depth / ``integer_depth_scale`` (None: max depth / 60000), written as the file's
-    ``integer_depth_scale``. ``label``: the ``camera_convention`` field (None: omitted, as
-    nerfstudio writes it, which means OpenGL).
+    ``integer_depth_scale``. ``.npy`` values follow nerfstudio's rule: depth / ``depth_unit_scale_factor``,
+    written as the file's field when given, else depth / 1e-3 (millimetres, nerfstudio's default) with
+    no field. ``label``: the ``camera_convention`` field (None: omitted, as nerfstudio writes it,
+    which means OpenGL).
     """
     from depthpe.scenes.transforms_json import write_transforms_json
 
@@ -65,12 +67,16 @@ def export_transforms_capture(scene, out: str | Path, *, convention: str = "open
     suffix = {"npy": ".npy", "exr": ".exr", "png": ".png"}[depth_format]
     frame_fields = []
     (out / "depth").mkdir(parents=True, exist_ok=True)
+    npy_unit = depth_unit_scale_factor or 1e-3
     for name, depth in zip(sc["names"], sc["depth"]):
-        write_depth(out / "depth" / name, depth, depth_format, 1.0 / scale)
+        write_depth(out / "depth" / name, depth / npy_unit if depth_format == "npy" else depth, depth_format,
+                    1.0 / scale)
         frame_fields.append({depth_key: f"depth/{Path(name).stem}{suffix}"} if depth_key else {})
     fields = {"camera_model": "OPENCV", **{k: 0.0 for k in ("k1", "k2", "p1", "p2")}}
     if depth_format == "png":
         fields["integer_depth_scale"] = scale
+    if depth_format == "npy" and depth_unit_scale_factor is not None:
+        fields["depth_unit_scale_factor"] = depth_unit_scale_factor
     if label is not None:
         fields["camera_convention"] = label
     write_transforms_json(out / "transforms.json", scene_cameras(sc, "images/"), convention=convention,

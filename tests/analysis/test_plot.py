@@ -75,7 +75,7 @@ def test_plot_writes_png_and_svg_with_one_panel_per_metric(runs, tmp_path, capsy
         assert b"<svg" in figure.svg.read_bytes()[:1000]
     assert main(["plot", *map(str, runs), "--metrics", "abs_rel", "loss.l1", "--out", str(tmp_path / "cli")]) == 0
     assert "(2 panels)" in capsys.readouterr().out
-    assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == [
+    assert sorted(p.name for p in (tmp_path / "cli").iterdir() if not p.name.startswith(".")) == [
         "curves_co3d.png", "curves_co3d.svg", "curves_synth.png", "curves_synth.svg"]
 
 

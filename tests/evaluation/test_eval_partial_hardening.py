@@ -85,7 +85,7 @@ def test_a_second_evaluation_into_one_out_is_refused(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"
         main = SimpleNamespace(is_main_process=True, num_processes=1)
-        with pytest.raises(ConfigError, match=f"--out {out} is in use by another depthpe eval"):
+        with pytest.raises(ConfigError, match=f"--out {out} is in use by another depthpe command or a training run"):
             with out_lock(out, main):
                 pytest.fail("the block must not run while another process holds --out")
     finally:

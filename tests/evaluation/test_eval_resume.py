@@ -4,6 +4,7 @@ other settings are a one-line error, --restart starts over, a complete evaluatio
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -110,9 +111,13 @@ def test_a_complete_evaluation_is_not_redone(data, saved_model, reference, tmp_p
     assert ("holds a complete evaluation made with other settings: --views was 3, now 2; choose another --out, "
             "or pass --restart to replace it") in capsys.readouterr().err
     assert predictions.calls == 0 and output_files(out) == output_files(reference)
-    (out / "panels" / "stale.png").write_bytes(b"old")
-    assert eval_into(data, saved_model, out, "--views", "2", "--restart") == 0  # replaced, nothing stale kept
-    assert predictions.calls == SCENES and not (out / "panels" / "stale.png").exists()
+    (out / "panels" / "stale.png").write_bytes(b"old")  # a file evaluation did not write
+    old_panels = {p.name for p in (out / "panels").glob("*.png")} - {"stale.png"}
+    assert eval_into(data, saved_model, out, "--views", "2", "--restart") == 0  # replaced, nothing stale of its own
+    owned = json.loads((out / ".depthpe-owner.json").read_text())["files"]
+    assert predictions.calls == SCENES and old_panels and (out / "panels" / "stale.png").read_bytes() == b"old"
+    assert "panels/stale.png" not in owned  # kept: only files evaluation wrote are deleted or listed
+    assert {f"panels/{p.name}" for p in (out / "panels").glob("*.png")} - {"panels/stale.png"} <= set(owned)
     assert output_files(out)["manifest.json"] != output_files(reference)["manifest.json"]
 
 
@@ -149,6 +154,8 @@ def test_unreadable_partial_settings_are_an_error(data, saved_model, tmp_path, c
     out = tmp_path / "eval"
     (out / "partial").mkdir(parents=True)
     (out / "partial" / "settings.json").write_text("{")  # cut short
+    (out / ".depthpe-owner.json").write_text(json.dumps({"command": "depthpe eval", "fingerprint": {},
+                                                          "files": ["partial/settings.json"]}))
     assert eval_into(data, saved_model, out) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: --out {out}: unreadable partial/settings.json (")

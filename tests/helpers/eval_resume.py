@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 import depthpe.evaluation.loop as evaluation
 from depthpe.eval import main
@@ -44,6 +43,5 @@ def interrupt(data, model, out, monkeypatch, after: int) -> None:
     """An evaluation stopped (Ctrl-C) while predicting scene ``after + 1``."""
     with monkeypatch.context() as patch:
         Predictions(patch, fail_at=after + 1)
-        with pytest.raises(KeyboardInterrupt):
-            eval_into(data, model, out)
+        assert eval_into(data, model, out) == 130  # Ctrl-C: one line, status 130
     assert len((out / "partial" / "scenes.0.jsonl").read_text().splitlines()) == after

@@ -113,7 +113,8 @@ def test_a_sample_without_gt_is_nan_in_the_csv_and_skipped_in_the_means(tmp_path
     rows = list(csv.DictReader((tmp_path / "out" / "per_sample.csv").open()))
     assert rows[1]["abs_rel"] == "nan"
     np.save(tmp_path / "lists" / "toy_gt" / "toy_000.npy", np.zeros((8, 12), np.float32))
-    status, out, _ = _run(capsys, "--samples", path, "--predictions", tmp_path / "pred", "--out", tmp_path / "out")
+    status, out, _ = _run(capsys, "--samples", path, "--predictions", tmp_path / "pred", "--out", tmp_path / "out",
+                          "--restart")  # other GT data: outputs of other inputs are replaced only on request
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())  # strict JSON: no NaN
     assert status == 0 and summary["settings"]["known_poses"]["mean"] == {"abs_rel": None, "inliers": None}
 

@@ -79,17 +79,20 @@ def test_colmap_binary_via_pycolmap(tmp_path, cams):
 
 def test_colmap_models_and_distortion(tmp_path):
     (tmp_path / "cameras.txt").write_text(
-        "1 SIMPLE_RADIAL 32 24 30 16 12 0\n2 OPENCV 32 24 30 31 16 12 0.1 0 0 0\n"
-        "3 OPENCV_FISHEYE 32 24 1 1 1 1 0 0 0 0\n")
+        "1 SIMPLE_RADIAL 32 24 30 16 12 0\n2 OPENCV 32 24 30 31 16 12 0 0 0 0\n"
+        "3 OPENCV_FISHEYE 32 24 1 1 1 1 0 0 0 0\n4 OPENCV 32 24 30 31 16 12 0.1 0 0 0\n")
     images = "1 1 0 0 0 0 0 0 1 a.png\n\n2 1 0 0 0 0 0 1 2 b.png\n\n"
     (tmp_path / "images.txt").write_text(images)
-    with pytest.warns(UserWarning, match="distortion"):
-        cams = read_colmap(tmp_path, use_pycolmap=False)
+    cams = read_colmap(tmp_path, use_pycolmap=False)  # distortion models with zero coefficients are pinholes
     np.testing.assert_allclose(cams["a.png"].K, [[30, 0, 15.5], [0, 30, 11.5], [0, 0, 1]])
     np.testing.assert_allclose(cams["b.png"].K, [[30, 0, 15.5], [0, 31, 11.5], [0, 0, 1]])
     np.testing.assert_allclose(cams["b.png"].w2c, np.c_[np.eye(3), [0, 0, 1]])
     (tmp_path / "images.txt").write_text(images + "3 1 0 0 0 0 0 0 3 c.png\n\n")
-    with pytest.raises(ConfigError, match="OPENCV_FISHEYE is not supported"), pytest.warns(UserWarning):
+    with pytest.raises(ConfigError, match="OPENCV_FISHEYE is not supported"):
+        read_colmap(tmp_path, use_pycolmap=False)
+    (tmp_path / "images.txt").write_text(images + "4 1 0 0 0 0 0 0 4 d.png\n\n")
+    with pytest.raises(ConfigError, match=r"COLMAP OPENCV camera: the camera has lens distortion \(k1=0.1\); "
+                                          r"depthpe reads undistorted pinhole images only"):
         read_colmap(tmp_path, use_pycolmap=False)
 
 

@@ -29,8 +29,10 @@ def synth(out: Path, *extra: str) -> int:
 
 
 def file_hashes(root: Path) -> dict[str, str]:
+    """The scene files' and indexes' hashes (the output folder's lock and owner manifest, which name
+    the process and the time, are left out)."""
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+            for p in sorted(root.rglob("*")) if p.is_file() and not p.name.startswith(".")}
 
 
 @pytest.mark.parametrize("style, defaults", [

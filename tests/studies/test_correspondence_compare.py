@@ -108,3 +108,18 @@ def test_plot_draws_the_curves_of_each_setting(corr_runs, tmp_path, capsys):
     assert printed.count("(3 panels)") == 2
     assert main(["plot", paths[0], str(tmp_path / "p"), "--out", str(tmp_path / "q")]) == 2
     assert "folders of one kind" in capsys.readouterr().err
+
+
+def test_a_non_number_score_is_one_line(corr_runs, tmp_path, capsys):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(corr_runs / "prope_s0", bad)
+    doc = json.loads((bad / "results.json").read_text())
+    doc["runs"][0]["curve"][-1]["settings"]["base"][0]["top1"] = "abc"
+    (bad / "results.json").write_text(json.dumps(doc))
+    for command in (["compare", str(corr_runs / "rope"), str(bad)], ["plot", str(bad), "--out", str(tmp_path / "p")]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "results.json has top1 = 'abc' (seed 0, step 2, setting base, layer 0) where " \
+                                       "a score (a number or null) belongs" in err

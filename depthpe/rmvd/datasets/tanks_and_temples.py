@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ...config import ConfigError
+from ...scenes.format.npy_header import npy_claim_problem
 from .common import read_file_bytes, zero_invalid
 
 __all__ = ["read_depth"]
@@ -35,6 +36,11 @@ def read_depth(path: Path, key_image: Path | None = None) -> np.ndarray:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             if "arr_0" not in npz.files:
                 raise ConfigError(f"{what} {path} has no array 'arr_0' (it has {', '.join(npz.files) or 'none'})")
+            member = npz.zip.getinfo("arr_0.npy")
+            with npz.zip.open(member) as f:  # the header alone: refuse a claim larger than the member
+                problem = npy_claim_problem(f, member.file_size)
+            if problem:
+                raise ConfigError(f"{what} {path}: arr_0 {problem[1]}")
             depth = npz["arr_0"]
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as err:
         raise ConfigError(f"{what} {path} is not a readable .npz ({err})") from None

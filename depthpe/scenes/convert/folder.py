@@ -28,7 +28,6 @@ distance along the ray; `depthpe check` names that mistake. Split: everything is
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -36,10 +35,10 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from numpy.lib import format as npy_format
 
 from ...files import safe_component
 from ..format.limits import MAX_FRAME_SIDE
+from ..format.npy_header import npy_claim_problem
 from .common import (
     ConvertOptions,
     FrameDropped,
@@ -53,7 +52,7 @@ from .common import (
 
 __all__ = [
     "NAME", "METRIC", "DEPTH_UNITS", "SOURCE", "SPLIT_RULE", "LAYOUT_HINT", "DEFAULT_DEPTH_SCALE",
-    "Capture", "units", "scene_refs", "list_scenes", "open_scene", "open_capture", "read_depth_file",
+    "Capture", "units", "scene_refs", "list_scenes", "open_scene", "open_capture", "read_depth_file", "npy_factor_of",
     "load_cameras", "folder_scene_id",
 ]
 
@@ -66,6 +65,7 @@ LAYOUT_HINT = ("SRC/images/*.jpg|png, SRC/depth/<image name>.npy|exr|png and SRC
                "or a COLMAP model (SRC/sparse/0), or one such folder per scene under SRC")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 DEPTH_SUFFIXES = (".npy", ".exr", ".png")
+NERFSTUDIO_DEPTH_UNIT = 1e-3  # nerfstudio's default depth_unit_scale_factor: depth files in millimetres
 DEFAULT_DEPTH_SCALE = 1000.0
 CAMERA_FILES = ("cameras.json", "transforms.json")
 
@@ -100,24 +100,19 @@ def check_npy_size(path: Path) -> None:
     (a 100000x100000 header would otherwise make ``np.load`` allocate 37 GB). Raises ``FrameDropped``."""
     try:
         with open(path, "rb") as f:
-            version = npy_format.read_magic(f)
-            read_header = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-            shape, _, dtype = read_header(f)
-            offset = f.tell()
-    except (OSError, ValueError, EOFError) as err:
+            problem = npy_claim_problem(f, path.stat().st_size)
+    except OSError as err:
         raise FrameDropped("unreadable depth") from err
-    if dtype.hasobject:
-        raise FrameDropped("unreadable depth")
-    if any(side > MAX_FRAME_SIDE for side in shape):
-        raise FrameDropped(f"depth larger than {MAX_FRAME_SIDE} pixels on a side")
-    if offset + math.prod(shape) * dtype.itemsize > path.stat().st_size:
-        raise FrameDropped("truncated or corrupt depth")
+    reasons = {"unreadable": "unreadable depth", "too large": f"depth larger than {MAX_FRAME_SIDE} pixels on a side",
+               "truncated": "truncated or corrupt depth"}
+    if problem:
+        raise FrameDropped(reasons[problem[0]])
 
 
-def read_depth_file(path: Path, depth_scale: float | None) -> np.ndarray:
+def read_depth_file(path: Path, depth_scale: float | None, npy_factor: float = 1.0) -> np.ndarray:
     """A depth map file -> (H, W) float32 in the cameras' unit (NaN/inf kept; the runner zeroes them).
-    ``.npy`` and ``.exr`` as stored; ``.png`` 16-bit divided by ``depth_scale`` (None = 1000).
-    Raises ``FrameDropped`` ("unreadable depth", "truncated or corrupt depth")."""
+    ``.exr`` as stored; ``.npy`` times ``npy_factor`` (``npy_factor_of``); ``.png`` 16-bit divided by
+    ``depth_scale`` (None = 1000). Raises ``FrameDropped`` ("unreadable depth", "truncated or corrupt depth")."""
     suffix = path.suffix.lower()
     if suffix == ".png":
         return read_uint16(path).astype(np.float32) / np.float32(depth_scale or DEFAULT_DEPTH_SCALE)
@@ -133,7 +128,18 @@ def read_depth_file(path: Path, depth_scale: float | None) -> np.ndarray:
     depth = np.squeeze(depth)
     if depth.ndim != 2 or not (np.issubdtype(depth.dtype, np.floating) or np.issubdtype(depth.dtype, np.integer)):
         raise FrameDropped("unreadable depth")
-    return depth.astype(np.float32)
+    return (depth.astype(np.float64) * npy_factor).astype(np.float32)
+
+
+def npy_factor_of(depth_scale: float | None, unit_factor: float | None = None, transforms: bool = False) -> float:
+    """What a ``.npy`` depth map's values are multiplied by: ``1 / --depth-scale`` when given; else in a
+    transforms.json capture nerfstudio's rule (every depth file times ``depth_unit_scale_factor``, the
+    file's ``unit_factor``, else ``NERFSTUDIO_DEPTH_UNIT`` = 1e-3: millimetres), elsewhere 1 (as stored)."""
+    if depth_scale:
+        return 1.0 / depth_scale
+    if transforms:
+        return unit_factor if unit_factor is not None else NERFSTUDIO_DEPTH_UNIT
+    return 1.0
 
 
 def load_cameras(source: str | os.PathLike) -> dict:
@@ -221,9 +227,10 @@ def _depth_finder(depth_dir: Path) -> Callable[[str, object], Path | None]:
     return find
 
 
-def _listed_depth(source: Path) -> tuple[dict, float | None] | None:
+def _listed_depth(source: Path):
     """The depth maps a transforms.json camera source names: ``({camera name: path}, its
-    integer_depth_scale)``, or None when ``source`` is no transforms.json or names no depth map."""
+    integer_depth_scale, its depth_unit_scale_factor)``, or None when ``source`` is no transforms.json
+    or names no depth map."""
     from ...config import ConfigError
     from ..transforms_json import read_transforms
 
@@ -234,21 +241,22 @@ def _listed_depth(source: Path) -> tuple[dict, float | None] | None:
     except ConfigError:  # a cameras JSON (load_cameras has read it) is no transforms.json
         return None
     depth = {f.name: p for f in scene.frames if (p := scene.depth_path(f)) is not None}
-    return (depth, scene.integer_depth_scale) if depth else None
+    return (depth, scene.integer_depth_scale, scene.depth_unit_scale_factor) if depth else None
 
 
-def _depth_source(scene_dir: Path, camera_source: Path, options: ConvertOptions) -> tuple[Callable, float | None]:
-    """(find_depth, depth_scale): the depth maps a transforms.json names (16-bit PNG values times its
-    ``integer_depth_scale`` unless --depth-scale is given), else those of ``depth/``."""
+def _depth_source(scene_dir: Path, camera_source: Path, options: ConvertOptions) -> tuple[Callable, float | None, float]:
+    """(find_depth, depth_scale, npy_factor): the depth maps a transforms.json names (16-bit PNG values
+    times its ``integer_depth_scale`` unless --depth-scale is given; ``.npy`` by nerfstudio's rule,
+    ``npy_factor_of``), else those of ``depth/`` (``.npy`` divided by --depth-scale when given)."""
     listed = _listed_depth(camera_source)
     if listed is not None:
-        paths, integer_scale = listed
+        paths, integer_scale, unit = listed
         scale = options.depth_scale or (1.0 / integer_scale if integer_scale else None)
-        return (lambda name, cam: paths.get(cam.name)), scale
+        return (lambda name, cam: paths.get(cam.name)), scale, npy_factor_of(options.depth_scale, unit, True)
     if not (scene_dir / "depth").is_dir():
         raise SceneSkipped("no depth/ folder (depth maps named like the images: .npy, .exr or 16-bit .png) and no "
                            "depth_file_path in a transforms.json")
-    return _depth_finder(scene_dir / "depth"), options.depth_scale
+    return _depth_finder(scene_dir / "depth"), options.depth_scale, npy_factor_of(options.depth_scale)
 
 
 def open_scene(ref: SceneRef, options: ConvertOptions) -> SceneSource:
@@ -256,11 +264,11 @@ def open_scene(ref: SceneRef, options: ConvertOptions) -> SceneSource:
     scene_dir = Path(ref.path)
     camera_source = _camera_source(scene_dir, options)
     cameras = load_cameras(camera_source)
-    find_depth, depth_scale = _depth_source(scene_dir, camera_source, options)
+    find_depth, depth_scale, npy_factor = _depth_source(scene_dir, camera_source, options)
     capture = Capture(
         images=image_files(scene_dir / "images"),
         cameras=cameras,
         find_depth=find_depth,
-        read_depth=lambda p: read_depth_file(p, depth_scale),
+        read_depth=lambda p: read_depth_file(p, depth_scale, npy_factor),
     )
     return open_capture(capture)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...config import require
-from ...config.options import REQUIRED, check_required, option
+from ...config.options import REQUIRED, check_required, option, overwrite_option
 from ..format.depth_codecs import DEFAULT_DEPTH_COMPRESSION, DEPTH_COMPRESSIONS
 from ..parallel import resolve_workers
 from .registry import CONVERTERS
@@ -41,7 +41,8 @@ class ConvertOptions:
     16). split_csv: ARKitScenes split CSV (None = search the download). progress: a progress bar.
     Own captures (``folder``, ``colmap``): cameras: camera source (COLMAP folder or JSON; None =
     searched in the scene folder); depth_scale: 16-bit PNG depth value per camera unit (None = 1000,
-    millimetres with metre cameras); metric: the cameras are in metres. WAI: depth_modality: the
+    millimetres with metre cameras), and of ``.npy`` depth (None: as stored, or nerfstudio's
+    ``depth_unit_scale_factor`` rule in a transforms.json capture: ``folder.npy_factor_of``); metric: the cameras are in metres. WAI: depth_modality: the
     frame modality holding the depth (None = ``depth``). shard: "K/N", convert only every N-th scene
     from the K-th (of those within ``limit``) and write no index (``shard_of_run``).
     """
@@ -70,8 +71,9 @@ class ConvertOptions:
     cameras: Optional[str] = option(None, metavar="SOURCE", help="folder, colmap: camera source for every scene "
                                     "(a COLMAP model folder, a cameras JSON or a transforms.json; none: "
                                     "cameras.json, transforms.json or the COLMAP model in the scene folder)")
-    depth_scale: Optional[float] = option(None, metavar="S", help="folder: 16-bit PNG depth value per camera "
-                                          "unit (none: 1000, millimetres with metre cameras)")
+    depth_scale: Optional[float] = option(None, metavar="S", help="folder: depth value per camera unit of 16-bit "
+                                          "PNG (none: 1000, millimetres with metre cameras) and .npy depth (none: as "
+                                          "stored; transforms.json: its depth_unit_scale_factor, else 1e-3)")
     metric: bool = option(False, help="folder, colmap, wai: the cameras and depth are in metres (recorded as "
                           "metric; wai scenes with scale_type metric are anyway)")
     depth_modality: Optional[str] = option(None, metavar="NAME", help="wai: the frame modality holding the depth "
@@ -139,6 +141,7 @@ class ConvertConfig(ConvertOptions):
                           help="which dataset layout to read")
     src: str = option(REQUIRED, metavar="RAW_ROOT", help="root of the raw download")
     out: str = option(REQUIRED, metavar="ROOT", help="data root; scenes go to ROOT/<dataset>/<split>/")
+    overwrite: bool = overwrite_option()
     workers: int = option(0, metavar="N", help="worker processes; 0 = one per available CPU core, at most 16")
     check: Optional[bool] = option(None, help="run `depthpe check` on the converted dataset afterwards (none: "
                                    "on for folder, colmap and wai, off for the datasets)")

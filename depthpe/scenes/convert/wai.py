@@ -13,7 +13,8 @@ Conventions handled here:
 * ``transform_matrix`` is camera-to-world in the axes ``camera_convention`` states (``opencv``, the
   only value WAI allows; ``opengl`` is converted too; a file without the field is read as OpenCV,
   as MapAnything's loader reads every file); it becomes OpenCV world-to-camera. Intrinsics ``fl_x,
-  fl_y, cx, cy, w, h`` are per frame or shared, with nerfstudio's half-pixel principal point.
+  fl_y, cx, cy, w, h`` are per frame or shared; ``cx``, ``cy`` are read as MapAnything's loader
+  reads them, as they are, pixel centres at whole numbers (``transforms_json.WAI_PIXEL_SHIFT``).
 * ``frame_modalities`` maps a modality to the frame key holding its path (``{"depth": {"frame_key":
   "depth", "format": "depth"}}``; nested ones such as ``pred_depth/mvsanywhere`` take the path, and
   the last entry of a group, as WAI does). The image is the ``image`` modality (else ``file_path``),
@@ -30,7 +31,6 @@ validation scenes (at most half), the rest train.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -44,7 +44,8 @@ from .common import (
     find_dirs_with,
     read_rgb_image,
 )
-from .folder import folder_scene_id, read_depth_file
+from ...files import read_json
+from .folder import folder_scene_id, npy_factor_of, read_depth_file
 
 __all__ = [
     "NAME", "METRIC", "DEPTH_UNITS", "SOURCE", "SPLIT_RULE", "LAYOUT_HINT", "META_FILE", "DISTORTED_META_FILE",
@@ -104,9 +105,9 @@ def _read_meta(scene_dir: Path) -> dict:
         raise SceneSkipped(f"only {DISTORTED_META_FILE}: the images are not undistorted yet; run the wai_processing "
                            "undistort stage (python -m wai_processing.scripts.undistort) first")
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise SceneSkipped(f"{META_FILE}: cannot read it as JSON ({err})") from err
+        meta = read_json(path)
+    except (OSError, ValueError) as err:
+        raise SceneSkipped(f"{META_FILE}: cannot read it as JSON ({err})") from None
     if not isinstance(meta, dict):
         raise SceneSkipped(f"{META_FILE}: not a JSON object")
     return meta
@@ -138,7 +139,7 @@ def _load_frame(scene_dir: Path, frame, cam, keys: tuple[str, str], depth_scale:
     if not isinstance(depth_rel, str) or not depth_rel:
         raise FrameDropped("no depth map")
     image, orientation = read_rgb_image(scene_dir / image_rel)
-    depth = read_depth_file(scene_dir / depth_rel, depth_scale)
+    depth = read_depth_file(scene_dir / depth_rel, depth_scale, npy_factor_of(depth_scale))
     try:
         cam, _ = fit_camera(cam, frame.name, *image.shape[:2])
     except ConfigError as err:

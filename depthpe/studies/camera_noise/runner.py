@@ -20,7 +20,7 @@ from typing import Optional
 from depthpe.config import require
 from depthpe.config.camera_noise import check_levels
 from depthpe.config.inference import EvalConfig, HeldOutScenes
-from depthpe.config.options import REQUIRED, option
+from depthpe.config.options import REQUIRED, option, overwrite_option
 from depthpe.analysis.settings import BOOTSTRAP, GROUP_BY
 
 __all__ = ["CameraNoiseSweepConfig", "model_labels", "run_sweep", "write_sweep_outputs"]
@@ -61,6 +61,7 @@ class CameraNoiseSweepConfig(HeldOutScenes):
     reference: Optional[str] = option(None, help="group the others are paired with at each level (none: the first)")
     bootstrap: int = option(BOOTSTRAP, metavar="N", help="bootstrap resamples of the paired intervals")
     num_workers: int = option(0, help="data loader workers of each evaluation")
+    overwrite: bool = overwrite_option()
 
     def __post_init__(self) -> None:
         self._check_held_out()
@@ -120,12 +121,22 @@ def model_labels(models: list[str]) -> list[tuple[str, str]]:
 
 
 def run_sweep(cfg: CameraNoiseSweepConfig) -> dict:
-    """The sweep (module docstring); returns the table's result (``noise_sweep.sweep_result``)."""
+    """The sweep (module docstring); returns the table's result (``noise_sweep.sweep_result``). The
+    folder is owned through ``depthpe.output_folder`` (other levels, models or data: refused unless
+    ``--overwrite``)."""
+    from depthpe.output_folder import owned_output_folder, settings_fingerprint
+
+    with owned_output_folder(cfg.out, "depthpe study camera-noise", settings_fingerprint(cfg), replace=cfg.overwrite):
+        return _sweep_into(cfg)
+
+
+def _sweep_into(cfg: CameraNoiseSweepConfig) -> dict:
+    """``run_sweep`` in the owned ``cfg.out``: the plan (sweep.json) is written only after the owner
+    accepted the folder, so a rerun with other levels is refused before it changes anything."""
     from depthpe.studies.camera_noise.sweep import level_label, write_sweep_plan
     from depthpe.evaluation.command import run_evaluation
 
     out, levels, models = Path(cfg.out), cfg.levels(), model_labels(cfg.model)
-    out.mkdir(parents=True, exist_ok=True)
     write_sweep_plan(out, levels, cfg.noise_seed, models)
     manifest, total, done = cfg.manifest, len(models) * len(levels), 0
     for label, model in models:

@@ -65,12 +65,44 @@ def _read(path: str) -> dict:
     try:
         doc = json.loads((Path(path) / RESULTS).read_text())
         doc["meta"], doc["runs"]  # noqa: B018 - both must be there
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
         raise ConfigError(f"{path}: not a readable `depthpe study correspondence` folder ({err})") from None
     if not all("scene_top1" in row for run in doc["runs"] for row in run["curve"][-1]["settings"]["base"]):
         raise ConfigError(f"{path}: results.json has no per-scene scores (written before they were recorded); "
                           "run the benchmark again")
+    try:
+        problem = _score_problem(doc)
+    except (KeyError, TypeError, AttributeError) as err:
+        raise ConfigError(f"{path}: not a readable `depthpe study correspondence` folder ({err!r})") from None
+    if problem:
+        raise ConfigError(f"{path}: results.json {problem} where a score (a number or null) belongs; the file was "
+                          "edited or is corrupt: run the benchmark again")
     return doc
+
+
+def _is_score(value) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _score_problem(doc: dict) -> str | None:
+    """Where ``doc`` (a results.json) holds something other than a number or null as a score (the
+    layer rows' top1, within1, lift_* and per-scene scene_top1 / scene_within1, each point's
+    train_loss), or None."""
+    for run in doc["runs"]:
+        for point in run["curve"]:
+            if not _is_score(point.get("train_loss")):
+                return f"has train_loss = {point.get('train_loss')!r:.40} (seed {run.get('seed')})"
+            for setting, rows in point["settings"].items():
+                for row in rows:
+                    for key, value in row.items():
+                        values = value if key.startswith("scene_") and isinstance(value, list) else [value]
+                        scored = key in ("top1", "within1") or key.startswith(("lift", "same_position", "scene_top1",
+                                                                               "scene_within1"))
+                        bad = next((v for v in values if not _is_score(v)), "ok") if scored else "ok"
+                        if bad != "ok":
+                            return (f"has {key} = {bad!r:.40} (seed {run.get('seed')}, step {point.get('step')}, "
+                                    f"setting {setting}, layer {row.get('layer')})")
+    return None
 
 
 def _group(path: str, doc: dict, group_by: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from depthpe.config.options import REQUIRED, check_required, option
+from depthpe.config.options import REQUIRED, check_required, option, overwrite_option
 from depthpe.pe.spec import PRESET_PAIRS
 
 __all__ = ["CorrespondenceConfig", "PE_CHOICES"]
@@ -28,6 +28,7 @@ class CorrespondenceConfig:
     data: str = option(REQUIRED, metavar="ROOT", help="data root of `depthpe synth --out ROOT`: "
                        "ROOT/<dataset>/train and ROOT/<dataset>/val")
     out: str = option(REQUIRED, metavar="DIR", help="output folder (results.json, summary.md)")
+    overwrite: bool = overwrite_option()
     dataset: str = option("synth", help="dataset folder under ROOT")
     pe: str = option("rope", choices=PE_CHOICES, help="positional encoding of the global attention (model.global_pe)")
     anchors: Optional[int] = option(None, metavar="G", help="urope only: number of depth anchors (none: the "

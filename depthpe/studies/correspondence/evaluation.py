@@ -24,7 +24,7 @@ from depthpe.geometry import crop_intrinsics, perturb_cameras, resize_intrinsics
 from depthpe.probe.capture import capture_global_attention
 from depthpe.probe.lift import LiftAccumulator
 
-__all__ = ["Setting", "settings_of", "load_samples", "batches", "zoom_center", "evaluate_setting",
+__all__ = ["Setting", "settings_of", "load_samples", "batches", "zoom_center", "evaluate_setting", "hit_counts",
            "all_pairs"]
 
 KEYS = ("images", "K", "w2c", "depth", "valid")
@@ -136,19 +136,29 @@ def evaluate_setting(model, samples: list[dict], setting: Setting, *, radii: Seq
         def on_layer(index, probs, encoding):
             lift.add(index, probs)
             mean = pair_blocks(probs.mean(dim=1, keepdim=True), grid, config.num_special_tokens, pairs)[:, 0]
-            counts = torch.stack([match_hits(mean, target, grid, 0).sum(1), match_hits(mean, target, grid, 1).sum(1),
-                                  (target >= 0).sum(1)], dim=1)  # (B, 3)
-            hits.setdefault(index, []).append(counts)
+            hits.setdefault(index, []).append(hit_counts(mean, target, grid))
 
         with torch.no_grad(), capture_global_attention(model, on_layer):
             model.aggregator(images, K, seen)
     return _layer_rows(lift, hits)
 
 
+def hit_counts(scores: torch.Tensor, target: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+    """(B, 3) float64 per sample: top-1 hits, within-1 hits (``geometry.match_hits``) and matches,
+    of ``scores`` (B, Q, h*w) against ``target`` (B, Q). A sample with a non-finite score in a row of
+    a matched query has NaN hits: its argmax means nothing, so its accuracy is undefined, not a number."""
+    counts = torch.stack([match_hits(scores, target, grid, 0).sum(1), match_hits(scores, target, grid, 1).sum(1),
+                          (target >= 0).sum(1)], dim=1).double()
+    undefined = (~torch.isfinite(scores).all(dim=-1) & (target >= 0)).any(dim=1)
+    counts[undefined, :2] = math.nan
+    return counts
+
+
 def _layer_rows(lift: LiftAccumulator, hits: dict[int, list[torch.Tensor]]) -> list[dict]:
     """The rows of ``evaluate_setting`` from the lift sums and the per-sample hit counts per layer
     (each row also has ``scene_top1`` / ``scene_within1``: per sample, in order, the fraction of its
-    matches, None for a sample without one, and ``scene_matches``)."""
+    matches, None for a sample without one, and ``scene_matches``). A sample whose scores were not
+    finite (``hit_counts``) makes its fractions and the layer's top1 / within1 NaN (written as null)."""
     by_layer: dict[int, dict] = {}
     for row in lift.layer_rows():
         r = row["radius"]
@@ -161,8 +171,8 @@ def _layer_rows(lift: LiftAccumulator, hits: dict[int, list[torch.Tensor]]) -> l
         per_sample = torch.cat(hits[layer]).tolist()
         top1, within1, n = (sum(column) for column in zip(*per_sample))
         fraction = lambda k: [c[k] / c[2] if c[2] else None for c in per_sample]  # noqa: E731
-        rows.append({"layer": layer, "matches": n, "top1": top1 / n if n else math.nan,
+        rows.append({"layer": layer, "matches": int(n), "top1": top1 / n if n else math.nan,
                      "within1": within1 / n if n else math.nan, **by_layer.get(layer, {}),
                      "scene_top1": fraction(0), "scene_within1": fraction(1),
-                     "scene_matches": [c[2] for c in per_sample]})
+                     "scene_matches": [int(c[2]) for c in per_sample]})
     return rows

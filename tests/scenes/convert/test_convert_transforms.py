@@ -60,3 +60,35 @@ def test_a_distorted_camera_skips_the_scene_with_the_undistortion_step(original,
     reason = summary["skipped"][0]["reason"]
     assert summary["scenes_skipped"] == 1 and "lens distortion (k1=0.02)" in reason
     assert "colmap image_undistorter" in reason and "\n" not in reason
+
+
+@pytest.mark.parametrize("unit_field,depth_scale,factor", [
+    (None, None, 1e-3),   # nerfstudio's default depth_unit_scale_factor: .npy values are millimetres
+    (0.01, None, 0.01),   # the file's depth_unit_scale_factor
+    (None, 1.0, 1.0),     # --depth-scale, when given, says how many units a metre is
+])
+def test_npy_depth_of_a_transforms_capture_follows_nerfstudios_unit_rule(original, tmp_path, unit_field, depth_scale,
+                                                                         factor):
+    """Issue 42 item 3: nerfstudio multiplies every depth file, .npy included, by depth_unit_scale_factor
+    (default 1e-3); depthpe reads a transforms.json capture's .npy depth the same way."""
+    src = export_transforms_capture(original, tmp_path / "cap", depth_format="npy", depth_unit_scale_factor=unit_field)
+    stored = np.load(src / "depth" / "frame_00000.npy")
+    convert("folder", src, tmp_path / "out", _opts(depth_scale=depth_scale))
+    converted = read_scene_frames(tmp_path / "out" / "folder" / "train" / "cap.h5")["depth"][0]
+    valid = (converted > 0) & (stored > 0)
+    np.testing.assert_allclose(converted[valid], stored[valid] * factor, rtol=1e-3)
+    if depth_scale is None:  # nerfstudio's rule gives the original depth back
+        np.testing.assert_allclose(converted[valid], read_scene_frames(original)["depth"][0][valid], rtol=1e-3)
+
+
+def test_depth_scale_applies_to_npy_depth_of_a_plain_folder_capture(original, tmp_path):
+    from depthpe.testing.captures import export_capture
+
+    src = export_capture(original, tmp_path / "cap", depth_format="npy")  # metres, cameras.json
+    np.save(src / "depth" / "frame_00000.npy", np.load(src / "depth" / "frame_00000.npy") * 1000.0)  # now mm
+    for name in sorted((src / "depth").glob("*.npy"))[1:]:
+        np.save(name, np.load(name) * 1000.0)
+    convert("folder", src, tmp_path / "out", _opts(depth_scale=1000.0))
+    a, b = read_scene_frames(tmp_path / "out" / "folder" / "train" / "cap.h5"), read_scene_frames(original)
+    both = (a["depth"] > 0) & (b["depth"] > 0)
+    np.testing.assert_allclose(a["depth"][both], b["depth"][both], rtol=1e-3)

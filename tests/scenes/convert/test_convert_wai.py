@@ -165,12 +165,23 @@ def test_converted_wai_trains_evaluates_and_indexes(converted, tmp_path):
     assert [e["scene_id"] for e in read_index(converted / "wai" / "val")] in (["a"], ["b"])
 
 
-def test_the_principal_point_is_colmaps_half_pixel_one(wai_root, scene_files):
-    """WAI stores cx, cy as COLMAP does (the centre of the top-left pixel at (0.5, 0.5)): MapAnything's
-    conversions copy them from COLMAP's cameras.txt. The fixture writes them so, and the converted K
-    (OpenCV: that centre at (0, 0)) is 0.5 px lower, which the round trip above checks."""
+def test_the_principal_point_is_read_as_mapanythings_loader_reads_it(wai_root, scene_files, tmp_path):
+    """MapAnything's WAI loader builds K = [[fl_x, 0, cx], [0, fl_y, cy], [0, 0, 1]] from the stored
+    values as they are, with pixel centres at whole numbers (mapanything/utils/wai/camera.py, whose
+    90-degree rotation maps cx to H - 1 - cy). depthpe's K (OpenCV, the same pixel centres) must be
+    exactly that K: no half-pixel shift for WAI, unlike nerfstudio's transforms.json."""
+    from depthpe.scenes.cameras import read_cameras
+
     meta = json.loads((wai_root / "a" / "scene_meta.json").read_text())
     K = read_scene_frames(scene_files[0])["K"]
     for frame, k in zip(meta["frames"], K):
-        assert (frame["cx"], frame["cy"]) == pytest.approx((k[0, 2] + 0.5, k[1, 2] + 0.5), abs=1e-5)
+        loader_K = [[frame["fl_x"], 0, frame["cx"]], [0, frame["fl_y"], frame["cy"]], [0, 0, 1]]
+        np.testing.assert_allclose(k, loader_K, rtol=1e-6, atol=1e-5)
+    cams = read_cameras(wai_root / "a" / "scene_meta.json")  # the same file as a camera source
+    first = meta["frames"][0]
+    assert cams[first["file_path"]].K[0, 2] == first["cx"] and cams[first["file_path"]].K[1, 2] == first["cy"]
+    nerfstudio = {k: v for k, v in meta.items() if k not in ("frame_modalities", "scene_modalities")}
+    (tmp_path / "transforms.json").write_text(json.dumps(nerfstudio))  # a nerfstudio file keeps its half pixel
+    assert read_cameras(tmp_path / "transforms.json")[first["file_path"]].K[0, 2] == first["cx"] - 0.5
+    for frame, k in zip(meta["frames"], K):
         assert (frame["fl_x"], frame["fl_y"]) == pytest.approx((k[0, 0], k[1, 1]), rel=1e-6)
