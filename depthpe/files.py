@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["read_json", "safe_component", "LOCK_FILE", "FolderInUse", "LocksUnsupported", "lock_folder", "atomic_target", "atomic_write_bytes", "output_folder_problem"]
+__all__ = ["read_json", "read_record", "safe_component", "LOCK_FILE", "FolderInUse", "LocksUnsupported", "lock_folder", "atomic_target", "atomic_write_bytes", "output_folder_problem"]
 
 MAX_COMPONENT_CHARS = 120  # characters of a safe component (file systems allow 255 bytes)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@,-]+")
@@ -96,6 +96,19 @@ def read_json(path: str | os.PathLike):
         raise ValueError("nested too deeply (more levels of [ or { than any real file has)") from None
     except ValueError as err:
         raise ValueError(str(err).splitlines()[0]) from None
+
+
+def read_record(path: str | os.PathLike) -> dict | None:
+    """A small JSON object that a command keeps next to its outputs (a lock holder, a folder's
+    manifest): the dict, None when the file does not exist, {} when it cannot be read or is not an
+    object (a record is advisory: its reader decides what an unreadable one means)."""
+    try:
+        doc = read_json(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def output_folder_problem(path: str | os.PathLike, label: str, fix: str = "give a folder path") -> str | None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .config import ConfigError
-from .files import LOCK_FILE, FolderInUse, LocksUnsupported, atomic_write_bytes, lock_folder
+from .files import LOCK_FILE, FolderInUse, LocksUnsupported, atomic_write_bytes, lock_folder, read_record
 
 __all__ = ["MANIFEST", "OutputFolder", "claim_output_folder", "owned_output_folder", "register_shard", "settings_fingerprint", "folder_owner",
            "simple_difference"]
@@ -64,14 +64,8 @@ def _files(folder: Path) -> dict[str, tuple[int, int]]:
 
 def folder_owner(folder: str | os.PathLike) -> dict | None:
     """The manifest of ``folder`` ({command, fingerprint, files, state, started_ns, ...}), None when
-    there is none, {} when it is unreadable."""
-    try:
-        doc = json.loads((Path(folder) / MANIFEST).read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
+    there is none, {} when it is unreadable (``depthpe.files.read_record``)."""
+    return read_record(Path(folder) / MANIFEST)
 
 
 def simple_difference(old: dict, new: dict) -> str | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from ..config import ConfigError
-from ..files import LOCK_FILE, FolderInUse, LocksUnsupported, lock_folder
+from ..files import LOCK_FILE, FolderInUse, LocksUnsupported, lock_folder, read_record
 
 __all__ = ["LOCK_FILE", "OWNER_FILE", "lock_owner", "lock_problem", "acquire_lock", "release_lock", "run_lock"]
 
@@ -34,14 +34,8 @@ OWNER_FILE = ".lock.owner"
 
 def lock_owner(output_dir: str | Path) -> dict | None:
     """The holder recorded in ``output_dir/.lock.owner`` ({host, pid, since}), {} if unreadable,
-    None if there is no record."""
-    try:
-        doc = json.loads((Path(output_dir) / OWNER_FILE).read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
+    None if there is no record (``depthpe.files.read_record``)."""
+    return read_record(Path(output_dir) / OWNER_FILE)
 
 
 def _describe(owner: dict | None) -> str:
