@@ -75,7 +75,7 @@ def _owned(cfg: ConvertConfig):
     name = importlib.import_module(converter_module(cfg.dataset)).NAME
     fingerprint = settings_fingerprint(cfg, leave_out=tuple(f for f in cfg.__dataclass_fields__ if f != "src"),
                                        dataset=cfg.dataset, content=cfg.content_settings())
-    if cfg.shard is not None:
+    if cfg.shard_of_run() is not None:  # --shard, or the task of a Slurm array job
         register_shard(Path(cfg.out) / name, "depthpe convert", fingerprint, replace=cfg.overwrite)
         return contextlib.nullcontext()
     return owned_output_folder(Path(cfg.out) / name, "depthpe convert", fingerprint, replace=cfg.overwrite)

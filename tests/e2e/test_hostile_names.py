@@ -135,4 +135,5 @@ def test_compare_writes_a_hostile_dataset_name_inside_out(study, tmp_path):
     assert hostile in json.loads((out / "compare.json").read_text())["result"]["datasets"]
     curves = sorted(p.name for p in (out / "curves").iterdir())
     assert curves == [safe_component(f"curves_{hostile}") + suffix for suffix in (".png", ".svg")]
-    assert {p.name for p in out.iterdir()} == {"compare.md", "compare.json", "report.html", "curves"}
+    assert {p.name for p in out.iterdir()} == {"compare.md", "compare.json", "report.html", "curves",
+                                              ".depthpe-owner.json", ".lock"}  # the output folder's owner

@@ -96,7 +96,8 @@ def test_convert_refuses_a_split_file_whose_split_climbs_out(tmp_path, capsys):
     split_file.parent.mkdir(parents=True)
     split_file.write_text(json.dumps({"splits": {"../../../victim": sorted(truth)}}))
     before = tree_hashes(tmp_path, out)
-    assert main(["convert", "megasynth", "--src", str(src), "--out", str(out), "--workers", "1"]) == 2
+    # --overwrite: past the output folder's owner (split.json is no recorded output), to the split check
+    assert main(["convert", "megasynth", "--src", str(src), "--out", str(out), "--workers", "1", "--overwrite"]) == 2
     assert_only_inside(tmp_path, out, before)
     message = capsys.readouterr().out.strip().splitlines()[-1]
     assert message == (f"depthpe convert: error: {split_file}: split name '../../../victim' is not a plain folder "

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 
 TRAIN = SCRIPTS / "train.sbatch"
 STEPS, EVERY = 20, 2  # the pre-emption runs: a checkpoint every 2 steps, signalled as they begin
-LONG_STEPS, LONG_EVERY = 150, 10  # the time-limit run: longer than its first allocation (40 to 55 s)
+LONG_STEPS, LONG_EVERY = 400, 20  # the time-limit run: longer than its first allocation (40 to 55 s) on a quiet machine too (150 steps fit in one)
 JOB_TIMEOUT = 420
 
 

@@ -65,3 +65,27 @@ def test_a_bad_shard_is_one_line(text, raw, tmp_path):
                            str(tmp_path), "--shard", text], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--shard" in (done.stdout + done.stderr) and "Traceback" not in done.stderr
+
+
+def test_a_slurm_array_task_registers_as_a_shard_and_does_not_hold_the_folder(raw, tmp_path, monkeypatch):
+    """An array task (no --shard, its shard from Slurm's variables) writes beside its sibling tasks: it
+    waits for a sibling's moment under the lock instead of refusing, and leaves the folder unlocked
+    and its manifest 'running' for the join (it failed with 'in use by' when only --shard did this)."""
+    import json
+    import time
+
+    from depthpe.files import lock_folder
+
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "3")
+    (tmp_path / "co3d").mkdir()
+    sibling = subprocess.Popen([sys.executable, "-c", "import sys, time; from depthpe.files import lock_folder; "
+                                "lock = lock_folder(sys.argv[1]); print('held', flush=True); time.sleep(2)",
+                                str(tmp_path / "co3d")], stdout=subprocess.PIPE, text=True)
+    assert sibling.stdout.readline().strip() == "held"  # a sibling task registering at this moment
+    start = time.monotonic()
+    assert main(["convert", "co3d", "--src", str(raw), "--out", str(tmp_path), "--quiet", "--workers", "1"]) == 0
+    sibling.wait(timeout=30)
+    assert time.monotonic() - start > 0.5  # it waited for the sibling
+    assert json.loads((tmp_path / "co3d" / ".depthpe-owner.json").read_text())["state"] == "running"
+    lock_folder(tmp_path / "co3d").release()  # nobody holds it after the task
