@@ -181,12 +181,20 @@ def memoized(cache: dict, key, compute):
 
     Under ``torch.compile`` the value is computed inline instead: a write to a Python dict inside a
     checkpointed block or an ``autograd.Function`` is a side effect Dynamo cannot trace (a graph
-    break), and the compiled graph computes these small constant tables once anyway.
+    break), and the compiled graph computes these small constant tables once anyway. Nor is a value
+    computed under a ``FakeTensorMode`` (``depthpe bench memory``'s shape-only run) stored: a fake
+    tensor in a cache shared across models (e.g. the DPT head's) would make every later real forward
+    with the same key return fake tensors.
     """
     if torch.compiler.is_compiling():
         return compute()
     if key not in cache:
-        cache[key] = compute()
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        value = compute()
+        if isinstance(value, FakeTensor):
+            return value
+        cache[key] = value
     return cache[key]
 
 

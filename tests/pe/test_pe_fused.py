@@ -154,3 +154,16 @@ def test_cuda_kernel_signatures_on_fake_tensors(name, dtype):
         out, state = kernel.forward(q, k, v)
         grads = kernel.backward(out, q, k, v, out, state)
     assert out.shape == q.shape and [tuple(x.shape) for x in grads] == [tuple(q.shape)] * 3
+
+
+def test_a_value_computed_under_fake_tensors_is_not_cached():
+    """A shape-only run (depthpe bench memory, FakeTensorMode) must not leave a fake tensor in a cache
+    that later real forwards share (the DPT head's uv embedding cache did: real models then returned
+    fake depth)."""
+    from depthpe.pe.camera import memoized
+
+    cache: dict = {}
+    with FakeTensorMode():
+        memoized(cache, "k", lambda: torch.zeros(2))
+    assert "k" not in cache
+    assert torch.equal(memoized(cache, "k", lambda: torch.zeros(2)), torch.zeros(2)) and "k" in cache
