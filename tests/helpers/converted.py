@@ -9,9 +9,14 @@ from pathlib import Path
 
 def dataset_files(root: Path) -> dict[str, Path]:
     """Relative path -> path of every file a conversion leaves under ``root``, but the summary (its
-    timings differ from run to run)."""
+    timings differ from run to run) and the output-folder owner's lock and manifest (bookkeeping of
+    the command, not data: ``depthpe convert`` leaves them, the ``convert`` function does not)."""
+    from depthpe.files import LOCK_FILE
+    from depthpe.output_folder import MANIFEST
+
+    skip = {"convert_summary.json", LOCK_FILE, MANIFEST}
     return {p.relative_to(root).as_posix(): p for p in sorted(Path(root).rglob("*"))
-            if p.is_file() and p.name != "convert_summary.json"}
+            if p.is_file() and p.name not in skip}
 
 
 def assert_same_dataset(a: Path, b: Path) -> None:
