@@ -16,7 +16,7 @@ from tests.helpers.browser import (artifacts_dir, free_port, launch_or_skip, ope
                                   start_depthpe_server, sync_playwright_or_skip)
 from tests.helpers.demo import VIEWS, write_demo_inputs
 
-pytest.importorskip("gradio", reason="the demo extra (gradio) is not installed: pip install 'depthpe[demo]'")
+pytest.importorskip("gradio", reason="gradio, the demo extra (an optional extra that the dev extra installs, so CI runs these tests; skipped only in a checkout installed without it: pip install 'depthpe[demo]')")
 
 
 @pytest.fixture(scope="module")

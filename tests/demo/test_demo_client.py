@@ -10,7 +10,7 @@ import pytest
 from tests.helpers.demo import VIEWS, serve_demo, write_demo_inputs
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-gradio_client = pytest.importorskip("gradio_client", reason="gradio is in the demo and dev extras")
+gradio_client = pytest.importorskip("gradio_client", reason="gradio_client, from the demo extra (an optional extra that the dev extra installs, so CI runs these tests; skipped only in a checkout installed without it: pip install 'depthpe[demo]')")
 
 
 @pytest.fixture(scope="module")
