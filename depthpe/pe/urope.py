@@ -161,10 +161,17 @@ def _phases(pos: torch.Tensor, d: int, base: float, dtype) -> torch.Tensor:
 
     Index ``axis * d/4 + m`` (axis 0 = y, 1 = x) holds ``exp(i pos[axis] base^(-m / (d/4)))``.
     """
-    nf = d // 4
-    freqs = base ** (-torch.arange(nf, dtype=torch.float64, device=pos.device) / nf)
-    ang = (pos.to(dtype).unsqueeze(-1) * freqs.to(dtype)).flatten(-2)
+    ang = (pos.to(dtype).unsqueeze(-1) * _frequencies(d // 4, base, dtype, pos.device)).flatten(-2)
     return torch.complex(ang.cos(), ang.sin())
+
+
+_FREQUENCIES: dict = {}
+
+
+def _frequencies(nf: int, base: float, dtype, device) -> torch.Tensor:
+    """(nf,) VGGT RoPE frequencies ``base ** (-m / nf)``, computed in float64, in ``dtype`` (memoized)."""
+    return memoized(_FREQUENCIES, (nf, base, dtype, device), lambda: (
+        base ** (-torch.arange(nf, dtype=torch.float64, device=device) / nf)).to(dtype))
 
 
 def _as_planes(x: torch.Tensor) -> torch.Tensor:
@@ -177,8 +184,7 @@ def _as_planes(x: torch.Tensor) -> torch.Tensor:
 
 def _cos_sin(pos: torch.Tensor, d: int, base: float, dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin (..., d/2) of the angles of ``_phases`` for positions (..., 2) = (y, x)."""
-    nf = d // 4
-    freqs = base ** (-torch.arange(nf, dtype=torch.float64, device=pos.device) / nf)
+    freqs = base ** (-torch.arange(d // 4, dtype=torch.float64, device=pos.device) / (d // 4))
     ang = (pos.to(dtype).unsqueeze(-1) * freqs.to(dtype)).flatten(-2)
     return ang.cos(), ang.sin()
 
@@ -270,6 +276,16 @@ class URoPE(Encoding):
             return table[:, i0:i1, :, None]
         pos = self._key_pos_as(_real(cdtype), device)[:, i0:i1]
         return self._assign(_phases(pos, d, self.base, _real(cdtype)))[:, :, :, None]
+
+    def _view_phases(self, i: int, g: int, d: int, cdtype, device) -> torch.Tensor:
+        """(B, 1, N, d/2) complex key phases of query view i for head group g (``_key_phases`` of one
+        view and group, without computing the other groups' phases)."""
+        if self.cache_tables:
+            return self._key_phases(i, i + 1, d, cdtype, device)[:, 0, g]
+        pos = self._key_pos_as(_real(cdtype), device)[:, i]  # (B, A, N, 2)
+        if self.assignment == "heads":
+            pos = pos[:, g:g + 1]
+        return self._assign(_phases(pos, d, self.base, _real(cdtype)))
 
     def _key_pos_as(self, dtype, device) -> torch.Tensor:
         key = ("pos", dtype, device)
@@ -506,23 +522,38 @@ class _RotateKeys(torch.autograd.Function):
         return torch.view_as_real(gk), None, None, None, None
 
 
-def _to_pairs(x: torch.Tensor) -> torch.Tensor:
-    """(..., d) real -> (..., d) real with VGGT's rotate-half pairs adjacent: ``_as_pairs`` as reals
-    (a new contiguous tensor, so that ``torch.view_as_complex`` applies)."""
+def _pair_order(x: torch.Tensor, out: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """Write x (..., d) into ``out`` (..., d, any dtype and strides, not overlapping x) in pair order
+    (``_as_pairs``'s channel order, as reals), or from pair order back to VGGT's channel order with ``inverse``; one copy."""
     d = x.shape[-1]
-    return x.unflatten(-1, (2, 2, d // 4)).transpose(-1, -2).reshape(x.shape)
-
-
-def _from_pairs(x: torch.Tensor) -> torch.Tensor:
-    """The inverse of ``_to_pairs`` (a new tensor)."""
-    d = x.shape[-1]
-    return x.unflatten(-1, (2, d // 4, 2)).transpose(-1, -2).reshape(x.shape)
+    rotate_half, pairs = (2, 2, d // 4), (2, d // 4, 2)
+    src, dst = (pairs, rotate_half) if inverse else (rotate_half, pairs)
+    out.unflatten(-1, dst).copy_(x.unflatten(-1, src).transpose(-1, -2))
+    return out
 
 
 def _rotate_pairs(x: torch.Tensor, phases: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """x (..., d) real in pair order times unit complex ``phases`` (..., d/2), as reals in ``dtype``."""
-    xc = torch.view_as_complex(x.to(_real(phases.dtype)).contiguous().unflatten(-1, (-1, 2)))
-    return torch.view_as_real(xc * phases).flatten(-2).to(dtype)
+    return torch.view_as_real(_complex_view(x.to(_real(phases.dtype))) * phases).flatten(-2).to(dtype)
+
+
+def _rotate_into(x: torch.Tensor, phases: torch.Tensor, out: torch.Tensor) -> None:
+    """``out[...] = _rotate_pairs(x, phases, out.dtype)``, without a temporary where ``out`` is in the
+    phases' real dtype and its layout has a complex view."""
+    if out.dtype == _real(phases.dtype) and _has_complex_view(out):
+        torch.mul(_complex_view(x.to(out.dtype)), phases, out=_complex_view(out))
+    else:
+        out.copy_(_rotate_pairs(x, phases, out.dtype))
+
+
+def _has_complex_view(x: torch.Tensor) -> bool:
+    return x.stride(-1) == 1 and all(s % 2 == 0 for s in x.stride()[:-1]) and x.storage_offset() % 2 == 0
+
+
+def _complex_view(x: torch.Tensor) -> torch.Tensor:
+    """x (..., d) real in pair order as (..., d/2) complex (a view where x's layout allows one, else a
+    view of a contiguous copy)."""
+    return torch.view_as_complex((x if _has_complex_view(x) else x.contiguous()).unflatten(-1, (-1, 2)))
 
 
 class _URoPEAttention(torch.autograd.Function):
@@ -531,6 +562,10 @@ class _URoPEAttention(torch.autograd.Function):
     output and the kernel's log-sum-exp. The keys rotated for a query view exist only during that
     view's kernel call (forward) and are recomputed for its backward; every gradient is written or
     summed straight into dq, dk, dv, so the temporaries are head slices (``head_chunks``).
+
+    The calls go head group by head group, and inside a group view by view (``blocks``): the key
+    phases of a (view, group) are computed once for the group's heads, and a head slice's keys,
+    values and gradient sums stay in the processor's cache while its views go by.
 
     forward(q, k, v (B, H, N, d), enc: URoPE, kernel: ``FusedKernel``, dtype: attention dtype) ->
     (B, H, N, d) in ``dtype``; gradients in the dtypes of q, k, v.
@@ -544,25 +579,29 @@ class _URoPEAttention(torch.autograd.Function):
         kp = torch.empty_like(qp)
         ph_q = enc._query_phases(d, cdt, q.device)
         for h in head_chunks(H):
-            qp[:, h] = _rotate_pairs(_to_pairs(q[:, h]), ph_q, dtype)
-            kp[:, h] = _to_pairs(k[:, h])
+            _rotate_into(_pair_order(q[:, h], torch.empty(q[:, h].shape, dtype=ph_q.real.dtype, device=q.device)),
+                         ph_q, qp[:, h])
+            _pair_order(k[:, h], kp[:, h])
         out = torch.empty(B, H, N, v.shape[-1], dtype=dtype, device=q.device)
         vd = v.to(dtype)
         states = []
-        for i, rows, g, h, ph in _URoPEAttention.calls(enc, H, d, cdt, q.device):
-            o, state = kernel.forward(qp[:, h, rows], _rotate_pairs(kp[:, h], ph, dtype), vd[:, h])
-            out[:, h, rows] = o
-            states.append(state)
+        for heads, _, rows, ph in _URoPEAttention.blocks(enc, H, d, cdt, q.device):
+            for h in heads:
+                o, state = kernel.forward(qp[:, h, rows], _rotate_pairs(kp[:, h], ph, dtype), vd[:, h])
+                out[:, h, rows] = o
+                states.append(state)
         save_fused(ctx, (qp, kp, v, out), states, enc, kernel, (q, k, v))
         return out
 
     @staticmethod
-    def calls(enc, H: int, d: int, cdt, device):
-        """(view i, its token rows, anchor group g, head slice, key phases (B, 1, N, d/2)) per call."""
-        for i in range(enc.S):
-            ph = enc._key_phases(i, i + 1, d, cdt, device)[:, 0]  # (B, G, 1, N, d/2)
-            for g, h in enc._group_chunks(H):
-                yield i, slice(i * enc.T, (i + 1) * enc.T), g, h, ph[:, g]
+    def blocks(enc, H: int, d: int, cdt, device):
+        """(head slices of group g, view i, its token rows, key phases (B, 1, N, d/2)) per (g, i),
+        group-major."""
+        chunks = enc._group_chunks(H)
+        for g in range(enc.G):
+            heads = [h for group, h in chunks if group == g]
+            for i in range(enc.S):
+                yield heads, i, slice(i * enc.T, (i + 1) * enc.T), enc._view_phases(i, g, d, cdt, device)
 
     @staticmethod
     def backward(ctx, grad):
@@ -571,19 +610,28 @@ class _URoPEAttention(torch.autograd.Function):
         B, H, N, d = qp.shape
         states = iter(states)
         cdt = _complex(work_dtype(ctx.dtypes[0]))
-        acc = [torch.zeros(x.shape, dtype=work_dtype(t), device=x.device) for x, t in zip((kp, v), ctx.dtypes[1:])]
+        dk = torch.empty(kp.shape, dtype=work_dtype(ctx.dtypes[1]), device=kp.device)  # pair order
+        dk_c, dv = _complex_view(dk), torch.empty(v.shape, dtype=work_dtype(ctx.dtypes[2]), device=v.device)
         dq = torch.empty(qp.shape, dtype=ctx.dtypes[0], device=qp.device)
-        conj_q = enc._query_phases(d, cdt, qp.device).conj()
+        conj_q = enc._query_phases(d, cdt, qp.device).conj().resolve_conj()
         vd = v.to(dt)
-        for i, rows, g, h, ph in _URoPEAttention.calls(enc, H, d, cdt, qp.device):
-            gq, gk, gv = kernel.backward(grad[:, h, rows], qp[:, h, rows], _rotate_pairs(kp[:, h], ph, dt),
-                                         vd[:, h], out[:, h, rows], next(states))
-            dq[:, h, rows] = _from_pairs(_rotate_pairs(gq, conj_q[rows], acc[0].dtype))
-            acc[0][:, h] += _rotate_pairs(gk, ph.conj(), acc[0].dtype)
-            acc[1][:, h] += gv
+        for heads, i, rows, ph in _URoPEAttention.blocks(enc, H, d, cdt, qp.device):
+            conj = ph.conj().resolve_conj()
+            for h in heads:
+                gq, gk, gv = kernel.backward(grad[:, h, rows], qp[:, h, rows], _rotate_pairs(kp[:, h], ph, dt),
+                                             vd[:, h], out[:, h, rows], next(states))
+                _rotate_into(gq, conj_q[rows], dq[:, h, rows])  # pair order until the end
+                gk = _complex_view(gk.to(dk.dtype))
+                if i == 0:  # the group's first view writes, the others add
+                    torch.mul(gk, conj, out=dk_c[:, h])
+                    dv[:, h] = gv
+                else:
+                    dk_c[:, h].addcmul_(gk, conj)
+                    dv[:, h] += gv
         for h in head_chunks(H):  # back from pair order, in place
-            acc[0][:, h] = _from_pairs(acc[0][:, h])
-        return dq, acc[0].to(ctx.dtypes[1]), acc[1].to(ctx.dtypes[2]), None, None, None
+            _pair_order(dk[:, h].clone(), dk[:, h], inverse=True)
+            _pair_order(dq[:, h].clone(), dq[:, h], inverse=True)
+        return dq, dk.to(ctx.dtypes[1]), dv.to(ctx.dtypes[2]), None, None, None
 
 
 def _key_positions(anchors, *, K64, E, image_size, grid, num_special, patch_offset, behind_eps, clip):
