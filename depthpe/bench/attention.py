@@ -10,7 +10,7 @@ What is measured, per method, with the same path the model uses (``prepare_encod
 * ``prepare ms``: median time of ``prepare_encoding`` (once per forward pass, shared by all global
   layers), reported separately and *not* included in fwd+bwd.
 * ``peak MiB``: extra memory of one fwd+bwd on top of the inputs and the prepared encoding. On CUDA
-  ``torch.cuda.max_memory_allocated`` minus the allocation before the call. On CPU each method runs
+  ``torch.cuda.max_memory_allocated`` minus the allocation before the call, in this process. On CPU each method runs
   in a fresh subprocess with ``MALLOC_MMAP_THRESHOLD_=65536`` (so freed tensors go back to the OS):
   after one warm-up fwd+bwd the peak-RSS counter is reset (``/proc/self/clear_refs``), and the
   figure is ``VmHWM`` after a second fwd+bwd minus ``VmRSS`` before it (torch's CPU allocator does
@@ -46,6 +46,8 @@ import torch
 import torch.nn.functional as F
 
 from ..config.options import add_plain_options, option
+from ..pe import camera
+from .attention_check import check_methods, format_check
 from .settings import JSON_HELP
 
 DESCRIPTION = __doc__
@@ -82,6 +84,11 @@ class AttentionSettings:
     compile: bool = option(False, store_true=True, help="also measure every method compiled (torch.compile of the "
                            "attention call, inductor): rows METHOD+compile, compared with rope+compile")
     backend: str = option("inductor", help="torch.compile backend of --compile (aot_eager: tracing only, quick)")
+    check_fused: bool = option(False, store_true=True, help="instead of timing, compare each method's fused attention "
+                               "function with its plain path (output and gradients; exit status 1 above the "
+                               "dtype's tolerance): the check of the fused kernels on a new device")
+    head_chunks: Optional[int] = option(None, help="head slices the fused attention functions work on (none: "
+                                        "depthpe.pe.camera.HEAD_CHUNKS); a tuning knob for a device")
     json: Optional[str] = option(None, help=JSON_HELP)
     memory_child: Optional[str] = option(None, flag="--_memory-child", hidden=True,
                                          help="the method whose peak memory this child process measures")
@@ -269,6 +276,9 @@ def peak_memory_mib(setup: Setup, method: str) -> float:
     """Extra peak memory (MiB) of one fwd+bwd in this process (see module docstring)."""
     enc = setup.prepare(method)
     if setup.device.type == "cuda":
+        setup.step(enc)  # warm-up: the kernels' workspaces, the encoding's memoized tables
+        for x in setup.qkv:
+            x.grad = None
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
@@ -294,10 +304,15 @@ def _child_argv(args, method: str) -> list[str]:
                       ("--device", args.device), ("--dtype", args.dtype),
                       ("--threads", args.threads or torch.get_num_threads()), ("--backend", args.backend)):
         argv += [flag, str(val)]
-    return argv
+    return argv + (["--head-chunks", str(args.head_chunks)] if args.head_chunks else [])
 
 
 def memory_methods(args, methods) -> dict:
+    """Peak MiB per method: on CUDA in this process (``max_memory_allocated`` is reset per method),
+    on CPU in a fresh child process per method (see module docstring)."""
+    if args.device == "cuda":
+        setup = Setup(args)
+        return {m: peak_memory_mib(setup, m) for m in methods}
     out = {}
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     for m in methods:
@@ -343,6 +358,8 @@ def _check_methods(args) -> None:
         raise SystemExit("--device cuda requested but CUDA is not available")
     if any(s < 1 for s in args.views):
         raise SystemExit(f"--views must be >= 1, got {args.views}")
+    if args.head_chunks is not None and args.head_chunks < 1:
+        raise SystemExit(f"--head-chunks must be >= 1, got {args.head_chunks}")
 
 
 def measure_views(args, views: int) -> dict:
@@ -395,6 +412,17 @@ def run(args: argparse.Namespace) -> int:
     _check_methods(args)
     if args.threads:
         torch.set_num_threads(args.threads)
+    previous = camera.HEAD_CHUNKS
+    camera.HEAD_CHUNKS = args.head_chunks or previous
+    try:
+        return _run(args)
+    finally:
+        camera.HEAD_CHUNKS = previous
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.check_fused:
+        return _check_fused(args)
     if args.memory_child:
         print(peak_memory_mib(Setup(args), args.memory_child))
         return 0
@@ -423,6 +451,24 @@ def run(args: argparse.Namespace) -> int:
             json.dump({"config": meta, "torch": torch.__version__, "threads": torch.get_num_threads(),
                        "results": by_views[args.views[0]], "by_views": by_views}, f, indent=2)
     return 0
+
+
+def _check_fused(args) -> int:
+    """``--check-fused``: the check of ``attention_check`` at every S; 1 if a method failed."""
+    by_views = {}
+    for views in args.views:
+        setup = Setup(argparse.Namespace(**{**vars(args), "views": views}))
+        by_views[views] = results = check_methods(setup, args.methods)
+        print(f"fused attention functions against the plain path: S={views} T={args.tokens_per_view} "
+              f"heads={args.heads} head_dim={args.head_dim} {args.dtype} on {args.device}, torch {torch.__version__}")
+        print(format_check(results), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"check_fused": by_views, "torch": torch.__version__}, f, indent=2)
+    failed = sorted({m for r in by_views.values() for m, x in r.items() if not x["ok"]})
+    if failed:
+        print(f"FAILED: {', '.join(failed)} differ from their plain path beyond the tolerance", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def main(argv=None) -> int:

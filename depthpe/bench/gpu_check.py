@@ -1,8 +1,11 @@
 """``depthpe bench gpu-check --out DIR``: the recipe check for a machine with one GPU, in one command.
 
-Three parts, each run as its own ``depthpe`` subprocess with a time limit (a part that fails or
+Four parts, each run as its own ``depthpe`` subprocess with a time limit (a part that fails or
 times out is reported and the next one runs), written to ``DIR/report.json`` and ``DIR/report.md``:
 
+0. ``fused``: ``depthpe bench attention --check-fused`` at S=8 views of 261 tokens in bfloat16: the
+   camera encodings' and URoPE's fused attention functions (on the GPU, around FlashAttention)
+   against their plain path, output and gradients.
 1. ``attention``: ``depthpe bench attention`` at S=24 views, T=1374 tokens per view (5 special +
    37x37 patches of a 518 px image), 16 heads of 64 channels, bfloat16, every preset encoding
    (time and peak-memory ratios to RoPE).
@@ -76,6 +79,7 @@ GPU_SIZES = {"train": (24, 1, 518), "recipe": (5, 3, 224)}  # (S, B, px) of a st
 GPU_STEPS = {"train": 3 + 10, "recipe": 200}  # bench train's 3 warm-up + 10 timed steps; the recipe's
 GPU_ATTENTION = (24, 1374, 5)  # views, tokens per view, repeats of the attention part on the GPU
 SCALED_TRAIN_STEPS = 1  # timed steps of the rehearsal's train part
+FUSED_METHODS = ("prope", "gta", "dppe_dual", "dppe_tadd", "urope")  # the methods with fused attention functions
 
 
 def _scaled_args(scale: int) -> tuple[list[str], list[str], list[str]]:
@@ -112,7 +116,11 @@ def _plan(out: Path, device: str, tiny: bool, scale: int | None = None) -> dict[
         att, train, recipe = _scaled_args(scale)
     source = f"data.sources=[{{name: synth, root: {data}, split: train}}]"
     cpu = ["train.cpu=true"] if device == "cpu" else []
+    fused = ["--views", "2", "--tokens-per-view", "21", "--heads", "4", "--head-dim", "32"] if tiny or scale else \
+        ["--views", "8", "--tokens-per-view", "261"]
     return {
+        "fused": ["bench", "attention", "--device", device, "--check-fused", *fused, "--dtype", "bfloat16",
+                  "--methods", *FUSED_METHODS, "--json", str(out / "fused.json")],
         "attention": ["bench", "attention", "--device", device, *att, "--json", str(out / "attention.json")],
         "train": ["bench", "train", "--device", device, *train, source, "--json", str(out / "train.json")],
         "recipe": ["train", *recipe, source, f"output_dir={out / 'recipe'}", *cpu],
@@ -156,6 +164,8 @@ def loss_trend(run_dir: Path, tag: str = "loss/total") -> tuple[float, float] | 
 def _summaries(out: Path, parts: dict, gate_loss: bool) -> None:
     """Add the measured numbers of each finished part to ``parts``; the recipe passes only if its
     loss falls when ``gate_loss``."""
+    if (out / "fused.json").is_file():  # written also when the check fails
+        parts["fused"]["results"] = json.loads((out / "fused.json").read_text())["check_fused"]
     if parts["attention"]["ok"]:
         results = json.loads((out / "attention.json").read_text())["results"]
         parts["attention"]["results"] = results
@@ -182,6 +192,11 @@ def _markdown(report: dict) -> str:
             first, last = part["loss_first_last"]
             extra = f": mean loss first quarter {first:.4f}, last quarter {last:.4f}"
         lines.append(f"- {name}: {status} in {part['seconds']} s{extra}")
+    for views, check in report["parts"]["fused"].get("results", {}).items():
+        from .attention_check import format_check
+
+        lines += ["", f"fused attention functions against the plain path (S={views}, bfloat16):", "",
+                  format_check(check)]
     results = report["parts"]["attention"].get("results")
     if results:
         from .attention import format_table

@@ -369,6 +369,7 @@ class CameraBlockEncoding(Encoding):
         self.transforms = dict(transforms)
         self.ops = dict(ops)
         self.rotary = dict(rotary)
+        self.fused = True  # False: always the plain transform - SDPA - transform path (checks compare the two)
 
     # -- shape checks -------------------------------------------------------------------------
     def _check(self, x: torch.Tensor) -> None:
@@ -420,14 +421,15 @@ class CameraBlockEncoding(Encoding):
     def attend(self, q, k, v, *, dropout_p: float = 0.0):
         """Encoded attention, q, k, v (B, heads, S*T, head_dim) -> (B, heads, S*T, head_dim).
 
-        With gradients and a fused kernel (``kernels.fused_kernel``) it runs ``_CameraAttention``,
-        which keeps for backward what a RoPE layer keeps; otherwise (no gradients, dropout, the math
-        backend, ``torch.compile``) the plain transform - SDPA - transform of ``Encoding.attend``.
+        With gradients, ``fused`` on (the default) and a fused kernel (``kernels.fused_kernel``) it
+        runs ``_CameraAttention``, which keeps for backward what a RoPE layer keeps; otherwise (no
+        gradients, dropout, the math backend, ``torch.compile``, ``fused`` off) the plain
+        transform - SDPA - transform of ``Encoding.attend``.
         Dynamo traces the function itself, but inside the model's checkpointed blocks it breaks the
         graph (5 breaks in ``tests/model/test_compile.py``), so compiled code keeps the plain path.
         """
         kernel, dtype = None, attention_dtype(q)
-        if (torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+        if (self.fused and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
                 and not torch.compiler.is_compiling()):
             for x in (q, k, v):
                 self._check(x)

@@ -37,7 +37,10 @@ def test_tiny_gpu_check_writes_a_report_and_reports_a_failing_part(tmp_path, mon
     assert parts["train"]["ok"] and parts["train"]["images_per_s"] > 0 and parts["train"]["peak_mib"] > 0
     first, last = parts["recipe"]["loss_first_last"]
     assert parts["recipe"]["ok"] and first > 0 and last > 0 and "loss_falls" in parts["recipe"]
+    assert parts["fused"]["ok"] and all(r["ok"] and r["kernel"] == "cpu_flash"
+                                        for r in parts["fused"]["results"]["2"].values())
     md = (tmp_path / "report.md").read_text()
+    assert "- fused: ok" in md and "| urope | cpu_flash |" in md
     assert "- attention: FAILED (exit status" in md and "- train: ok" in md and "mean loss first quarter" in md
     assert md in capsys.readouterr().out
 
