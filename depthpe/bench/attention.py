@@ -88,7 +88,8 @@ class AttentionSettings:
                                "function with its plain path (output and gradients; exit status 1 above the "
                                "dtype's tolerance): the check of the fused kernels on a new device")
     head_chunks: Optional[int] = option(None, help="head slices the fused attention functions work on (none: "
-                                        "depthpe.pe.camera.HEAD_CHUNKS); a tuning knob for a device")
+                                        "depthpe.pe.camera.HEAD_CHUNKS of the device: 8 on CPU, 1 on CUDA; URoPE "
+                                        "on CPU always works one head at a time); a tuning knob for a device")
     json: Optional[str] = option(None, help=JSON_HELP)
     memory_child: Optional[str] = option(None, flag="--_memory-child", hidden=True,
                                          help="the method whose peak memory this child process measures")
@@ -412,12 +413,14 @@ def run(args: argparse.Namespace) -> int:
     _check_methods(args)
     if args.threads:
         torch.set_num_threads(args.threads)
-    previous = camera.HEAD_CHUNKS
-    camera.HEAD_CHUNKS = args.head_chunks or previous
+    previous = dict(camera.HEAD_CHUNKS)
+    if args.head_chunks:
+        camera.HEAD_CHUNKS[args.device] = args.head_chunks
     try:
         return _run(args)
     finally:
-        camera.HEAD_CHUNKS = previous
+        camera.HEAD_CHUNKS.clear()
+        camera.HEAD_CHUNKS.update(previous)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -69,14 +69,17 @@ def attention_dtype(q: torch.Tensor) -> torch.dtype:
     return q.dtype
 
 
-HEAD_CHUNKS = 8  # the fused attention functions work on at most this many head slices at a time
+HEAD_CHUNKS = {"cpu": 8, "cuda": 1}  # head slices the fused attention functions work on, per device type
 
 
-def head_chunks(heads: int) -> list[slice]:
-    """Slices of the head dim, ``heads // HEAD_CHUNKS`` heads each (at least 1): the fused attention
-    functions transform, attend and differentiate one slice at a time, so that their temporaries
-    (v', the pre-transform output, its gradient, the kernel's gradients) are 1/8 of a tensor."""
-    size = max(1, heads // HEAD_CHUNKS)
+def head_chunks(heads: int, device_type: str = "cpu") -> list[slice]:
+    """Slices of the head dim, ``heads // HEAD_CHUNKS[device_type]`` heads each (at least 1): the
+    fused attention functions transform, attend and differentiate one slice at a time, so that their
+    temporaries (v', the pre-transform output, its gradient, the kernel's gradients) are a slice,
+    not a tensor. On CPU 8 slices (1/8 of a tensor; small slices also stay in the cache); on CUDA
+    one slice, since there each slice is a kernel launch and small launches cost more time than
+    the temporaries cost memory (docs/speed.md has both measurements)."""
+    size = max(1, heads // HEAD_CHUNKS.get(device_type, 1))
     return [slice(h, min(h + size, heads)) for h in range(0, heads, size)]
 
 
@@ -480,7 +483,7 @@ class _CameraAttention(torch.autograd.Function):
         kt = torch.empty_like(qt)
         out = torch.empty(B, H, N, v.shape[-1], dtype=dtype, device=q.device)
         states = []
-        for h in head_chunks(H):
+        for h in head_chunks(H, q.device.type):
             enc._map(q[:, h], "q", dtype=dtype, out=qt[:, h])
             enc._map(k[:, h], "k", dtype=dtype, out=kt[:, h])
             o, state = kernel.forward(qt[:, h], kt[:, h], enc._map(v[:, h], "v", dtype=dtype))
@@ -494,7 +497,7 @@ class _CameraAttention(torch.autograd.Function):
         (qt, kt, v, out), states = load_fused(ctx)
         enc, kernel, dt = ctx.enc, ctx.kernel, qt.dtype
         grads = [torch.empty(x.shape, dtype=t, device=x.device) for x, t in zip((qt, kt, v), ctx.dtypes)]
-        for h, state in zip(head_chunks(qt.shape[1]), states):
+        for h, state in zip(head_chunks(qt.shape[1], qt.device.type), states):
             g = enc._map(grad[:, h], "o", dtype=dt, adjoint=True)
             o = enc._map(out[:, h], "v", dtype=dt)  # A_o^-1 o: the pre-transform output
             gq, gk, gv = kernel.backward(g, qt[:, h], kt[:, h], enc._map(v[:, h], "v", dtype=dt), o, state)

@@ -11,7 +11,8 @@ transform - SDPA - transform path.
 
 * CPU: ``aten._scaled_dot_product_flash_attention_for_cpu`` and its ``_backward``;
 * CUDA: FlashAttention (``aten._scaled_dot_product_flash_attention`` / ``_backward``) or the
-  memory-efficient kernel (``aten._scaled_dot_product_efficient_attention`` / ``_backward``).
+  memory-efficient kernel (``aten._scaled_dot_product_efficient_attention`` / ``_backward``); where
+  SDPA would pick cuDNN attention, FlashAttention (or the memory-efficient kernel) instead.
 
 Hand-written because PyTorch has no public API for a fused attention backward with caller-chosen
 saved tensors. Tensors are (B, heads, L, head_dim); every kernel here uses the default scale
@@ -25,7 +26,7 @@ import torch
 __all__ = ["FusedKernel", "fused_kernel"]
 
 _aten = torch.ops.aten
-_FLASH, _EFFICIENT = 1, 2  # torch.nn.attention.SDPBackend values returned by torch._fused_sdp_choice
+_FLASH, _EFFICIENT, _CUDNN = 1, 2, 3  # torch.nn.attention.SDPBackend values of torch._fused_sdp_choice
 
 
 class FusedKernel:
@@ -78,4 +79,17 @@ def fused_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, dropout_p
     choice = int(torch._fused_sdp_choice(*probe, None, 0.0, False))
     if q.device.type == "cpu":
         return FusedKernel("cpu_flash") if choice == _FLASH else None
+    if choice == _CUDNN:
+        choice = _instead_of_cudnn(dtype, q.shape[-1])
     return {_FLASH: FusedKernel("cuda_flash"), _EFFICIENT: FusedKernel("cuda_efficient")}.get(choice)
+
+
+def _instead_of_cudnn(dtype: torch.dtype, head_dim: int) -> int | None:
+    """The kernel used where SDPA picks cuDNN attention (PyTorch 2.11 does for bfloat16 on an H200,
+    docs/speed.md), whose forward and backward this module does not call: FlashAttention where it is
+    enabled and takes the inputs (fp16/bf16, head dim a multiple of 8 up to 256), else the
+    memory-efficient kernel where enabled, else None (plain SDPA)."""
+    if (dtype in (torch.float16, torch.bfloat16) and head_dim % 8 == 0 and head_dim <= 256
+            and torch.backends.cuda.flash_sdp_enabled()):
+        return _FLASH
+    return _EFFICIENT if torch.backends.cuda.mem_efficient_sdp_enabled() else None

@@ -47,8 +47,8 @@ import torch.nn.functional as F
 
 from ..geometry import invert_intrinsics
 from .base import Encoding, token_positions
-from .camera import (attention_dtype, camera_tensors, head_chunks, load_fused, memoized, save_fused,
-                     work_dtype)
+from .camera import (HEAD_CHUNKS, attention_dtype, camera_tensors, head_chunks, load_fused, memoized,
+                     save_fused, work_dtype)
 from .kernels import FusedKernel, fused_kernel
 
 __all__ = ["URoPE", "make_urope", "default_anchors", "resolve_anchors", "project_key_positions",
@@ -277,15 +277,17 @@ class URoPE(Encoding):
         pos = self._key_pos_as(_real(cdtype), device)[:, i0:i1]
         return self._assign(_phases(pos, d, self.base, _real(cdtype)))[:, :, :, None]
 
-    def _view_phases(self, i: int, g: int, d: int, cdtype, device) -> torch.Tensor:
-        """(B, 1, N, d/2) complex key phases of query view i for head group g (``_key_phases`` of one
-        view and group, without computing the other groups' phases)."""
+    def _view_phases(self, i: int, g0: int, g1: int, d: int, cdtype, device) -> torch.Tensor:
+        """Complex key phases of query view i for head groups g0..g1-1, shaped to multiply heads
+        grouped by ``_by_group``: (B, 1, N, d/2) for one group, (B, g1-g0, 1, N, d/2) for several."""
         if self.cache_tables:
-            return self._key_phases(i, i + 1, d, cdtype, device)[:, 0, g]
-        pos = self._key_pos_as(_real(cdtype), device)[:, i]  # (B, A, N, 2)
-        if self.assignment == "heads":
-            pos = pos[:, g:g + 1]
-        return self._assign(_phases(pos, d, self.base, _real(cdtype)))
+            ph = self._key_phases(i, i + 1, d, cdtype, device)[:, 0, g0:g1]
+        else:
+            pos = self._key_pos_as(_real(cdtype), device)[:, i]  # (B, A, N, 2)
+            if self.assignment == "heads":
+                pos = pos[:, g0:g1]
+            ph = self._assign(_phases(pos, d, self.base, _real(cdtype))).unsqueeze(2)  # (B, g1-g0, 1, N, d/2)
+        return ph[:, 0] if g1 - g0 == 1 else ph
 
     def _key_pos_as(self, dtype, device) -> torch.Tensor:
         key = ("pos", dtype, device)
@@ -374,11 +376,14 @@ class URoPE(Encoding):
             return None
         return fused_kernel(q, k, v, dropout_p=dropout_p, dtype=attention_dtype(q))
 
-    def _group_chunks(self, heads: int) -> list[tuple[int, slice]]:
-        """(anchor group, head slice) pairs: ``head_chunks`` of each head group, so that no slice
-        spans two anchors."""
+    def _group_chunks(self, heads: int, device_type: str) -> list[tuple[int, int, slice]]:
+        """(first group, end group, head slice) per fused-kernel call: a slice lies inside one anchor
+        group or covers whole groups. On CPU one head per call (measured fastest there: a head's
+        keys, values and gradient sums stay in the cache); elsewhere ``HEAD_CHUNKS`` slices."""
         per = heads // self.G
-        return [(g, slice(g * per + h.start, g * per + h.stop)) for g in range(self.G) for h in head_chunks(per)]
+        size = 1 if device_type == "cpu" else max(1, heads // HEAD_CHUNKS.get(device_type, 1))
+        size = per * (size // per) if size >= per else max(n for n in range(1, size + 1) if per % n == 0)
+        return [(h // per, (h + size - 1) // per + 1, slice(h, h + size)) for h in range(0, heads, size)]
 
     def _anchor_gradient(self, kr_const, i0: int, i1: int, out_dtype) -> torch.Tensor:
         """Zero in value, but in backward the gradient of the rotated keys of query views i0..i1-1
@@ -537,6 +542,17 @@ def _rotate_pairs(x: torch.Tensor, phases: torch.Tensor, dtype: torch.dtype) -> 
     return torch.view_as_real(_complex_view(x.to(_real(phases.dtype))) * phases).flatten(-2).to(dtype)
 
 
+def _by_group(x: torch.Tensor, g0: int, g1: int) -> torch.Tensor:
+    """Heads (B, h, ...) of groups g0..g1-1 as (B, g1-g0, h/(g1-g0), ...); unchanged for one group."""
+    return x if g1 - g0 == 1 else x.unflatten(1, (g1 - g0, -1))
+
+
+def _rotate_groups(x: torch.Tensor, ph: torch.Tensor, g0: int, g1: int, dtype) -> torch.Tensor:
+    """Keys x (B, h, N, d) in pair order, heads of groups g0..g1-1, rotated by those groups' phases
+    ``ph`` (``URoPE._view_phases``): (B, h, N, d) in ``dtype``."""
+    return _rotate_pairs(_by_group(x, g0, g1), ph, dtype).reshape(x.shape)
+
+
 def _rotate_into(x: torch.Tensor, phases: torch.Tensor, out: torch.Tensor) -> None:
     """``out[...] = _rotate_pairs(x, phases, out.dtype)``, without a temporary where ``out`` is in the
     phases' real dtype and its layout has a complex view."""
@@ -578,30 +594,35 @@ class _URoPEAttention(torch.autograd.Function):
         qp = torch.empty(B, H, N, d, dtype=dtype, device=q.device)
         kp = torch.empty_like(qp)
         ph_q = enc._query_phases(d, cdt, q.device)
-        for h in head_chunks(H):
+        for h in head_chunks(H, q.device.type):
             _rotate_into(_pair_order(q[:, h], torch.empty(q[:, h].shape, dtype=ph_q.real.dtype, device=q.device)),
                          ph_q, qp[:, h])
             _pair_order(k[:, h], kp[:, h])
         out = torch.empty(B, H, N, v.shape[-1], dtype=dtype, device=q.device)
         vd = v.to(dtype)
         states = []
-        for heads, _, rows, ph in _URoPEAttention.blocks(enc, H, d, cdt, q.device):
-            for h in heads:
-                o, state = kernel.forward(qp[:, h, rows], _rotate_pairs(kp[:, h], ph, dtype), vd[:, h])
-                out[:, h, rows] = o
-                states.append(state)
+        for g0, g1, h, rows, ph in _URoPEAttention.calls(enc, H, d, cdt, q.device):
+            o, state = kernel.forward(qp[:, h, rows], _rotate_groups(kp[:, h], ph, g0, g1, dtype), vd[:, h])
+            out[:, h, rows] = o
+            states.append(state)
         save_fused(ctx, (qp, kp, v, out), states, enc, kernel, (q, k, v))
         return out
 
     @staticmethod
-    def blocks(enc, H: int, d: int, cdt, device):
-        """(head slices of group g, view i, its token rows, key phases (B, 1, N, d/2)) per (g, i),
-        group-major."""
-        chunks = enc._group_chunks(H)
-        for g in range(enc.G):
-            heads = [h for group, h in chunks if group == g]
+    def calls(enc, H: int, d: int, cdt, device):
+        """(first group g0, end group g1, head slice, token rows of view i, key phases of view i for
+        groups g0..g1-1 (``URoPE._view_phases``)) per kernel call: the slices that span the same
+        groups (on CPU the heads of one group) view by view, then the next groups, so that the phases
+        are computed once per (view, groups) and, on CPU, a head's keys, values and gradient sums stay
+        in the cache while its views go by."""
+        blocks: dict = {}
+        for g0, g1, h in enc._group_chunks(H, torch.device(device).type):
+            blocks.setdefault((g0, g1), []).append(h)
+        for (g0, g1), heads in blocks.items():
             for i in range(enc.S):
-                yield heads, i, slice(i * enc.T, (i + 1) * enc.T), enc._view_phases(i, g, d, cdt, device)
+                ph = enc._view_phases(i, g0, g1, d, cdt, device)
+                for h in heads:
+                    yield g0, g1, h, slice(i * enc.T, (i + 1) * enc.T), ph
 
     @staticmethod
     def backward(ctx, grad):
@@ -615,20 +636,20 @@ class _URoPEAttention(torch.autograd.Function):
         dq = torch.empty(qp.shape, dtype=ctx.dtypes[0], device=qp.device)
         conj_q = enc._query_phases(d, cdt, qp.device).conj().resolve_conj()
         vd = v.to(dt)
-        for heads, i, rows, ph in _URoPEAttention.blocks(enc, H, d, cdt, qp.device):
-            conj = ph.conj().resolve_conj()
-            for h in heads:
-                gq, gk, gv = kernel.backward(grad[:, h, rows], qp[:, h, rows], _rotate_pairs(kp[:, h], ph, dt),
-                                             vd[:, h], out[:, h, rows], next(states))
-                _rotate_into(gq, conj_q[rows], dq[:, h, rows])  # pair order until the end
-                gk = _complex_view(gk.to(dk.dtype))
-                if i == 0:  # the group's first view writes, the others add
-                    torch.mul(gk, conj, out=dk_c[:, h])
-                    dv[:, h] = gv
-                else:
-                    dk_c[:, h].addcmul_(gk, conj)
-                    dv[:, h] += gv
-        for h in head_chunks(H):  # back from pair order, in place
+        first = set()  # head slices whose dk, dv are written (the first view), the others add
+        for g0, g1, h, rows, ph in _URoPEAttention.calls(enc, H, d, cdt, qp.device):
+            gq, gk, gv = kernel.backward(grad[:, h, rows], qp[:, h, rows], _rotate_groups(kp[:, h], ph, g0, g1, dt),
+                                         vd[:, h], out[:, h, rows], next(states))
+            _rotate_into(gq, conj_q[rows], dq[:, h, rows])  # pair order until the end
+            gk, conj = _by_group(_complex_view(gk.to(dk.dtype)), g0, g1), ph.conj()
+            if h.start not in first:
+                first.add(h.start)
+                torch.mul(gk, conj, out=_by_group(dk_c[:, h], g0, g1))
+                dv[:, h] = gv
+            else:
+                _by_group(dk_c[:, h], g0, g1).addcmul_(gk, conj)
+                dv[:, h] += gv
+        for h in head_chunks(H, qp.device.type):  # back from pair order, in place
             _pair_order(dk[:, h].clone(), dk[:, h], inverse=True)
             _pair_order(dq[:, h].clone(), dq[:, h], inverse=True)
         return dq, dk.to(ctx.dtypes[1]), dv.to(ctx.dtypes[2]), None, None, None

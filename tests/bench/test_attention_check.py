@@ -57,7 +57,7 @@ def test_head_chunks_apply_to_the_run_only(tmp_path, monkeypatch):
         return forward(self, q, k, v)
 
     monkeypatch.setattr(FusedKernel, "forward", counting)
-    before = camera.HEAD_CHUNKS
+    before = dict(camera.HEAD_CHUNKS)
     assert attention.run(_args(*TINY, "--check-fused", "--methods", "prope", "--head-chunks", "1")) == 0
     assert seen == [4]  # one call with all 4 heads
     seen.clear()

@@ -10,6 +10,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from depthpe.pe import prepare_encoding
 from depthpe.pe.base import Encoding
+from depthpe.pe import camera
 from depthpe.pe.camera import head_chunks
 from depthpe.pe.kernels import FusedKernel, fused_kernel
 from tests.helpers.pe import random_cameras, random_qkv, rel_err
@@ -167,3 +168,49 @@ def test_a_value_computed_under_fake_tensors_is_not_cached():
         memoized(cache, "k", lambda: torch.zeros(2))
     assert "k" not in cache
     assert torch.equal(memoized(cache, "k", lambda: torch.zeros(2)), torch.zeros(2)) and "k" in cache
+
+
+def test_urope_chunks_per_device_cover_the_heads_along_group_boundaries(monkeypatch):
+    K, w2c, *_ = inputs(9, heads=16)
+    enc = prep("urope", K, w2c)  # 4 anchor groups of 4 heads
+    assert enc._group_chunks(16, "cpu") == [(h // 4, h // 4 + 1, slice(h, h + 1)) for h in range(16)]
+    plans = {1: [(0, 4, slice(0, 16))], 2: [(0, 2, slice(0, 8)), (2, 4, slice(8, 16))],
+             8: [(h // 4, h // 4 + 1, slice(h, h + 2)) for h in range(0, 16, 2)],
+             3: [(g, g + 1, slice(4 * g, 4 * g + 4)) for g in range(4)]}
+    for chunks, plan in plans.items():
+        monkeypatch.setitem(camera.HEAD_CHUNKS, "cuda", chunks)
+        assert enc._group_chunks(16, "cuda") == plan
+
+
+@pytest.mark.parametrize("chunks", [1, 2])
+def test_urope_slices_spanning_anchor_groups_equal_the_hooks_path(monkeypatch, chunks):
+    """The GPU's plan (one call for all heads of a view, or half of them) run on CPU: the keys of
+    several anchor groups rotated in one call give the hooks path's values and gradients."""
+    K, w2c, q, k, v = inputs(10, d=16, heads=16)
+    enc = prep("urope", K, w2c)
+    monkeypatch.setitem(camera.HEAD_CHUNKS, "cuda", chunks)
+    cuda_plan = enc._group_chunks(16, "cuda")
+    monkeypatch.setattr(enc, "_group_chunks", lambda heads, device_type: cuda_plan)
+    g = torch.randn(q.shape, dtype=q.dtype, generator=torch.Generator().manual_seed(11))
+    out, grads = _out_and_grads(enc.attend, q, k, v, g)
+    assert fused_name(out) == "_URoPEAttentionBackward"
+    enc.fused = False
+    ref, ref_grads = _out_and_grads(enc.attend, q, k, v, g)
+    assert rel_err(out, ref) < 1e-13 and all(rel_err(a, b) < 1e-13 for a, b in zip(grads, ref_grads))
+
+
+def test_where_sdpa_picks_cudnn_the_flash_or_efficient_kernel_is_used():
+    """cuDNN attention (what PyTorch 2.11 picks for bf16 on an H200) has no forward/backward pair
+    here: FlashAttention takes its place for fp16/bf16, the memory-efficient kernel otherwise, and
+    nothing where the caller allowed neither (sdpa_kernel)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from depthpe.pe.kernels import _instead_of_cudnn
+
+    assert _instead_of_cudnn(torch.bfloat16, 64) == int(SDPBackend.FLASH_ATTENTION)
+    assert _instead_of_cudnn(torch.float32, 64) == int(SDPBackend.EFFICIENT_ATTENTION)
+    assert _instead_of_cudnn(torch.bfloat16, 512) == int(SDPBackend.EFFICIENT_ATTENTION)
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        assert _instead_of_cudnn(torch.bfloat16, 64) is None
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+        assert _instead_of_cudnn(torch.bfloat16, 64) == int(SDPBackend.EFFICIENT_ATTENTION)
