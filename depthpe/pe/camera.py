@@ -52,6 +52,7 @@ __all__ = [
     "work_dtype",
     "attention_dtype",
     "head_chunks",
+    "use_fused",
     "check_head_dim",
 ]
 
@@ -69,18 +70,26 @@ def attention_dtype(q: torch.Tensor) -> torch.dtype:
     return q.dtype
 
 
-HEAD_CHUNKS = {"cpu": 8, "cuda": 1}  # head slices the fused attention functions work on, per device type
+HEAD_CHUNKS = {"cpu": 8, "cuda": 8}  # head slices the fused attention functions work on, per device type
+FUSED_BY_DEFAULT = {"cpu": True}  # device types whose attention runs the fused functions unless told otherwise
 
 
 def head_chunks(heads: int, device_type: str = "cpu") -> list[slice]:
     """Slices of the head dim, ``heads // HEAD_CHUNKS[device_type]`` heads each (at least 1): the
     fused attention functions transform, attend and differentiate one slice at a time, so that their
-    temporaries (v', the pre-transform output, its gradient, the kernel's gradients) are a slice,
-    not a tensor. On CPU 8 slices (1/8 of a tensor; small slices also stay in the cache); on CUDA
-    one slice, since there each slice is a kernel launch and small launches cost more time than
-    the temporaries cost memory (docs/speed.md has both measurements)."""
-    size = max(1, heads // HEAD_CHUNKS.get(device_type, 1))
+    temporaries (v', the pre-transform output, its gradient, the kernel's gradients) are 1/8 of a
+    tensor, not a tensor (with one slice their float32 temporaries cost more than they save)."""
+    size = max(1, heads // HEAD_CHUNKS.get(device_type, 8))
     return [slice(h, min(h + size, heads)) for h in range(0, heads, size)]
+
+
+def use_fused(fused: bool | None, device_type: str) -> bool:
+    """Whether an encoding's attention runs its fused function: ``fused`` (``pe_options.
+    fused_attention`` on/off), or with None (auto) the device's default, ``FUSED_BY_DEFAULT``: on
+    CPU, where it keeps RoPE's memory at RoPE's speed; not on CUDA, where the transforms around the
+    kernel, written in PyTorch, cost launches: measured on an H200 (docs/speed.md), the fused path
+    keeps RoPE's memory at 2-6x its time, the plain path takes 1.1x the time and 1.5x the memory."""
+    return FUSED_BY_DEFAULT.get(device_type, False) if fused is None else bool(fused)
 
 
 def lift_intrinsics(K: torch.Tensor) -> torch.Tensor:
@@ -372,7 +381,7 @@ class CameraBlockEncoding(Encoding):
         self.transforms = dict(transforms)
         self.ops = dict(ops)
         self.rotary = dict(rotary)
-        self.fused = True  # False: always the plain transform - SDPA - transform path (checks compare the two)
+        self.fused = None  # None: the device's default (``use_fused``); False: always the plain path
 
     # -- shape checks -------------------------------------------------------------------------
     def _check(self, x: torch.Tensor) -> None:
@@ -424,15 +433,15 @@ class CameraBlockEncoding(Encoding):
     def attend(self, q, k, v, *, dropout_p: float = 0.0):
         """Encoded attention, q, k, v (B, heads, S*T, head_dim) -> (B, heads, S*T, head_dim).
 
-        With gradients, ``fused`` on (the default) and a fused kernel (``kernels.fused_kernel``) it
-        runs ``_CameraAttention``, which keeps for backward what a RoPE layer keeps; otherwise (no
-        gradients, dropout, the math backend, ``torch.compile``, ``fused`` off) the plain
-        transform - SDPA - transform of ``Encoding.attend``.
+        With gradients, the fused function on (``use_fused``: by default on CPU) and a fused kernel
+        (``kernels.fused_kernel``) it runs ``_CameraAttention``, which keeps for backward what a RoPE
+        layer keeps; otherwise (no gradients, dropout, the math backend, ``torch.compile``, CUDA by
+        default) the plain transform - SDPA - transform of ``Encoding.attend``.
         Dynamo traces the function itself, but inside the model's checkpointed blocks it breaks the
         graph (5 breaks in ``tests/model/test_compile.py``), so compiled code keeps the plain path.
         """
         kernel, dtype = None, attention_dtype(q)
-        if (self.fused and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+        if (use_fused(self.fused, q.device.type) and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
                 and not torch.compiler.is_compiling()):
             for x in (q, k, v):
                 self._check(x)

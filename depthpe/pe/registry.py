@@ -67,7 +67,9 @@ def prepare_encoding(
     (RoPE position 0, their own view's camera); patch_offset: patch (x, y) sits at RoPE position
     (x + patch_offset, y + patch_offset). K: (B, S, 3, 3) pixel intrinsics and w2c: (B, S, 3|4, 4)
     OpenCV world-to-camera, required by the camera encodings. num_views: S, inferred from K/w2c when
-    given. ``options`` are method specific (``pe_options`` in the model config).
+    given. ``options`` are method specific (``pe_options`` in the model config), except
+    ``fused_attention`` (auto, on, off: whether the camera encodings and URoPE run their fused
+    attention function, ``depthpe.pe.camera.use_fused``; auto: on CPU only).
     """
     if isinstance(method, Mapping):
         factory = functools.partial(make_pair_encoding, dict(method))
@@ -81,7 +83,8 @@ def prepare_encoding(
     if num_views is None:
         cams = K if K is not None else w2c
         num_views = int(cams.shape[1]) if cams is not None else 1
-    return factory(
+    fused = _fused_option(options.pop("fused_attention", "auto"))
+    enc = factory(
         image_size=tuple(image_size),
         grid=tuple(grid),
         num_special=int(num_special),
@@ -91,3 +94,18 @@ def prepare_encoding(
         num_views=int(num_views),
         **options,
     )
+    if hasattr(enc, "fused"):  # the encodings with a fused attention function (camera.use_fused)
+        enc.fused = fused
+    return enc
+
+
+FUSED_ATTENTION = {"auto": None, "on": True, "off": False, True: True, False: False}
+
+
+def _fused_option(value) -> bool | None:
+    """``pe_options.fused_attention``: auto (None: the device's default), on/true or off/false."""
+    key = value.lower() if isinstance(value, str) else value
+    key = {"true": True, "false": False}.get(key, key)
+    if key not in FUSED_ATTENTION:
+        raise ValueError(f"pe_options.fused_attention must be auto, on or off, got {value!r}")
+    return FUSED_ATTENTION[key]

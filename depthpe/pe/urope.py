@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from ..geometry import invert_intrinsics
 from .base import Encoding, token_positions
 from .camera import (HEAD_CHUNKS, attention_dtype, camera_tensors, head_chunks, load_fused, memoized,
-                     save_fused, work_dtype)
+                     save_fused, use_fused, work_dtype)
 from .kernels import FusedKernel, fused_kernel
 
 __all__ = ["URoPE", "make_urope", "default_anchors", "resolve_anchors", "project_key_positions",
@@ -223,7 +223,7 @@ class URoPE(Encoding):
         self._reproject = reproject
         self._cache: dict = {}
         self._backward_phases: dict = {}  # chunk -> phases, from recompute to rotate-backward
-        self.fused = True  # False: always the hooks path (tests compare the two)
+        self.fused = None  # None: the device's default (``camera.use_fused``); False: always the hooks path
 
     def with_anchors(self, anchors: torch.Tensor) -> "URoPE":
         """This encoding with the keys projected at other anchors: (A,) float64 depths, e.g. a
@@ -371,7 +371,7 @@ class URoPE(Encoding):
         """The fused kernel of ``_URoPEAttention`` (``kernels.fused_kernel``), or None where ``attend``
         takes the hooks path: no gradients, ``fused`` off, ``view_chunk`` > 1, learnable anchors
         (gradients to the key positions), or no fused kernel for these inputs."""
-        if not (self.fused and self.view_chunk == 1 and torch.is_grad_enabled()
+        if not (use_fused(self.fused, q.device.type) and self.view_chunk == 1 and torch.is_grad_enabled()
                 and any(x.requires_grad for x in (q, k, v)) and not self.key_pos.requires_grad):
             return None
         return fused_kernel(q, k, v, dropout_p=dropout_p, dtype=attention_dtype(q))
@@ -381,7 +381,7 @@ class URoPE(Encoding):
         group or covers whole groups. On CPU one head per call (measured fastest there: a head's
         keys, values and gradient sums stay in the cache); elsewhere ``HEAD_CHUNKS`` slices."""
         per = heads // self.G
-        size = 1 if device_type == "cpu" else max(1, heads // HEAD_CHUNKS.get(device_type, 1))
+        size = 1 if device_type == "cpu" else max(1, heads // HEAD_CHUNKS.get(device_type, 8))
         size = per * (size // per) if size >= per else max(n for n in range(1, size + 1) if per % n == 0)
         return [(h // per, (h + size - 1) // per + 1, slice(h, h + size)) for h in range(0, heads, size)]
 

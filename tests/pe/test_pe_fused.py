@@ -214,3 +214,21 @@ def test_where_sdpa_picks_cudnn_the_flash_or_efficient_kernel_is_used():
         assert _instead_of_cudnn(torch.bfloat16, 64) is None
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
         assert _instead_of_cudnn(torch.bfloat16, 64) == int(SDPBackend.EFFICIENT_ATTENTION)
+
+
+def test_fused_attention_option_and_device_defaults():
+    """``pe_options.fused_attention``: auto runs the fused functions on CPU and not on CUDA (where
+    the plain path is faster, docs/speed.md); on/off force them; a bad value is a clear error."""
+    from depthpe.pe.camera import use_fused
+
+    assert use_fused(None, "cpu") and not use_fused(None, "cuda") and not use_fused(None, "mps")
+    assert use_fused(True, "cuda") and not use_fused(False, "cpu")
+    K, w2c, q, k, v = inputs(12, heads=4)
+    for method in ("prope", "urope"):
+        assert fused_name(prep(method, K, w2c).attend(q, k, v)).startswith(("_Camera", "_URoPE"))
+        off = prep(method, K, w2c, fused_attention="off")
+        assert off.fused is False and not fused_name(off.attend(q, k, v)).startswith(("_Camera", "_URoPE"))
+        assert prep(method, K, w2c, fused_attention=True).fused is True
+    assert prep("rope", K, w2c, fused_attention="on") is not None  # no fused function: nothing to switch
+    with pytest.raises(ValueError, match="fused_attention must be auto, on or off, got 'sometimes'"):
+        prep("prope", K, w2c, fused_attention="sometimes")
