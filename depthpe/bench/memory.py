@@ -148,10 +148,17 @@ class Setting:
                        self.target, self.ddp)
 
     def model_config(self):
-        """The run's ``DepthModelConfig`` with random backbone weights and the chosen checkpointing."""
+        """The run's ``DepthModelConfig`` with random backbone weights and the chosen checkpointing;
+        ``pe_options.fused_attention`` auto is resolved for the target device (the model runs on
+        fake CPU tensors, whose own default would be the CPU's)."""
+        from ..pe.camera import use_fused
+
         config = self.cfg.model_config()
         config.pretrained, config.backbone_weights = False, None
         config.gradient_checkpointing = self.checkpointing
+        fused = config.pe_options.get("fused_attention", "auto")
+        if fused == "auto":
+            config.pe_options["fused_attention"] = use_fused(None, self.target)
         return config
 
     def describe(self) -> dict:

@@ -21,6 +21,8 @@ saved tensors. Tensors are (B, heads, L, head_dim); every kernel here uses the d
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 __all__ = ["FusedKernel", "fused_kernel"]
@@ -74,14 +76,30 @@ def fused_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, dropout_p
     if dropout_p != 0.0 or q.device.type not in ("cpu", "cuda") or q.shape[-1] != v.shape[-1]:
         return None
     dtype = dtype or q.dtype
-    probe = [torch.empty((1, 1, 1, x.shape[-1]), dtype=dtype, device=x.device).expand(*x.shape[:-1], -1)
-             for x in (q, k, v)]  # the choice reads shapes, dtypes and devices only
-    choice = int(torch._fused_sdp_choice(*probe, None, 0.0, False))
+    choice = _sdpa_choice(q, k, v, dtype)
     if q.device.type == "cpu":
         return FusedKernel("cpu_flash") if choice == _FLASH else None
     if choice == _CUDNN:
         choice = _instead_of_cudnn(dtype, q.shape[-1])
     return {_FLASH: FusedKernel("cuda_flash"), _EFFICIENT: FusedKernel("cuda_efficient")}.get(choice)
+
+
+def _sdpa_choice(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch.dtype) -> int:
+    """``torch._fused_sdp_choice`` for q, k, v in ``dtype`` (it reads shapes, dtypes and devices only).
+
+    Fake tensors (``depthpe bench memory``'s shape-only runs) are asked with real probes on CPU; on a
+    fake CUDA device nothing can be asked, so the answer is cuDNN attention, which ``fused_kernel``
+    replaces by FlashAttention or the memory-efficient kernel exactly as on a GPU that picks it.
+    """
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+
+    fake = isinstance(q, FakeTensor)
+    if fake and q.device.type != "cpu":
+        return _CUDNN
+    with unset_fake_temporarily() if fake else contextlib.nullcontext():
+        probe = [torch.empty((1, 1, 1, x.shape[-1]), dtype=dtype, device=x.device).expand(*x.shape[:-1], -1)
+                 for x in (q, k, v)]
+        return int(torch._fused_sdp_choice(*probe, None, 0.0, False))
 
 
 def _instead_of_cudnn(dtype: torch.dtype, head_dim: int) -> int | None:

@@ -140,3 +140,15 @@ def test_encodings_comparison_table_and_json(tmp_path, capsys):
         assert data[pe]["setting"]["global_pe"] == pe
     with pytest.raises(SystemExit, match="--encodings compares predictions"):
         main(["bench", "memory", "--config", "quickstart", "--encodings", "prope", "--measure"])
+
+
+def test_fused_attention_auto_follows_the_target_device():
+    """The model runs on fake CPU tensors whatever the target, so ``fused_attention: auto`` is
+    resolved for the target: off for a CUDA prediction (the GPU default), on for ``--target cpu``;
+    an explicit value is kept, and it changes the predicted peak of a camera encoding."""
+    cuda = _setting("model.global_pe=prope", "--checkpointing", "off")
+    assert cuda.model_config().pe_options["fused_attention"] is False
+    assert _setting("--target", "cpu").model_config().pe_options["fused_attention"] is True
+    forced = _setting("model.global_pe=prope", "model.pe_options.fused_attention=on", "--checkpointing", "off")
+    assert forced.model_config().pe_options["fused_attention"] is True
+    assert memory.predict(forced)["peak"] < memory.predict(cuda)["peak"]

@@ -232,3 +232,15 @@ def test_fused_attention_option_and_device_defaults():
     assert prep("rope", K, w2c, fused_attention="on") is not None  # no fused function: nothing to switch
     with pytest.raises(ValueError, match="fused_attention must be auto, on or off, got 'sometimes'"):
         prep("prope", K, w2c, fused_attention="sometimes")
+
+
+def test_fused_kernel_is_chosen_on_fake_tensors():
+    """Shape-only runs (``depthpe bench memory``) see the kernel a real run would use: the CPU
+    choice asked with real probes, on a fake CUDA device FlashAttention (bf16) or the
+    memory-efficient kernel (float32), as a GPU that picks cuDNN attention gets."""
+    with FakeTensorMode():
+        q = torch.empty(1, 4, 10, 16)
+        assert fused_kernel(q, q, q).name == "cpu_flash"
+        for dtype, name in ((torch.bfloat16, "cuda_flash"), (torch.float32, "cuda_efficient")):
+            qc = torch.empty(1, 4, 10, 64, device="cuda", dtype=dtype)
+            assert fused_kernel(qc, qc, qc).name == name
