@@ -55,7 +55,8 @@ class Mlp(nn.Module):
 class Attention(nn.Module):
     """Multi-head self-attention with q/k LayerNorm, attention done by a positional ``Encoding``.
 
-    x: (B, N, C) -> (B, N, C). q, k, v are (B, heads, N, head_dim) when handed to ``enc.attend``.
+    x: (B, N, C) -> (B, N, C). q, k, v are (B, heads, N, head_dim) when handed to ``enc.attend``;
+    v is a copy, not a view of the qkv output, when the q/k norms change the dtype (see ``forward``).
     """
 
     def __init__(self, dim: int, num_heads: int):
@@ -74,6 +75,11 @@ class Attention(nn.Module):
         qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)
         q, k = self.q_norm(q), self.k_norm(k)
+        if q.dtype != v.dtype:
+            # The norms ran on float32 copies of q and k (CUDA autocast runs layer_norm in float32) and
+            # saved those, so the v view would be all that keeps the qkv output (3 x v) alive for
+            # backward once the attention saves v (RoPE's SDPA and the fused functions do): copy it.
+            v = v.contiguous()
         o = enc.attend(q, k, v)
         return self.proj(o.transpose(1, 2).reshape(B, N, C))
 
