@@ -184,8 +184,7 @@ def _as_planes(x: torch.Tensor) -> torch.Tensor:
 
 def _cos_sin(pos: torch.Tensor, d: int, base: float, dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin (..., d/2) of the angles of ``_phases`` for positions (..., 2) = (y, x)."""
-    freqs = base ** (-torch.arange(d // 4, dtype=torch.float64, device=pos.device) / (d // 4))
-    ang = (pos.to(dtype).unsqueeze(-1) * freqs.to(dtype)).flatten(-2)
+    ang = (pos.to(dtype).unsqueeze(-1) * _frequencies(d // 4, base, dtype, pos.device)).flatten(-2)
     return ang.cos(), ang.sin()
 
 
@@ -529,7 +528,8 @@ class _RotateKeys(torch.autograd.Function):
 
 def _pair_order(x: torch.Tensor, out: torch.Tensor, inverse: bool = False) -> torch.Tensor:
     """Write x (..., d) into ``out`` (..., d, any dtype and strides, not overlapping x) in pair order
-    (``_as_pairs``'s channel order, as reals), or from pair order back to VGGT's channel order with ``inverse``; one copy."""
+    (``_as_pairs``'s channel order, as reals), or with ``inverse`` from pair order back to VGGT's
+    channel order; one copy."""
     d = x.shape[-1]
     rotate_half, pairs = (2, 2, d // 4), (2, d // 4, 2)
     src, dst = (pairs, rotate_half) if inverse else (rotate_half, pairs)
@@ -563,6 +563,7 @@ def _rotate_into(x: torch.Tensor, phases: torch.Tensor, out: torch.Tensor) -> No
 
 
 def _has_complex_view(x: torch.Tensor) -> bool:
+    """Whether ``torch.view_as_complex`` can view x's last dim as pairs (unit stride, even strides and offset)."""
     return x.stride(-1) == 1 and all(s % 2 == 0 for s in x.stride()[:-1]) and x.storage_offset() % 2 == 0
 
 
