@@ -7,8 +7,9 @@ times out is reported and the next one runs), written to ``DIR/report.json`` and
    camera encodings' and URoPE's fused attention functions (on the GPU, around FlashAttention)
    against their plain path, output and gradients.
 1. ``attention``: ``depthpe bench attention`` at S=24 views, T=1374 tokens per view (5 special +
-   37x37 patches of a 518 px image), 16 heads of 64 channels, bfloat16, every preset encoding
-   (time and peak-memory ratios to RoPE).
+   37x37 patches of a 518 px image), 16 heads of 64 channels, bfloat16, every preset encoding on its
+   default path and ``prope`` and ``urope`` also with ``fused_attention=on`` (time and peak-memory
+   ratios to RoPE).
 2. ``train``: ``depthpe bench train`` of the ``vggt1b_rope`` recipe (VGGT-1B sizes, bfloat16,
    gradient checkpointing, random backbone: nothing is downloaded) at S=24 views of 518x518 on
    synthetic scenes: images/s and peak CUDA memory.
@@ -80,6 +81,8 @@ GPU_STEPS = {"train": 3 + 10, "recipe": 200}  # bench train's 3 warm-up + 10 tim
 GPU_ATTENTION = (24, 1374, 5)  # views, tokens per view, repeats of the attention part on the GPU
 SCALED_TRAIN_STEPS = 1  # timed steps of the rehearsal's train part
 FUSED_METHODS = ("prope", "gta", "dppe_dual", "dppe_tadd", "urope")  # the methods with fused attention functions
+# the attention part on the GPU: every preset on its default path (plain on CUDA) and two with the fused functions
+GPU_ATTENTION_METHODS = ("none", "rope", *FUSED_METHODS, "prope,fused_attention=on", "urope,fused_attention=on")
 
 
 def _scaled_args(scale: int) -> tuple[list[str], list[str], list[str]]:
@@ -98,7 +101,8 @@ def _scaled_args(scale: int) -> tuple[list[str], list[str], list[str]]:
 
 def _plan(out: Path, device: str, tiny: bool, scale: int | None = None) -> dict[str, list[str]]:
     """The ``depthpe`` argument lists of the parts (``scale``: the true-size rehearsal's)."""
-    data, att = out / "data", ["--views", "24", "--tokens-per-view", "1374", "--dtype", "bfloat16", "--repeats", "5"]
+    data, att = out / "data", ["--views", "24", "--tokens-per-view", "1374", "--dtype", "bfloat16", "--repeats", "5",
+                               "--methods", *GPU_ATTENTION_METHODS]
     train = ["--config", "vggt1b_rope", "--steps", "10", "--num-workers", "8", "model.pretrained=false",
              "model.gradient_checkpointing=true", "train.mixed_precision=bf16", "data.views=[24,24]",
              "data.aspect=[1.0,1.0]", "data.max_images_per_batch=24"]

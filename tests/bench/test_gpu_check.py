@@ -45,6 +45,12 @@ def test_tiny_gpu_check_writes_a_report_and_reports_a_failing_part(tmp_path, mon
     assert md in capsys.readouterr().out
 
 
+def test_gpu_plan_measures_both_attention_paths(tmp_path):
+    att = gpu_check._plan(tmp_path, "cuda", False)["attention"]
+    methods = att[att.index("--methods") + 1:att.index("--json")]
+    assert {"rope", "prope", "urope", "prope,fused_attention=on", "urope,fused_attention=on"} <= set(methods)
+
+
 def test_scaled_plan_keeps_the_true_model_and_shrinks_views_pixels_and_steps(tmp_path):
     parts = gpu_check._plan(tmp_path, "cpu", False, 28)
     att = parts["attention"]
