@@ -2,7 +2,7 @@
 
 The camera encodings and URoPE wrap their attention in custom autograd functions that keep, for
 backward, only what a plain RoPE layer keeps (q', k', v, the output and the per-row log-sum-exp)
-and recompute the rest (``camera.py``, ``urope.py``). For that they need the forward and backward
+and recompute the rest (``camera.py``, ``urope_fused.py``). For that they need the forward and backward
 of the fused kernel as separate calls, which SDPA does not expose: ``fused_kernel(q, k, v, ...)``
 picks the kernel SDPA would pick for these inputs (``torch._fused_sdp_choice``, which honours
 ``torch.nn.attention.sdpa_kernel``) and returns its forward/backward pair, or None where there is no

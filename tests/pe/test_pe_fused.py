@@ -1,5 +1,5 @@
 """The fused attention functions of the camera encodings and URoPE (``camera._CameraAttention``,
-``urope._URoPEAttention``, ``kernels``): float64 gradchecks, equality with the plain path, what they
+``urope_fused._URoPEAttention``, ``kernels``): float64 gradchecks, equality with the plain path, what they
 save for backward, the fallbacks, autocast, and the CUDA kernels' call signatures on fake tensors."""
 
 from __future__ import annotations
