@@ -12,7 +12,7 @@ import torch
 from depthpe.bench import attention
 from depthpe.pe import camera
 from depthpe.pe.kernels import FusedKernel
-from tests.bench.test_pe_bench import TINY, _args
+from tests.helpers.bench_attention import TINY, attention_args as _args
 
 METHODS = ["rope", "prope", "dppe_tadd", "urope"]
 

@@ -4,7 +4,6 @@ peak-memory children measure what one fwd+bwd allocates."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 
@@ -12,19 +11,15 @@ import pytest
 import torch
 
 from depthpe.bench import attention
+from tests.helpers.bench_attention import TINY, attention_args
 
-TINY = ["--views", "2", "--tokens-per-view", "7", "--special", "1", "--heads", "4", "--head-dim", "16",
-        "--threads", "1"]
 # q, k and v of (1, 8, 4 * 261, 64) float32: 2 MiB each, so one backward allocates >= 6 MiB of gradients
 LARGER = ["--views", "4", "--tokens-per-view", "261", "--special", "5", "--heads", "8", "--head-dim", "64",
           "--threads", "1"]
 LARGER_GRAD_MIB = 3 * (1 * 8 * 4 * 261 * 64) * 4 / 2**20
 
 
-def _args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    attention.add_arguments(parser)
-    return parser.parse_args(list(argv))
+_args = attention_args
 
 
 def _table_rows(text: str) -> dict[str, list[str]]:
