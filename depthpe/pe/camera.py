@@ -28,12 +28,14 @@ exactly as DPPE does before FlashAttention).
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import torch
 
 from ..geometry import invert_intrinsics, invert_w2c, normalize_intrinsics, to_4x4
 from .base import Encoding
+from . import fused
 from .kernels import FusedKernel, fused_kernel
 from .rope import apply_rope_2d
 from .spec import head_dim_multiple, transform_layout
@@ -193,20 +195,16 @@ def memoized(cache: dict, key, compute):
 
     Under ``torch.compile`` the value is computed inline instead: a write to a Python dict inside a
     checkpointed block or an ``autograd.Function`` is a side effect Dynamo cannot trace (a graph
-    break), and the compiled graph computes these small constant tables once anyway. Nor is a value
-    computed under a ``FakeTensorMode`` (``depthpe bench memory``'s shape-only run) stored: a fake
-    tensor in a cache shared across models (e.g. the DPT head's) would make every later real forward
-    with the same key return fake tensors.
+    break), and the compiled graph computes these small constant tables once anyway. Nor is the cache
+    read or written under a ``FakeTensorMode`` (``depthpe bench memory``'s shape-only run, the
+    compiler's runs of ``depthpe.pe.fused``'s operators): a fake tensor in a cache shared across
+    models (e.g. the DPT head's) would make every later real forward with the same key return fake
+    tensors, and a real one mixed into fake operations is refused.
     """
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE):
         return compute()
     if key not in cache:
-        from torch._subclasses.fake_tensor import FakeTensor
-
-        value = compute()
-        if isinstance(value, FakeTensor):
-            return value
-        cache[key] = value
+        cache[key] = compute()
     return cache[key]
 
 
@@ -229,8 +227,14 @@ class TiledMatrix(_Cached):
     ``out[..., 4m:4m+4] = matrix[b, s] @ x[..., 4m:4m+4]`` (``adjoint=True``: ``matrix^T``).
     """
 
+    NUM_TENSORS = 1  # of ``flat``
+
     def __init__(self, matrix: torch.Tensor):
         super().__init__(M_T=matrix.transpose(-1, -2).contiguous(), M=matrix.contiguous())
+
+    def flat(self) -> list[torch.Tensor]:
+        """The constructor's tensors (``CameraBlockEncoding.flat``)."""
+        return [self._master["M"]]
 
     def apply(self, x: torch.Tensor, out: torch.Tensor, adjoint: bool = False) -> None:
         B, H, S, T, c = x.shape
@@ -248,9 +252,15 @@ class RotTransSplit(_Cached):
     what backward needs.
     """
 
+    NUM_TENSORS = 2  # of ``flat``
+
     def __init__(self, rot: torch.Tensor, trans: torch.Tensor):
         super().__init__(R_T=rot.transpose(-1, -2).contiguous(), R=rot.contiguous(),
                          t=trans.contiguous())
+
+    def flat(self) -> list[torch.Tensor]:
+        """The constructor's tensors (``CameraBlockEncoding.flat``)."""
+        return [self._master["R"], self._master["t"]]
 
     def apply(self, x: torch.Tensor, out: torch.Tensor, adjoint: bool = False) -> None:
         B, H, S, T, c = x.shape
@@ -287,6 +297,7 @@ class PropeRope:
     """
 
     def __init__(self, grid, num_special: int, patch_offset: int, base: float = 100.0):
+        self.args = (tuple(int(n) for n in grid), int(num_special), int(patch_offset), float(base))
         self.px, self.py = _patch_positions(grid, num_special, patch_offset)
         self.base = float(base)
         self._cache: dict = {}
@@ -326,6 +337,7 @@ class VggtRope:
     ``apply(x, out, inverse)``: x, out (B, H, S, T, w); ``inverse=True`` rotates by -theta."""
 
     def __init__(self, grid, num_special: int, patch_offset: int, base: float = 100.0):
+        self.args = (tuple(int(n) for n in grid), int(num_special), int(patch_offset), float(base))
         px, py = _patch_positions(grid, num_special, patch_offset)
         self.pos = torch.stack([py, px], dim=-1)  # (T, 2) float64
         self.base = float(base)
@@ -434,22 +446,80 @@ class CameraBlockEncoding(Encoding):
         """Encoded attention, q, k, v (B, heads, S*T, head_dim) -> (B, heads, S*T, head_dim).
 
         With gradients, the fused function on (``use_fused``: by default on CPU) and a fused kernel
-        (``kernels.fused_kernel``) it runs ``_CameraAttention``, which keeps for backward what a RoPE
-        layer keeps; otherwise (no gradients, dropout, the math backend, ``torch.compile``, CUDA by
-        default) the plain transform - SDPA - transform of ``Encoding.attend``.
-        Dynamo traces the function itself, but inside the model's checkpointed blocks it breaks the
-        graph (5 breaks in ``tests/model/test_compile.py``), so compiled code keeps the plain path.
+        (``kernels.fused_kernel``) it runs ``fused.attend`` (``fused_forward`` / ``fused_backward``),
+        which keeps for backward what a RoPE layer keeps, compiled or not; otherwise (no gradients,
+        dropout, the math backend, CUDA by default) the plain transform - SDPA - transform of
+        ``Encoding.attend``.
         """
         kernel, dtype = None, attention_dtype(q)
-        if (use_fused(self.fused, q.device.type) and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
-                and not torch.compiler.is_compiling()):
+        if use_fused(self.fused, q.device.type) and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
             for x in (q, k, v):
                 self._check(x)
             kernel = fused_kernel(q, k, v, dropout_p=dropout_p, dtype=dtype)
         if kernel is None:
             return super().attend(q, k, v, dropout_p=dropout_p)
         with torch.autocast(device_type=q.device.type, enabled=False):
-            return _CameraAttention.apply(q, k, v, self, kernel, dtype)
+            return fused.attend(q, k, v, self, kernel, dtype)
+
+    def fused_forward(self, q, k, v, kernel: FusedKernel, dtype):
+        """``o = A_o SDPA(A_q q, A_k k, A_v v)`` with per-token linear maps A (per-view 4x4 / 6-chunk
+        camera maps, 2D RoPE rotations; A_o may add a constant), head slice by head slice
+        (``head_chunks``). q, k, v (B, H, N, d) -> (o (B, H, N, d) in ``dtype``, saved, states):
+        ``saved`` = (q' = A_q q, k' = A_k k, v, o), what SDPA keeps for a RoPE layer, and the kernel
+        state of each slice (``depthpe.pe.fused``)."""
+        B, H, N, d = q.shape
+        qt = torch.empty(B, H, N, d, dtype=dtype, device=q.device)
+        kt = torch.empty_like(qt)
+        out = torch.empty(B, H, N, v.shape[-1], dtype=dtype, device=q.device)
+        states = []
+        for h in head_chunks(H, q.device.type):
+            self._map(q[:, h], "q", dtype=dtype, out=qt[:, h])
+            self._map(k[:, h], "k", dtype=dtype, out=kt[:, h])
+            o, state = kernel.forward(qt[:, h], kt[:, h], self._map(v[:, h], "v", dtype=dtype))
+            self._map(o, "o", dtype=dtype, out=out[:, h])
+            states.append(state)
+        return out, (qt, kt, v, out), states
+
+    def fused_backward(self, grad, saved, states, kernel: FusedKernel, dtypes):
+        """(dq, dk, dv) in ``dtypes`` for the gradient ``grad`` of ``fused_forward``'s output: v' = A_v v
+        and the pre-transform output A_o^-1 o (the v map: every vo transform maps o back with its v
+        map) are recomputed per head slice, then the kernel's backward and the adjoints A^T; the
+        temporaries are slices, never whole tensors."""
+        qt, kt, v, out = saved
+        dt = qt.dtype
+        grads = [torch.empty(x.shape, dtype=t, device=x.device) for x, t in zip((qt, kt, v), dtypes)]
+        for h, state in zip(head_chunks(qt.shape[1], qt.device.type), states):
+            g = self._map(grad[:, h], "o", dtype=dt, adjoint=True)
+            o = self._map(out[:, h], "v", dtype=dt)  # A_o^-1 o: the pre-transform output
+            gq, gk, gv = kernel.backward(g, qt[:, h], kt[:, h], self._map(v[:, h], "v", dtype=dt), o, state)
+            del g, o
+            for gx, which, dst in zip((gq, gk, gv), "qkv", grads):
+                self._map(gx, which, dtype=dst.dtype, adjoint=True, out=dst[:, h])
+        return tuple(grads)
+
+    def flat(self) -> tuple[str, list[torch.Tensor], str]:
+        """("camera", the camera ops' tensors, a JSON spec of the rest): what ``from_flat`` rebuilds
+        this encoding from, inside ``fused``'s custom operators."""
+        tensors, ops = [], {}
+        for which, op in self.ops.items():
+            if op is not None:
+                ops[which] = [type(op).__name__, len(tensors)]
+                tensors += op.flat()
+        spec = dict(method=self.method, S=self.S, T=self.T, B=self.B, transforms=self.transforms, ops=ops,
+                    rotary={kind: [type(r).__name__, r.args] for kind, r in self.rotary.items()})
+        return "camera", tensors, fused.spec_string(spec)
+
+    @classmethod
+    def from_flat(cls, tensors: list[torch.Tensor], spec: str) -> "CameraBlockEncoding":
+        """The encoding ``flat`` describes (its fused attention only: ``fused`` is not kept)."""
+        spec = json.loads(spec)
+        ops = dict.fromkeys("qkvo")
+        for which, (name, i) in spec["ops"].items():
+            op_cls = _CAMERA_OPS[name]
+            ops[which] = op_cls(*tensors[i:i + op_cls.NUM_TENSORS])
+        rotary = {kind: _rotary_op(name, tuple(grid), *rest) for kind, (name, (grid, *rest)) in spec["rotary"].items()}
+        return cls(method=spec["method"], num_views=spec["S"], tokens_per_view=spec["T"], batch=spec["B"],
+                   transforms=spec["transforms"], ops=ops, rotary=rotary)
 
     def _transform(self, x: torch.Tensor, which: str) -> torch.Tensor:
         self._check(x)
@@ -472,79 +542,14 @@ class CameraBlockEncoding(Encoding):
         return self._transform(o, "o")
 
 
-class _CameraAttention(torch.autograd.Function):
-    """``o = A_o SDPA(A_q q, A_k k, A_v v)`` of a ``CameraBlockEncoding`` with per-token linear maps
-    A (per-view 4x4 / 6-chunk camera maps, 2D RoPE rotations; A_o may add a constant), keeping for
-    backward only q' = A_q q, k' = A_k k, v, the output o and the kernel's log-sum-exp: what SDPA
-    keeps for a RoPE layer (q', k', v, o). Backward recomputes v' = A_v v and the pre-transform
-    output A_o^-1 o (which is the v map: every vo transform maps o back with its v map), then runs
-    the fused kernel's backward and the adjoints A^T. Heads are processed ``head_chunks`` at a
-    time, so the recomputed tensors and the kernel's gradients are slices, never whole tensors.
-
-    forward(q, k, v (B, H, N, d), enc, kernel: ``FusedKernel``, dtype: the attention dtype) ->
-    (B, H, N, d) in ``dtype``; gradients in the dtypes of q, k, v.
-    """
-
-    @staticmethod
-    def forward(ctx, q, k, v, enc, kernel: FusedKernel, dtype):
-        B, H, N, d = q.shape
-        qt = torch.empty(B, H, N, d, dtype=dtype, device=q.device)
-        kt = torch.empty_like(qt)
-        out = torch.empty(B, H, N, v.shape[-1], dtype=dtype, device=q.device)
-        states = []
-        for h in head_chunks(H, q.device.type):
-            enc._map(q[:, h], "q", dtype=dtype, out=qt[:, h])
-            enc._map(k[:, h], "k", dtype=dtype, out=kt[:, h])
-            o, state = kernel.forward(qt[:, h], kt[:, h], enc._map(v[:, h], "v", dtype=dtype))
-            enc._map(o, "o", dtype=dtype, out=out[:, h])
-            states.append(state)
-        save_fused(ctx, (qt, kt, v, out), states, enc, kernel, (q, k, v))
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (qt, kt, v, out), states = load_fused(ctx)
-        enc, kernel, dt = ctx.enc, ctx.kernel, qt.dtype
-        grads = [torch.empty(x.shape, dtype=t, device=x.device) for x, t in zip((qt, kt, v), ctx.dtypes)]
-        for h, state in zip(head_chunks(qt.shape[1], qt.device.type), states):
-            g = enc._map(grad[:, h], "o", dtype=dt, adjoint=True)
-            o = enc._map(out[:, h], "v", dtype=dt)  # A_o^-1 o: the pre-transform output
-            gq, gk, gv = kernel.backward(g, qt[:, h], kt[:, h], enc._map(v[:, h], "v", dtype=dt), o, state)
-            del g, o
-            for gx, which, dst in zip((gq, gk, gv), "qkv", grads):
-                enc._map(gx, which, dtype=dst.dtype, adjoint=True, out=dst[:, h])
-        return (*grads, None, None, None)
+_CAMERA_OPS = {"TiledMatrix": TiledMatrix, "RotTransSplit": RotTransSplit}
 
 
-def save_fused(ctx, saved: tuple, states: list[tuple], enc, kernel: FusedKernel, inputs: tuple) -> None:
-    """What a fused attention function keeps for backward: the tensors ``saved`` (q', k', v, output),
-    the kernel ``states`` of its calls (their tensors through ``save_for_backward``, so that
-    activation checkpointing sees them), the encoding, the kernel and the dtypes of ``inputs``."""
-    tensors, ctx.states = _pack_states(states)
-    ctx.save_for_backward(*saved, *tensors)
-    ctx.enc, ctx.kernel, ctx.dtypes = enc, kernel, tuple(x.dtype for x in inputs)
+def _rotary_op(name: str, grid, num_special: int, patch_offset: int, base: float):
+    """A ``PropeRope`` / ``VggtRope`` by class name and arguments. Built anew with each encoding
+    ``from_flat`` rebuilds (its tables are recomputed per call, a few kB): a cached one would hold
+    real tensors into the operators' fake runs, or fake ones into real runs."""
+    return {"PropeRope": PropeRope, "VggtRope": VggtRope}[name](grid, num_special, patch_offset, base)
 
 
-def load_fused(ctx) -> tuple[tuple, list[tuple]]:
-    """(the four ``saved`` tensors, the kernel states) of ``save_fused``."""
-    saved = ctx.saved_tensors
-    return saved[:4], _unpack_states(saved[4:], ctx.states)
-
-
-def _pack_states(states: list[tuple]) -> tuple[list[torch.Tensor], list[tuple]]:
-    """Split per-chunk kernel states into their tensors (for ``save_for_backward``) and a template
-    with the other entries (ints, None) in place and ``_TENSOR`` where a tensor was."""
-    tensors, template = [], []
-    for state in states:
-        template.append(tuple(_TENSOR if isinstance(x, torch.Tensor) else x for x in state))
-        tensors += [x for x in state if isinstance(x, torch.Tensor)]
-    return tensors, template
-
-
-def _unpack_states(tensors: list[torch.Tensor], template: list[tuple]) -> list[tuple]:
-    """The inverse of ``_pack_states``."""
-    it = iter(tensors)
-    return [tuple(next(it) if x is _TENSOR else x for x in state) for state in template]
-
-
-_TENSOR = object()  # marks a tensor's place in a packed kernel state
+fused.register("camera", CameraBlockEncoding.from_flat)

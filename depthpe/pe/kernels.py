@@ -1,8 +1,8 @@
 """The fused attention kernels that ``F.scaled_dot_product_attention`` dispatches to, called directly.
 
-The camera encodings and URoPE wrap their attention in custom autograd functions that keep, for
-backward, only what a plain RoPE layer keeps (q', k', v, the output and the per-row log-sum-exp)
-and recompute the rest (``camera.py``, ``urope_fused.py``). For that they need the forward and backward
+The camera encodings and URoPE wrap their attention in a custom autograd function (compiled: custom
+operators) that keeps, for backward, only what a plain RoPE layer keeps (q', k', v, the output and
+the per-row log-sum-exp) and recomputes the rest (``fused.py``, ``camera.py``, ``urope_fused.py``). For that they need the forward and backward
 of the fused kernel as separate calls, which SDPA does not expose: ``fused_kernel(q, k, v, ...)``
 picks the kernel SDPA would pick for these inputs (``torch._fused_sdp_choice``, which honours
 ``torch.nn.attention.sdpa_kernel``) and returns its forward/backward pair, or None where there is no
@@ -21,8 +21,6 @@ saved tensors. Tensors are (B, heads, L, head_dim); every kernel here uses the d
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 __all__ = ["FusedKernel", "fused_kernel"]
@@ -34,23 +32,40 @@ _FLASH, _EFFICIENT, _CUDNN = 1, 2, 3  # torch.nn.attention.SDPBackend values of 
 class FusedKernel:
     """Forward/backward pair of one fused attention kernel (see module docstring).
 
-    ``forward(q, k, v) -> (out, state)``: out (B, h, Lq, dv) and a tuple of tensors/ints the
-    backward needs besides q, k, v and out (the log-sum-exp, rng state); ``backward(g, q, k, v,
+    ``forward(q, k, v) -> (out, state)``: out (B, h, Lq, dv) and a tuple of ``state_size`` tensors
+    the backward needs besides q, k, v and out (the log-sum-exp, rng state); ``backward(g, q, k, v,
     out, state) -> (dq, dk, dv)`` for the upstream gradient g of out. ``name``: ``cpu_flash``,
-    ``cuda_flash`` or ``cuda_efficient``.
+    ``cuda_flash`` or ``cuda_efficient``. States hold tensors only, so that a caller can save them
+    with ``save_for_backward`` or return them from a custom operator (``depthpe.pe.fused``).
     """
 
+    STATE_SIZES = {"cpu_flash": 1, "cuda_flash": 3, "cuda_efficient": 3}
+
     def __init__(self, name: str):
+        if name not in self.STATE_SIZES:
+            raise ValueError(f"unknown fused kernel {name!r}; known: {sorted(self.STATE_SIZES)}")
         self.name = name
+
+    @property
+    def state_size(self) -> int:
+        """The number of tensors in one call's state."""
+        return self.STATE_SIZES[self.name]
+
+    def group(self, tensors) -> list[tuple]:
+        """A flat sequence of the states of several calls, back to one tuple per call."""
+        n = self.state_size
+        return [tuple(tensors[i:i + n]) for i in range(0, len(tensors), n)]
 
     def forward(self, q, k, v):
         if self.name == "cpu_flash":
             out, lse = _aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)
             return out, (lse,)
         if self.name == "cuda_flash":
-            out, lse, cum_q, cum_k, max_q, max_k, rng, unused, _ = _aten._scaled_dot_product_flash_attention(
+            # cum_q, cum_k (undefined for dense inputs) and max_q, max_k (the sequence lengths)
+            # are rebuilt in backward, so that the state holds tensors only
+            out, lse, _, _, _, _, rng, unused, _ = _aten._scaled_dot_product_flash_attention(
                 q, k, v, 0.0, False, False)
-            return out, (lse, cum_q, cum_k, max_q, max_k, rng, unused)
+            return out, (lse, rng, unused)
         out, lse, seed, offset = _aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, False)
         return out, (lse, seed, offset)
 
@@ -59,9 +74,9 @@ class FusedKernel:
             return _aten._scaled_dot_product_flash_attention_for_cpu_backward(
                 g, q, k, v, out, state[0], 0.0, False)
         if self.name == "cuda_flash":
-            lse, cum_q, cum_k, max_q, max_k, rng, unused = state
+            lse, rng, unused = state
             return _aten._scaled_dot_product_flash_attention_backward(
-                g, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, 0.0, False, rng, unused)
+                g, q, k, v, out, lse, None, None, q.shape[2], k.shape[2], 0.0, False, rng, unused)
         lse, seed, offset = state
         dq, dk, dv, _ = _aten._scaled_dot_product_efficient_attention_backward(
             g, q, k, v, None, out, lse, seed, offset, 0.0, [True, True, True, False], False)
@@ -91,14 +106,27 @@ def _sdpa_choice(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch
     fake CUDA device nothing can be asked, so the answer is cuDNN attention, which ``fused_kernel``
     replaces by FlashAttention or the memory-efficient kernel exactly as on a GPU that picks it.
     """
-    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+    from torch._subclasses.fake_tensor import FakeTensor
 
-    fake = isinstance(q, FakeTensor)
-    if fake and q.device.type != "cpu":
+    if isinstance(q, FakeTensor) and q.device.type != "cpu":
         return _CUDNN
-    with unset_fake_temporarily() if fake else contextlib.nullcontext():
-        probe = [torch.empty((1, 1, 1, x.shape[-1]), dtype=dtype, device=x.device).expand(*x.shape[:-1], -1)
-                 for x in (q, k, v)]
+    shapes = tuple(tuple(int(n) for n in x.shape) for x in (q, k, v))
+    return _choice_for(shapes, dtype, str(q.device))
+
+
+@torch.compiler.assume_constant_result
+def _choice_for(shapes: tuple, dtype: torch.dtype, device: str) -> int:
+    """``torch._fused_sdp_choice`` on probes of ``shapes`` (q, k, v) in ``dtype`` on ``device``.
+
+    Takes no tensors, so ``torch.compile`` runs it once while tracing and keeps the answer as a
+    constant (the choice reads shapes, dtypes and the enabled backends only) instead of breaking
+    the graph on an op that returns an int.
+    """
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        probe = [torch.empty((1, 1, 1, s[-1]), dtype=dtype, device=device).expand(*s[:-1], -1)
+                 for s in shapes]
         return int(torch._fused_sdp_choice(*probe, None, 0.0, False))
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import math
 
 import torch
@@ -48,8 +49,9 @@ import torch.nn.functional as F
 from ..geometry import invert_intrinsics
 from .base import Encoding, token_positions
 from .camera import HEAD_CHUNKS, attention_dtype, camera_tensors, memoized, use_fused, work_dtype
+from . import fused, urope_fused
 from .kernels import FusedKernel, fused_kernel
-from .urope_fused import _complex, _real, _URoPEAttention
+from .urope_fused import _complex, _real
 
 __all__ = ["URoPE", "make_urope", "default_anchors", "resolve_anchors", "project_key_positions",
            "LearnableAnchors", "ANCHOR_SPACINGS", "ANCHOR_ASSIGNMENTS"]
@@ -324,17 +326,18 @@ class URoPE(Encoding):
 
         Memory: the rotated keys of a chunk are not kept for backward; a saved-tensor hook
         recomputes them from the permuted keys and the positions (one complex multiply).
-        Under ``torch.compile`` the same attention runs as plain real-valued tensor code
-        (``_attend_traced``: no hooks, no custom autograd function, no caches), and the
-        compiler's own partitioner decides what to keep for backward.
+        With a fused kernel (``_fused_kernel``) the fused attention of ``urope_fused`` runs instead,
+        compiled or not (``fused.attend``). Otherwise, under ``torch.compile`` the same attention
+        runs as plain real-valued tensor code (``_attend_traced``: no hooks, no custom autograd
+        function, no caches), and the compiler's own partitioner decides what to keep for backward.
         """
         self._check(q, k, v)
-        if torch.compiler.is_compiling():
-            return self._attend_traced(q, k, v, dropout_p)
         kernel, dtype = self._fused_kernel(q, k, v, dropout_p), attention_dtype(q)
         if kernel is not None:
             with torch.autocast(device_type=q.device.type, enabled=False):
-                return _URoPEAttention.apply(q, k, v, self, kernel, dtype)
+                return fused.attend(q, k, v, self, kernel, dtype)
+        if torch.compiler.is_compiling():
+            return self._attend_traced(q, k, v, dropout_p)
         B, H, N, d = q.shape
         with torch.autocast(device_type=q.device.type, enabled=False):
             q_rot, kc = self._rotated(q, k)
@@ -366,8 +369,32 @@ class URoPE(Encoding):
             outs.append(o.unsqueeze(2) if c == 1 else o.view(B, c, H, self.T, -1).transpose(1, 2))
         return torch.cat(outs, dim=2).flatten(2, 3)  # (B, H, S, T, dv) -> (B, H, N, dv)
 
+    def fused_forward(self, q, k, v, kernel: FusedKernel, dtype):
+        """``urope_fused.fused_forward`` of this encoding (the interface of ``depthpe.pe.fused``)."""
+        return urope_fused.fused_forward(self, q, k, v, kernel, dtype)
+
+    def fused_backward(self, grad, saved, states, kernel: FusedKernel, dtypes):
+        """``urope_fused.fused_backward`` of this encoding."""
+        return urope_fused.fused_backward(self, grad, saved, states, kernel, dtypes)
+
+    def flat(self) -> tuple[str, list[torch.Tensor], str]:
+        """("urope", [key_pos, query_pos], a JSON spec of the rest): what ``from_flat`` rebuilds the
+        encoding's fused attention from (``depthpe.pe.fused``'s custom operators)."""
+        spec = dict(S=self.S, T=self.T, num_groups=self.num_anchors, base=self.base,
+                    cache_tables=self.cache_tables, assignment=self.assignment)
+        return "urope", [self.key_pos, self.query_pos], fused.spec_string(spec)
+
+    @classmethod
+    def from_flat(cls, tensors: list[torch.Tensor], spec: str) -> "URoPE":
+        """The encoding ``flat`` describes, for its fused attention (no diagnostics, no reprojection)."""
+        spec = json.loads(spec)
+        key_pos, query_pos = tensors
+        return cls(key_pos=key_pos, query_pos=query_pos, behind=None, num_views=spec["S"],
+                   tokens_per_view=spec["T"], num_groups=spec["num_groups"], base=spec["base"],
+                   cache_tables=spec["cache_tables"], assignment=spec["assignment"])
+
     def _fused_kernel(self, q, k, v, dropout_p: float) -> FusedKernel | None:
-        """The fused kernel of ``_URoPEAttention`` (``kernels.fused_kernel``), or None where ``attend``
+        """The fused kernel of ``urope_fused.fused_forward`` (``kernels.fused_kernel``), or None where ``attend``
         takes the hooks path: no gradients, ``fused`` off, ``view_chunk`` > 1, learnable anchors
         (gradients to the key positions), or no fused kernel for these inputs."""
         if not (use_fused(self.fused, q.device.type) and self.view_chunk == 1 and torch.is_grad_enabled()
@@ -583,3 +610,6 @@ class LearnableAnchors(nn.Module):
     def layer_encoding(self, enc: URoPE, layer: int) -> URoPE:
         """The prepared URoPE ``enc`` with layer ``layer``'s anchors."""
         return enc.with_anchors(self(layer))
+
+
+fused.register("urope", URoPE.from_flat)

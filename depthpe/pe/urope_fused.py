@@ -1,7 +1,8 @@
-"""URoPE's fused attention function (``_URoPEAttention``) and the pair-order helpers it works with.
+"""URoPE's fused attention (``fused_forward``, ``fused_backward``: see ``depthpe.pe.fused``) and the
+pair-order helpers it works with.
 
 Split from ``urope.py``, which prepares the encoding (key positions, anchors, phase tables) and calls
-this function from ``URoPE.attend``; the function reads the prepared encoding only through its
+these functions from ``URoPE.attend`` through ``fused.attend``; they read the prepared encoding only through its
 methods (``_group_chunks``, ``_view_phases``, ``_query_phases``) and attributes (``S``, ``T``).
 Tensors are (B, heads, S*T, head_dim); "pair order" puts the two members of each VGGT rotate-half
 pair side by side, so that a complex view multiplies them by unit phases.
@@ -9,9 +10,11 @@ pair side by side, so that a complex view multiplies them by unit phases.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
-from .camera import head_chunks, load_fused, save_fused, work_dtype
+from .camera import head_chunks, work_dtype
 from .kernels import FusedKernel
 
 
@@ -72,84 +75,78 @@ def _complex_view(x: torch.Tensor) -> torch.Tensor:
     return torch.view_as_complex((x if _has_complex_view(x) else x.contiguous()).unflatten(-1, (-1, 2)))
 
 
-class _URoPEAttention(torch.autograd.Function):
-    """URoPE attention with one fused-kernel call per (query view, head slice), keeping for backward
-    what a RoPE layer keeps: the rotated queries q', the keys (unrotated, in pair order), v, the
-    output and the kernel's log-sum-exp. The keys rotated for a query view exist only during that
-    view's kernel call (forward) and are recomputed for its backward; every gradient is written or
-    summed straight into dq, dk, dv, so the temporaries are head slices (``head_chunks``).
+def fused_forward(enc, q, k, v, kernel: FusedKernel, dtype):
+    """URoPE attention with one fused-kernel call per (query view, head slice): q, k, v (B, H, N, d)
+    -> (out (B, H, N, d) in ``dtype``, saved, states) for ``depthpe.pe.fused``. ``saved`` is what a
+    RoPE layer keeps: the rotated queries q', the keys (unrotated, in pair order), v and the output;
+    ``states`` the kernel states of the calls. The keys rotated for a query view exist only during
+    that view's kernel call (forward) and are recomputed for its backward.
 
-    The calls go head group by head group, and inside a group view by view (``blocks``): the key
+    The calls go head group by head group, and inside a group view by view (``calls``): the key
     phases of a (view, group) are computed once for the group's heads, and a head slice's keys,
     values and gradient sums stay in the processor's cache while its views go by.
-
-    forward(q, k, v (B, H, N, d), enc: URoPE, kernel: ``FusedKernel``, dtype: attention dtype) ->
-    (B, H, N, d) in ``dtype``; gradients in the dtypes of q, k, v.
     """
+    B, H, N, d = q.shape
+    cdt = _complex(work_dtype(q.dtype))
+    qp = torch.empty(B, H, N, d, dtype=dtype, device=q.device)
+    kp = torch.empty_like(qp)
+    ph_q = enc._query_phases(d, cdt, q.device)
+    for h in head_chunks(H, q.device.type):
+        _rotate_into(_pair_order(q[:, h], torch.empty(q[:, h].shape, dtype=ph_q.real.dtype, device=q.device)),
+                     ph_q, qp[:, h])
+        _pair_order(k[:, h], kp[:, h])
+    out = torch.empty(B, H, N, v.shape[-1], dtype=dtype, device=q.device)
+    vd = v.to(dtype)
+    states = []
+    for g0, g1, h, rows, ph in calls(enc, H, d, cdt, q.device):
+        o, state = kernel.forward(qp[:, h, rows], _rotate_groups(kp[:, h], ph, g0, g1, dtype), vd[:, h])
+        out[:, h, rows] = o
+        states.append(state)
+    return out, (qp, kp, v, out), states
 
-    @staticmethod
-    def forward(ctx, q, k, v, enc, kernel: FusedKernel, dtype):
-        B, H, N, d = q.shape
-        cdt = _complex(work_dtype(q.dtype))
-        qp = torch.empty(B, H, N, d, dtype=dtype, device=q.device)
-        kp = torch.empty_like(qp)
-        ph_q = enc._query_phases(d, cdt, q.device)
-        for h in head_chunks(H, q.device.type):
-            _rotate_into(_pair_order(q[:, h], torch.empty(q[:, h].shape, dtype=ph_q.real.dtype, device=q.device)),
-                         ph_q, qp[:, h])
-            _pair_order(k[:, h], kp[:, h])
-        out = torch.empty(B, H, N, v.shape[-1], dtype=dtype, device=q.device)
-        vd = v.to(dtype)
-        states = []
-        for g0, g1, h, rows, ph in _URoPEAttention.calls(enc, H, d, cdt, q.device):
-            o, state = kernel.forward(qp[:, h, rows], _rotate_groups(kp[:, h], ph, g0, g1, dtype), vd[:, h])
-            out[:, h, rows] = o
-            states.append(state)
-        save_fused(ctx, (qp, kp, v, out), states, enc, kernel, (q, k, v))
-        return out
 
-    @staticmethod
-    def calls(enc, H: int, d: int, cdt, device):
-        """(first group g0, end group g1, head slice, token rows of view i, key phases of view i for
-        groups g0..g1-1 (``URoPE._view_phases``)) per kernel call: the slices that span the same
-        groups (on CPU the heads of one group) view by view, then the next groups, so that the phases
-        are computed once per (view, groups) and, on CPU, a head's keys, values and gradient sums stay
-        in the cache while its views go by."""
-        blocks: dict = {}
-        for g0, g1, h in enc._group_chunks(H, torch.device(device).type):
-            blocks.setdefault((g0, g1), []).append(h)
-        for (g0, g1), heads in blocks.items():
-            for i in range(enc.S):
-                ph = enc._view_phases(i, g0, g1, d, cdt, device)
-                for h in heads:
-                    yield g0, g1, h, slice(i * enc.T, (i + 1) * enc.T), ph
+def calls(enc, H: int, d: int, cdt, device):
+    """(first group g0, end group g1, head slice, token rows of view i, key phases of view i for
+    groups g0..g1-1 (``URoPE._view_phases``)) per kernel call: the slices that span the same
+    groups (on CPU the heads of one group) view by view, then the next groups, so that the phases
+    are computed once per (view, groups) and, on CPU, a head's keys, values and gradient sums stay
+    in the cache while its views go by."""
+    chunks = enc._group_chunks(H, torch.device(device).type)  # slices of the same groups are adjacent
+    for (g0, g1), same in itertools.groupby(chunks, key=lambda c: (c[0], c[1])):
+        heads = [h for _, _, h in same]
+        for i in range(enc.S):
+            ph = enc._view_phases(i, g0, g1, d, cdt, device)
+            for h in heads:
+                yield g0, g1, h, slice(i * enc.T, (i + 1) * enc.T), ph
 
-    @staticmethod
-    def backward(ctx, grad):
-        (qp, kp, v, out), states = load_fused(ctx)
-        enc, kernel, dt = ctx.enc, ctx.kernel, qp.dtype
-        B, H, N, d = qp.shape
-        states = iter(states)
-        cdt = _complex(work_dtype(ctx.dtypes[0]))
-        dk = torch.empty(kp.shape, dtype=work_dtype(ctx.dtypes[1]), device=kp.device)  # pair order
-        dk_c, dv = _complex_view(dk), torch.empty(v.shape, dtype=work_dtype(ctx.dtypes[2]), device=v.device)
-        dq = torch.empty(qp.shape, dtype=ctx.dtypes[0], device=qp.device)
-        conj_q = enc._query_phases(d, cdt, qp.device).conj().resolve_conj()
-        vd = v.to(dt)
-        first = set()  # head slices whose dk, dv are written (the first view), the others add
-        for g0, g1, h, rows, ph in _URoPEAttention.calls(enc, H, d, cdt, qp.device):
-            gq, gk, gv = kernel.backward(grad[:, h, rows], qp[:, h, rows], _rotate_groups(kp[:, h], ph, g0, g1, dt),
-                                         vd[:, h], out[:, h, rows], next(states))
-            _rotate_into(gq, conj_q[rows], dq[:, h, rows])  # pair order until the end
-            gk, conj = _by_group(_complex_view(gk.to(dk.dtype)), g0, g1), ph.conj()
-            if h.start not in first:
-                first.add(h.start)
-                torch.mul(gk, conj, out=_by_group(dk_c[:, h], g0, g1))
-                dv[:, h] = gv
-            else:
-                _by_group(dk_c[:, h], g0, g1).addcmul_(gk, conj)
-                dv[:, h] += gv
-        for h in head_chunks(H, qp.device.type):  # back from pair order, in place
-            _pair_order(dk[:, h].clone(), dk[:, h], inverse=True)
-            _pair_order(dq[:, h].clone(), dq[:, h], inverse=True)
-        return dq, dk.to(ctx.dtypes[1]), dv.to(ctx.dtypes[2]), None, None, None
+
+def fused_backward(enc, grad, saved, states, kernel: FusedKernel, dtypes):
+    """(dq, dk, dv) in ``dtypes`` for the gradient ``grad`` of ``fused_forward``'s output; every
+    gradient is written or summed straight into dq, dk, dv, so the temporaries are head slices."""
+    qp, kp, v, out = saved
+    dt = qp.dtype
+    B, H, N, d = qp.shape
+    states = iter(states)
+    cdt = _complex(work_dtype(dtypes[0]))
+    dk = torch.empty(kp.shape, dtype=work_dtype(dtypes[1]), device=kp.device)  # pair order
+    dk_c, dv = _complex_view(dk), torch.empty(v.shape, dtype=work_dtype(dtypes[2]), device=v.device)
+    dq = torch.empty(qp.shape, dtype=dtypes[0], device=qp.device)
+    conj_q = enc._query_phases(d, cdt, qp.device).conj().resolve_conj()
+    vd = v.to(dt)
+    first = set()  # head slices whose dk, dv are written (the first view), the others add
+    for g0, g1, h, rows, ph in calls(enc, H, d, cdt, qp.device):
+        gq, gk, gv = kernel.backward(grad[:, h, rows], qp[:, h, rows], _rotate_groups(kp[:, h], ph, g0, g1, dt),
+                                     vd[:, h], out[:, h, rows], next(states))
+        _rotate_into(gq, conj_q[rows], dq[:, h, rows])  # pair order until the end
+        gk, conj = _by_group(_complex_view(gk.to(dk.dtype)), g0, g1), ph.conj()
+        if h.start not in first:
+            first.add(h.start)
+            torch.mul(gk, conj, out=_by_group(dk_c[:, h], g0, g1))
+            dv[:, h] = gv
+        else:
+            _by_group(dk_c[:, h], g0, g1).addcmul_(gk, conj)
+            dv[:, h] += gv
+    for h in head_chunks(H, qp.device.type):  # back from pair order, in place
+        _pair_order(dk[:, h].clone(), dk[:, h], inverse=True)
+        _pair_order(dq[:, h].clone(), dq[:, h], inverse=True)
+    return dq, dk.to(dtypes[1]), dv.to(dtypes[2])

@@ -210,13 +210,13 @@ def test_enclosing_saved_tensor_hooks_get_every_tensor_but_the_rotated_keys():
 
 
 def test_fused_path_saves_what_rope_saves():
-    """The fused function (``_URoPEAttention``) hands activation checkpointing q', the keys, v, the
+    """The fused function (``fused.FusedAttention``) hands activation checkpointing q', the keys, v, the
     output and one log-sum-exp per (query view, head slice): four (B, heads, N, d) tensors, no
     rotated keys; values and gradients equal the hooks path's."""
     _, K, w2c, q, k, v = setup(7)
     enc = prep(K, w2c)
     qkv, out, seen = _attend_seeing_saved(enc, q, k, v)
-    assert out.grad_fn.name().endswith("_URoPEAttentionBackward")
+    assert out.grad_fn.name().endswith("FusedAttentionBackward")
     assert seen.count((B, H, N, q.shape[-1])) == 4
     lse = [s for s in seen if len(s) == 3]
     assert len(lse) == S * len(enc._group_chunks(H, "cpu")) and sum(s[1] for s in lse) == S * H
