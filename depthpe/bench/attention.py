@@ -32,6 +32,7 @@ more ``key=value`` items set encoding options, e.g. ``qk=KRtAdd2d,vo=KRtAdd2d,so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -417,10 +418,23 @@ def run(args: argparse.Namespace) -> int:
     if args.head_chunks:
         camera.HEAD_CHUNKS[args.device] = args.head_chunks
     try:
-        return _run(args)
+        with _compile_cache(args):
+            return _run(args)
     finally:
         camera.HEAD_CHUNKS.clear()
         camera.HEAD_CHUNKS.update(previous)
+
+
+def _compile_cache(args):
+    """Dynamo settings under which every ``METHOD+compile`` row really runs compiled code.
+
+    Every ``Compiled`` shares one code object, so dynamo keeps one cache entry per (method, S) for
+    it; past ``recompile_limit`` (8 by default) it would silently run the rest eagerly. The limit is
+    raised to the number of compiled rows, and hitting it anyway is an error, not a quiet fallback."""
+    if not args.compile:
+        return contextlib.nullcontext()
+    rows = (len(args.methods) + 1) * len(args.views)  # rope is added when not named
+    return torch._dynamo.config.patch(recompile_limit=max(8, 2 * rows), fail_on_recompile_limit_hit=True)
 
 
 def _run(args: argparse.Namespace) -> int:

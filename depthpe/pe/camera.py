@@ -297,7 +297,7 @@ class PropeRope:
     """
 
     def __init__(self, grid, num_special: int, patch_offset: int, base: float = 100.0):
-        self.args = (tuple(int(n) for n in grid), int(num_special), int(patch_offset), float(base))
+        self.grid, self.args = tuple(grid), (int(num_special), int(patch_offset), float(base))
         self.px, self.py = _patch_positions(grid, num_special, patch_offset)
         self.base = float(base)
         self._cache: dict = {}
@@ -337,7 +337,7 @@ class VggtRope:
     ``apply(x, out, inverse)``: x, out (B, H, S, T, w); ``inverse=True`` rotates by -theta."""
 
     def __init__(self, grid, num_special: int, patch_offset: int, base: float = 100.0):
-        self.args = (tuple(int(n) for n in grid), int(num_special), int(patch_offset), float(base))
+        self.grid, self.args = tuple(grid), (int(num_special), int(patch_offset), float(base))
         px, py = _patch_positions(grid, num_special, patch_offset)
         self.pos = torch.stack([py, px], dim=-1)  # (T, 2) float64
         self.base = float(base)
@@ -387,9 +387,9 @@ class CameraBlockEncoding(Encoding):
 
     def __init__(self, *, method, num_views, tokens_per_view, batch, transforms, ops, rotary):
         self.method = method
-        self.S = int(num_views)
-        self.T = int(tokens_per_view)
-        self.B = None if batch is None else int(batch)
+        self.S = fused.as_size(num_views)
+        self.T = fused.as_size(tokens_per_view)
+        self.B = None if batch is None else fused.as_size(batch)
         self.transforms = dict(transforms)
         self.ops = dict(ops)
         self.rotary = dict(rotary)
@@ -497,28 +497,35 @@ class CameraBlockEncoding(Encoding):
                 self._map(gx, which, dtype=dst.dtype, adjoint=True, out=dst[:, h])
         return tuple(grads)
 
-    def flat(self) -> tuple[str, list[torch.Tensor], str]:
-        """("camera", the camera ops' tensors, a JSON spec of the rest): what ``from_flat`` rebuilds
-        this encoding from, inside ``fused``'s custom operators."""
+    def flat(self) -> tuple[str, list[torch.Tensor], list[int], str]:
+        """("camera", the camera ops' tensors, the sizes [S, T, B (-1: None), then each rotary op's
+        grid h, w], a JSON spec of the static rest): what ``from_flat`` rebuilds this encoding from,
+        inside ``fused``'s custom operators. The sizes stay out of the JSON string: under
+        ``torch.compile`` with dynamic shapes they are symbolic."""
         tensors, ops = [], {}
         for which, op in self.ops.items():
             if op is not None:
                 ops[which] = [type(op).__name__, len(tensors)]
                 tensors += op.flat()
-        spec = dict(method=self.method, S=self.S, T=self.T, B=self.B, transforms=self.transforms, ops=ops,
-                    rotary={kind: [type(r).__name__, r.args] for kind, r in self.rotary.items()})
-        return "camera", tensors, fused.spec_string(spec)
+        sizes = [self.S, self.T, -1 if self.B is None else self.B]
+        for r in self.rotary.values():
+            sizes += r.grid
+        spec = dict(method=self.method, transforms=self.transforms, ops=ops,
+                    rotary={kind: [type(r).__name__, *r.args] for kind, r in self.rotary.items()})
+        return "camera", tensors, sizes, fused.spec_string(spec)
 
     @classmethod
-    def from_flat(cls, tensors: list[torch.Tensor], spec: str) -> "CameraBlockEncoding":
+    def from_flat(cls, tensors: list[torch.Tensor], sizes: list[int], spec: str) -> "CameraBlockEncoding":
         """The encoding ``flat`` describes (its fused attention only: ``fused`` is not kept)."""
         spec = json.loads(spec)
         ops = dict.fromkeys("qkvo")
         for which, (name, i) in spec["ops"].items():
             op_cls = _CAMERA_OPS[name]
             ops[which] = op_cls(*tensors[i:i + op_cls.NUM_TENSORS])
-        rotary = {kind: _rotary_op(name, tuple(grid), *rest) for kind, (name, (grid, *rest)) in spec["rotary"].items()}
-        return cls(method=spec["method"], num_views=spec["S"], tokens_per_view=spec["T"], batch=spec["B"],
+        S, T, B, *grids = sizes
+        rotary = {kind: _rotary_op(name, tuple(grids[2 * n: 2 * n + 2]), *rest)
+                  for n, (kind, (name, *rest)) in enumerate(spec["rotary"].items())}
+        return cls(method=spec["method"], num_views=S, tokens_per_view=T, batch=None if B == -1 else B,
                    transforms=spec["transforms"], ops=ops, rotary=rotary)
 
     def _transform(self, x: torch.Tensor, which: str) -> torch.Tensor:

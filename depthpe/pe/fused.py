@@ -7,8 +7,9 @@ An encoding with a fused attention (``camera.CameraBlockEncoding``, ``urope.URoP
   tensors its backward needs (q', k', v, out: what a RoPE layer keeps) and one state tuple per
   kernel call (``kernels.FusedKernel``);
 * ``fused_backward(grad, saved, states, kernel, dtypes) -> (dq, dk, dv)``;
-* ``flat() -> (kind, tensors, spec)``: the encoding as tensors and a JSON string, from which the
-  function registered for ``kind`` (``register``) rebuilds it.
+* ``flat() -> (kind, tensors, sizes, spec)``: the encoding as tensors, its sizes (ints: views,
+  tokens, grid; symbolic where ``torch.compile`` made them dynamic) and a JSON string of the rest
+  (static values only), from which the function registered for ``kind`` (``register``) rebuilds it.
 
 ``attend(q, k, v, enc, kernel, dtype)`` runs it. In eager code that is ``FusedAttention``, an
 ``autograd.Function`` that saves exactly ``saved`` and the kernel states. Under ``torch.compile`` an
@@ -32,15 +33,23 @@ from torch import Tensor
 
 from .kernels import FusedKernel
 
-__all__ = ["FusedAttention", "attend", "register", "spec_string"]
+__all__ = ["FusedAttention", "as_size", "attend", "register", "spec_string"]
 
-_REBUILD: dict[str, Callable[[list[Tensor], str], object]] = {}
+_REBUILD: dict[str, Callable[[list[Tensor], list[int], str], object]] = {}
 
 
-def register(kind: str, rebuild: Callable[[list[Tensor], str], object]) -> None:
-    """Make ``rebuild(tensors, spec) -> encoding`` the way the operators rebuild an encoding whose
-    ``flat()`` names ``kind``."""
+def register(kind: str, rebuild: Callable[[list[Tensor], list[int], str], object]) -> None:
+    """Make ``rebuild(tensors, sizes, spec) -> encoding`` the way the operators rebuild an encoding
+    whose ``flat()`` names ``kind``."""
     _REBUILD[kind] = rebuild
+
+
+def as_size(n) -> int:
+    """``n`` (an int-like size: views, tokens, batch) as an int; a ``torch.SymInt`` as it is.
+
+    ``int()`` of a symbolic size would specialize it (the operators' fake runs see the sizes of
+    ``flat`` as SymInts when ``torch.compile`` made them dynamic) and recompile at every new size."""
+    return n if isinstance(n, torch.SymInt) else int(n)
 
 
 @torch.compiler.assume_constant_result
@@ -55,8 +64,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, enc, kernel: FusedKernel, dtype: tor
     ``dtype`` (the attention dtype; gradients in the dtypes of q, k, v). Call with autocast off."""
     if not torch.compiler.is_compiling():
         return FusedAttention.apply(q, k, v, enc, kernel, dtype)
-    kind, tensors, spec = enc.flat()
-    return torch.ops.depthpe.fused_attention(q, k, v, tensors, kind, spec, kernel.name, dtype)[0]
+    kind, tensors, sizes, spec = enc.flat()
+    return torch.ops.depthpe.fused_attention(q, k, v, tensors, sizes, kind, spec, kernel.name, dtype)[0]
 
 
 class FusedAttention(torch.autograd.Function):
@@ -81,19 +90,19 @@ class FusedAttention(torch.autograd.Function):
 
 
 # ----------------------------------------------------------------------------- custom operators
-def _forward(q: Tensor, k: Tensor, v: Tensor, tensors: list[Tensor], kind: str, spec: str, kernel: str,
-             dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+def _forward(q: Tensor, k: Tensor, v: Tensor, tensors: list[Tensor], sizes: list[int], kind: str, spec: str,
+             kernel: str, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
     """(output, q', k', the kernel states flattened) of ``fused_forward`` on the rebuilt encoding."""
-    enc = _REBUILD[kind](tensors, spec)
+    enc = _REBUILD[kind](tensors, sizes, spec)
     out, (qt, kt, _, _), states = enc.fused_forward(q, k, v, FusedKernel(kernel), dtype)
     return out, qt, kt, [t for state in states for t in state]
 
 
 def _backward(grad: Tensor, qt: Tensor, kt: Tensor, v: Tensor, out: Tensor, states: list[Tensor],
-              tensors: list[Tensor], kind: str, spec: str, kernel: str, dq_dtype: torch.dtype,
-              dk_dtype: torch.dtype, dv_dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+              tensors: list[Tensor], sizes: list[int], kind: str, spec: str, kernel: str,
+              dq_dtype: torch.dtype, dk_dtype: torch.dtype, dv_dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
     """(dq, dk, dv) of ``fused_backward`` on the rebuilt encoding."""
-    enc, fk = _REBUILD[kind](tensors, spec), FusedKernel(kernel)
+    enc, fk = _REBUILD[kind](tensors, sizes, spec), FusedKernel(kernel)
     dq, dk, dv = enc.fused_backward(grad, (qt, kt, v, out), fk.group(states), fk, (dq_dtype, dk_dtype, dv_dtype))
     return dq, dk, dv
 
@@ -105,19 +114,19 @@ _backward_op.register_fake(_backward)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, tensors, kind, spec, kernel, _ = inputs
+    q, k, v, tensors, sizes, kind, spec, kernel, _ = inputs
     out, qt, kt, states = output
     ctx.save_for_backward(qt, kt, v, out, *states, *tensors)
-    ctx.args = (len(states), len(tensors), kind, spec, kernel, q.dtype, k.dtype, v.dtype)
+    ctx.args = (len(states), len(tensors), sizes, kind, spec, kernel, q.dtype, k.dtype, v.dtype)
     ctx.mark_non_differentiable(qt, kt, *states)
 
 
 def _op_backward(ctx, grad, *unused):
-    n, n_tensors, kind, spec, kernel, *dtypes = ctx.args
+    n, n_tensors, sizes, kind, spec, kernel, *dtypes = ctx.args
     qt, kt, v, out, *rest = ctx.saved_tensors
     dq, dk, dv = torch.ops.depthpe.fused_attention_backward(
-        grad, qt, kt, v, out, rest[:n], rest[n:], kind, spec, kernel, *dtypes)
-    return dq, dk, dv, [None] * n_tensors, None, None, None, None  # the encoding's tensors get none
+        grad, qt, kt, v, out, rest[:n], rest[n:], sizes, kind, spec, kernel, *dtypes)
+    return dq, dk, dv, [None] * n_tensors, None, None, None, None, None  # the encoding's tensors get none
 
 
 _forward_op.register_autograd(_op_backward, setup_context=_setup_context)

@@ -110,8 +110,21 @@ def _sdpa_choice(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch
 
     if isinstance(q, FakeTensor) and q.device.type != "cpu":
         return _CUDNN
-    shapes = tuple(tuple(int(n) for n in x.shape) for x in (q, k, v))
-    return _choice_for(shapes, dtype, str(q.device))
+    return _choice_for(_probe_shapes(q, k, v), dtype, str(q.device))
+
+
+def _probe_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple:
+    """The shapes ``_choice_for`` probes: those of q, k, v in eager code; under ``torch.compile``
+    one token of one head of one batch per tensor, with their head dims.
+
+    A compiled training run whose views or aspect change per batch gets dynamic batch and sequence
+    sizes, which cannot be a trace-time constant (dynamo would break the graph). The choice reads
+    them only to reject zero-length or mismatched inputs, which the attention call rejects anyway;
+    head dims, dtype and device decide it. (Head dims are static: every model here has a fixed
+    head dim, and ``torch.compile(dynamic=True)``, which makes them symbolic too, still breaks.)"""
+    if torch.compiler.is_compiling():
+        return tuple((1, 1, 1, x.shape[-1]) for x in (q, k, v))
+    return tuple(tuple(int(n) for n in x.shape) for x in (q, k, v))
 
 
 @torch.compiler.assume_constant_result

@@ -213,7 +213,7 @@ class URoPE(Encoding):
             raise ValueError(f"urope anchor_assignment must be one of {list(ANCHOR_ASSIGNMENTS)}, got {assignment!r}")
         self.assignment = assignment
         self.num_anchors = int(num_groups)
-        self.S, self.T = int(num_views), int(tokens_per_view)
+        self.S, self.T = fused.as_size(num_views), fused.as_size(tokens_per_view)
         self.G = self.num_anchors if assignment == "heads" else 1
         self.B = key_pos.shape[0]
         if view_chunk < 1:
@@ -377,21 +377,23 @@ class URoPE(Encoding):
         """``urope_fused.fused_backward`` of this encoding."""
         return urope_fused.fused_backward(self, grad, saved, states, kernel, dtypes)
 
-    def flat(self) -> tuple[str, list[torch.Tensor], str]:
-        """("urope", [key_pos, query_pos], a JSON spec of the rest): what ``from_flat`` rebuilds the
-        encoding's fused attention from (``depthpe.pe.fused``'s custom operators)."""
-        spec = dict(S=self.S, T=self.T, num_groups=self.num_anchors, base=self.base,
-                    cache_tables=self.cache_tables, assignment=self.assignment)
-        return "urope", [self.key_pos, self.query_pos], fused.spec_string(spec)
+    def flat(self) -> tuple[str, list[torch.Tensor], list[int], str]:
+        """("urope", [key_pos, query_pos], the sizes [S, T], a JSON spec of the static rest): what
+        ``from_flat`` rebuilds the encoding's fused attention from (``depthpe.pe.fused``'s custom
+        operators; the sizes are symbolic under ``torch.compile`` with dynamic shapes)."""
+        spec = dict(num_groups=self.num_anchors, base=self.base, cache_tables=self.cache_tables,
+                    assignment=self.assignment)
+        return "urope", [self.key_pos, self.query_pos], [self.S, self.T], fused.spec_string(spec)
 
     @classmethod
-    def from_flat(cls, tensors: list[torch.Tensor], spec: str) -> "URoPE":
+    def from_flat(cls, tensors: list[torch.Tensor], sizes: list[int], spec: str) -> "URoPE":
         """The encoding ``flat`` describes, for its fused attention (no diagnostics, no reprojection)."""
         spec = json.loads(spec)
         key_pos, query_pos = tensors
-        return cls(key_pos=key_pos, query_pos=query_pos, behind=None, num_views=spec["S"],
-                   tokens_per_view=spec["T"], num_groups=spec["num_groups"], base=spec["base"],
-                   cache_tables=spec["cache_tables"], assignment=spec["assignment"])
+        (S, T) = sizes
+        return cls(key_pos=key_pos, query_pos=query_pos, behind=None, num_views=S, tokens_per_view=T,
+                   num_groups=spec["num_groups"], base=spec["base"], cache_tables=spec["cache_tables"],
+                   assignment=spec["assignment"])
 
     def _fused_kernel(self, q, k, v, dropout_p: float) -> FusedKernel | None:
         """The fused kernel of ``urope_fused.fused_forward`` (``kernels.fused_kernel``), or None where ``attend``

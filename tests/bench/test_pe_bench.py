@@ -142,3 +142,17 @@ def test_compiled_rows_and_ratio_tables(tmp_path, capsys):
     assert "| prope |" in compiled and "prope+compile" not in compiled
     with pytest.raises(SystemExit, match="--compile does not apply"):
         attention.run(_args(*TINY, "--methods", "rope-per-view", "--compile", "--no-memory"))
+
+
+def test_every_compiled_row_runs_compiled_code(tmp_path, capsys):
+    """All compiled rows share one code object; with more (method, S) rows than dynamo's default
+    recompile limit (8) each one still gets its own compiled graph instead of a quiet eager fallback."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    methods = ["rope", "prope", "gta", "dppe_dual", "dppe_tadd", "urope"]
+    _run([*TINY[2:], "--views", "2", "3", "--methods", *methods, "--repeats", "1", "--no-memory",
+          "--compile", "--backend", "aot_eager"], tmp_path, capsys)
+    assert not [reason for reason in counters["unimplemented"] if "recompile limit" in reason]
+    assert counters["stats"]["unique_graphs"] >= 2 * len(methods)

@@ -43,9 +43,9 @@ def _saved_bytes(fn, q, k, v) -> int:
 @pytest.mark.parametrize("method, opts", CASES[::2] + CASES[3:4], ids=IDS[::2] + IDS[3:4])
 def test_operator_passes_opcheck(method, opts):
     enc, (q, k, v) = _encoding(method, opts, torch.float32)
-    kind, tensors, spec = enc.flat()
+    kind, tensors, sizes, spec = enc.flat()
     torch.library.opcheck(torch.ops.depthpe.fused_attention.default,
-                          (q, k, v, tensors, kind, spec, "cpu_flash", torch.float32))
+                          (q, k, v, tensors, sizes, kind, spec, "cpu_flash", torch.float32))
 
 
 @pytest.mark.parametrize("method, opts", CASES, ids=IDS)
