@@ -364,12 +364,17 @@ def _check_methods(args) -> None:
         raise SystemExit(f"--head-chunks must be >= 1, got {args.head_chunks}")
 
 
+def measured_methods(args) -> list[str]:
+    """The rows of one S: rope (always, the base of the ratios), the named methods, then with
+    ``--compile`` each of them again as ``METHOD+compile``."""
+    methods = list(dict.fromkeys((["rope"] if "rope" not in args.methods else []) + args.methods))
+    return methods + [m + COMPILED for m in methods] if args.compile else methods
+
+
 def measure_views(args, views: int) -> dict:
     """Time (and unless ``--no-memory`` peak memory) of every method at ``views`` views."""
     one = argparse.Namespace(**{**vars(args), "views": views})
-    methods = list(dict.fromkeys((["rope"] if "rope" not in args.methods else []) + args.methods))
-    if args.compile:
-        methods += [m + COMPILED for m in methods]
+    methods = measured_methods(args)
     results = time_methods(Setup(one), methods, args.repeats, args.clock)
     if not args.no_memory:
         for m, mib in memory_methods(one, methods).items():
@@ -418,14 +423,14 @@ def run(args: argparse.Namespace) -> int:
     if args.head_chunks:
         camera.HEAD_CHUNKS[args.device] = args.head_chunks
     try:
-        with _compile_cache(args):
+        with _dynamo_settings(args):
             return _run(args)
     finally:
         camera.HEAD_CHUNKS.clear()
         camera.HEAD_CHUNKS.update(previous)
 
 
-def _compile_cache(args):
+def _dynamo_settings(args):
     """Dynamo settings under which every ``METHOD+compile`` row really runs compiled code.
 
     Every ``Compiled`` shares one code object, so dynamo keeps one cache entry per (method, S) for
@@ -433,8 +438,8 @@ def _compile_cache(args):
     raised to the number of compiled rows, and hitting it anyway is an error, not a quiet fallback."""
     if not args.compile:
         return contextlib.nullcontext()
-    rows = (len(args.methods) + 1) * len(args.views)  # rope is added when not named
-    return torch._dynamo.config.patch(recompile_limit=max(8, 2 * rows), fail_on_recompile_limit_hit=True)
+    rows = len(measured_methods(args)) * len(args.views)
+    return torch._dynamo.config.patch(recompile_limit=max(8, rows), fail_on_recompile_limit_hit=True)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -8,30 +8,16 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from depthpe.pe import prepare_encoding
 from depthpe.pe.base import Encoding
 from depthpe.pe import camera
 from depthpe.pe.camera import head_chunks
 from depthpe.pe.kernels import FusedKernel, fused_kernel
-from tests.helpers.pe import random_cameras, random_qkv, rel_err
+from tests.helpers.pe import rel_err
+from tests.helpers.pe_fused import inputs, prep
 
-B, H, S, NS, GRID = 1, 2, 2, 1, (2, 2)
-T = NS + GRID[0] * GRID[1]
-N = S * T
 CAMERA_METHODS = ["prope", "gta", "dppe_dual", "dppe_tadd", {"qk": "none", "vo": "p"},
                   {"qk": "vggt2d", "vo": "KRtAdd2d"}, {"qk": "p2d", "vo": "none"}, {"qk": "2d", "vo": "Rt"}]
 UROPE_OPTIONS = [{"anchors": [1.0, 2.0]}, {"anchors": [1.0, 2.0], "anchor_assignment": "channels"}]
-
-
-def prep(method, K, w2c, heads=H, **opts):
-    return prepare_encoding(method, K=K, w2c=w2c, image_size=(28, 28), grid=GRID, num_special=NS, **opts)
-
-
-def inputs(seed, d=16, heads=H, dtype=torch.float64):
-    g = torch.Generator().manual_seed(seed)
-    K, w2c = random_cameras(B, S, g, trans=0.3)
-    q, k, v = (x.to(dtype).requires_grad_() for x in random_qkv(B, heads, N, d, g))
-    return K, w2c, q, k, v
 
 
 def fused_name(out):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.pe.test_pe_fused import inputs, prep
+from tests.helpers.pe_fused import inputs, prep
 
 CASES = [("prope", {}), ("dppe_tadd", {}), ({"qk": "vggt2d", "vo": "KRtAdd2d"}, {}),
          ("urope", {"anchors": [1.0, 2.0]}),
