@@ -129,12 +129,14 @@ def _write_in_child(root: Path, **kwargs) -> None:
     encoding 480x640 frames with OpenCV's thread pool) leaves neither its memory nor a live OpenCV
     pool in the process whose loader workers are then measured. (Forking after OpenCV used its pool
     once hung the workers; ``depthpe.loader.workers`` now shrinks the pool around every fork, so this
-    is a second line of defence, not the only one.)"""
+    is a second line of defence, not the only one.) The executor ends its worker by a message, not
+    a signal: ``multiprocessing.Pool``'s exit sends SIGTERM and waits without a limit, which once
+    hung a CI run for 10 minutes on a worker that did not die."""
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(1) as pool:
-        pool.apply(write_bench_scenes, (root,), kwargs)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool.submit(write_bench_scenes, root, **kwargs).result()
 
 
 def stored_images(split_dir: Path, limit: int = 200) -> list[bytes]:
