@@ -81,13 +81,13 @@ def make_inputs(batch: int, views: int, height: int, width: int, device) -> tupl
 
 def build(cfg, compile_mode: str, device):
     """The config's model on ``device`` in training mode, and the callable one step runs."""
-    from ..run.building import build_model, compile_blocks
+    from ..run.building import build_model, compile_blocks, view_counts
 
     torch.manual_seed(cfg.seed)
     model = build_model(cfg).to(device).train()
     forward = model
     if compile_mode == "blocks":
-        compile_blocks(model)
+        compile_blocks(model, view_counts=view_counts(cfg))
     elif compile_mode == "model":
         forward = torch.compile(model)
     return model, forward

@@ -60,12 +60,12 @@ def measure(cfg, device: torch.device, steps: int, num_workers: int, *, warmup: 
     s}, "images", "step_s", "images_per_s", "warmup_s": [s per warm-up step], "peak_mib", "peak_kind"}."""
     from depthpe.loader.loaders import build_train_loader
     from ..run.losses import depth_loss
-    from ..run.building import build_model, compile_blocks
+    from ..run.building import build_model, compile_blocks, view_counts
 
     torch.manual_seed(cfg.seed)
     model = build_model(cfg).to(device).train()
     if compile:
-        compile_blocks(model)
+        compile_blocks(model, view_counts=view_counts(cfg))
     opt = torch.optim.AdamW(model.param_groups(cfg.optim.weight_decay), lr=cfg.optim.lr)
     it = iter(build_train_loader(cfg.data, seed=cfg.seed, num_workers=num_workers, num_steps=warmup + steps))
     totals, images, warmup_s = dict.fromkeys(PARTS, 0.0), 0, []

@@ -12,7 +12,7 @@ import torch
 from ..config import ConfigError
 from .schema import RunConfig
 
-__all__ = ["build_model", "compile_blocks", "build_optimizer", "apply_optim_settings", "loader_options",
+__all__ = ["build_model", "compile_blocks", "recompile_limit", "view_counts", "build_optimizer", "apply_optim_settings", "loader_options",
            "default_cpu_threads", "deepspeed_cpu_backend", "fit_deepspeed_config"]
 
 
@@ -29,22 +29,47 @@ def build_model(cfg: RunConfig, *, resuming: bool = False):
     return DepthModel(config, load_backbone_weights=not cfg.model.init_from)
 
 
-def compile_blocks(model: torch.nn.Module) -> int:
-    """Compile every aggregator block of ``model`` with ``torch.compile`` (default inductor backend,
-    automatic dynamic shapes), in place (``nn.Module.compile``): parameter names and state-dict keys
+DYNAMO_RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default
+
+
+def compile_blocks(model: torch.nn.Module, *, view_counts: int = 1, backend: str = "inductor") -> int:
+    """Compile every aggregator block of ``model`` with ``torch.compile`` (``backend``, automatic
+    dynamic shapes), in place (``nn.Module.compile``): parameter names and state-dict keys
     stay those of the eager model (no ``_orig_mod.`` prefix), so checkpoints of eager and compiled
     runs load into each other. All blocks share one compiled forward, which makes compiling the blocks
     much faster than compiling the whole model (docs/training.md#torchcompile). Returns the number of
-    blocks compiled; raises ``ValueError`` when the model has none."""
+    blocks compiled; raises ``ValueError`` when the model has none.
+
+    ``view_counts``: how many different numbers of views the batches will have (``data.views``
+    max - min + 1). Dynamo's recompile limit is raised (process-wide, never lowered) to
+    ``recompile_limit(view_counts)``: the frame and global blocks share one code object and so one
+    limit, and URoPE compiles one graph per number of views (``recompile_limit``)."""
     from ..model.blocks import AggregatorBlock
 
     blocks = [m for m in model.modules() if isinstance(m, AggregatorBlock)]
     if not blocks:
         raise ValueError(f"train.compile: {type(model).__name__} has no AggregatorBlock to compile "
                          "(set train.compile=false)")
+    limit = torch._dynamo.config.recompile_limit
+    torch._dynamo.config.recompile_limit = max(limit, recompile_limit(view_counts))
     for block in blocks:
-        block.compile()
+        block.compile(backend=backend)
     return len(blocks)
+
+
+def view_counts(cfg: RunConfig) -> int:
+    """How many different numbers of views the run's batches have: ``data.views`` max - min + 1."""
+    low, high = cfg.data.views
+    return int(high) - int(low) + 1
+
+
+def recompile_limit(view_counts: int) -> int:
+    """Dynamo cache entries the compiled blocks may need when the batches have ``view_counts``
+    different numbers of views: the default limit (8: the frame blocks' and the camera encodings'
+    first static and then dynamic graphs take 5 of them, measured) plus one per number of views,
+    because URoPE's fused attention makes one kernel call per view in a Python loop, which
+    specializes the number of views (a graph per value; its token counts stay dynamic)."""
+    return DYNAMO_RECOMPILE_LIMIT + max(1, int(view_counts))
 
 
 def build_optimizer(model, cfg: RunConfig) -> torch.optim.AdamW:

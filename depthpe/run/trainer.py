@@ -24,7 +24,7 @@ import torch
 
 from ..model.training_inputs import TrainingInputs
 from .building import (apply_optim_settings, build_model, build_optimizer, compile_blocks, default_cpu_threads,
-                       deepspeed_cpu_backend, fit_deepspeed_config, loader_options)
+                       deepspeed_cpu_backend, fit_deepspeed_config, loader_options, view_counts)
 from .callbacks import Callbacks, TrainingCallback
 from .checkpoints import (STATE_FILE, NoSpaceError, find_checkpoint, publish_final, remove_incomplete,
                           rotate_checkpoints, save_checkpoint)
@@ -220,7 +220,8 @@ def start_run(cfg: RunConfig, checked: Preflight, accelerator, notes: list[str] 
     with accelerator.main_process_first():  # init_from: the main process downloads, the others read the cache
         model = build_model(cfg, resuming=checked.checkpoint is not None)
     if cfg.train.compile:  # in place, before DDP/FSDP wrap it: state-dict keys stay the eager ones
-        log.info(f"train.compile: {compile_blocks(model)} aggregator blocks compiled with torch.compile "
+        compiled = compile_blocks(model, view_counts=view_counts(cfg))
+        log.info(f"train.compile: {compiled} aggregator blocks compiled with torch.compile "
                  "(the first steps, and each new batch shape, compile; later steps run compiled)")
     fit_deepspeed_config(accelerator, cfg)
     model, optimizer = accelerator.prepare(model, build_optimizer(model, cfg))

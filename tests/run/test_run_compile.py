@@ -10,10 +10,11 @@ from safetensors.torch import load_file
 
 from depthpe.loader.loaders import build_train_loader
 from depthpe.model import DepthModel
-from depthpe.run.building import compile_blocks, loader_options
+from depthpe.run.building import DYNAMO_RECOMPILE_LIMIT, compile_blocks, loader_options, recompile_limit, view_counts
 from depthpe.run.checkpoints import find_checkpoint
 from depthpe.run.step import MODEL_INPUTS, batch_to_device
 from depthpe.run.trainer import train
+from tests.helpers.inputs import moving_camera_inputs
 from tests.helpers.training import run_config
 
 
@@ -34,6 +35,36 @@ def test_compile_blocks_compiles_in_place_and_keeps_state_dict_keys(synth_root):
     assert not any("_orig_mod" in name for name, _ in compiled.named_parameters())
     with pytest.raises(ValueError, match="train.compile: Linear has no AggregatorBlock"):
         compile_blocks(torch.nn.Linear(2, 2))
+
+
+def test_view_counts_is_the_number_of_view_counts_the_batches_draw(synth_root):
+    assert view_counts(run_config(synth_root, "unused", data={"views": [2, 2]})) == 1
+    assert view_counts(run_config(synth_root, "unused", data={"views": [2, 24], "max_images_per_batch": 24})) == 23
+    assert recompile_limit(23) == DYNAMO_RECOMPILE_LIMIT + 23
+
+
+def test_compiled_urope_blocks_keep_compiling_over_every_number_of_views():
+    """URoPE's fused attention loops over the views, so the compiled blocks need a graph per number
+    of views; with dynamo's default limit (8, shared by the frame and global blocks) the later view
+    counts would silently run eagerly. ``compile_blocks(view_counts=N)`` raises the limit for them.
+    (aot_eager: tracing only, seconds per shape.)"""
+    from torch._dynamo.utils import counters
+
+    counts = 8  # 2..9 views: with the frame blocks' graphs more than the default limit allows
+    with torch._dynamo.config.patch(recompile_limit=DYNAMO_RECOMPILE_LIMIT):
+        torch._dynamo.reset()
+        counters.clear()
+        torch.manual_seed(0)
+        model = DepthModel.from_preset("tiny", global_pe="urope", num_blocks=2, head_layers=[0, 0, 1, 1]).train()
+        compile_blocks(model, view_counts=counts, backend="aot_eager")
+        assert torch._dynamo.config.recompile_limit == recompile_limit(counts)
+        for S in range(2, 2 + counts):
+            images, K, w2c = moving_camera_inputs(S=S, H=28, W=28)
+            model(images, K, w2c)["depth"].sum().backward()
+        limit_hits = [k for k in counters["unimplemented"] if "recompile limit" in k.lower()]
+        assert not limit_hits
+        assert counters["stats"]["unique_graphs"] > DYNAMO_RECOMPILE_LIMIT  # more than the default allowed
+        torch._dynamo.reset()
 
 
 def test_loader_pins_memory_only_for_cuda_and_keeps_workers(synth_root):
