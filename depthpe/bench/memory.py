@@ -68,7 +68,7 @@ from .settings import JSON_HELP, BenchedRun
 
 DESCRIPTION = __doc__
 __all__ = ["MemorySettings", "add_arguments", "run", "Setting", "setting_from_args", "predict", "fits", "largest",
-           "format_report", "breakdown_rows", "compare_encodings", "format_comparison", "measure_cpu",
+           "format_report", "breakdown_rows", "take_overrides_from_encodings", "compare_encodings", "format_comparison", "measure_cpu",
            "build_training", "cuda_rules", "make_batch", "make_cameras_real", "rules_in_recomputation", "train_step"]
 
 
@@ -136,8 +136,19 @@ def measure_cpu(args, setting: Setting) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def take_overrides_from_encodings(args: argparse.Namespace) -> None:
+    """Move ``KEY=VALUE`` words that ``--encodings`` (a list option) took from after it back to the
+    config overrides, in place: ``--encodings prope urope model.x=1`` means what it looks like."""
+    if args.encodings:
+        args.overrides = [*args.overrides, *(w for w in args.encodings if "=" in w)]
+        args.encodings = [w for w in args.encodings if "=" not in w]
+        if not args.encodings:
+            raise SystemExit("--encodings needs at least one global_pe preset, e.g. --encodings prope urope")
+
+
 def run(args: argparse.Namespace) -> int:
     """Predict (and with ``--fit`` / ``--measure`` also search / measure), print the report; exit status."""
+    take_overrides_from_encodings(args)
     if args.encodings and not args.measure_child:
         return run_comparison(args)
     setting = setting_from_args(args)

@@ -142,6 +142,20 @@ def test_encodings_comparison_table_and_json(tmp_path, capsys):
         main(["bench", "memory", "--config", "quickstart", "--encodings", "prope", "--measure"])
 
 
+def test_overrides_after_encodings_are_overrides_not_encodings(tmp_path):
+    """``--encodings`` takes a list, so argparse hands it the ``KEY=VALUE`` words after it; they are
+    config overrides and apply to every compared encoding."""
+    out_json = tmp_path / "compare.json"
+    assert main(["bench", "memory", "--config", "quickstart", "--views", "2", "--batch", "1", "--image-width", "28",
+                 "--quiet", "--json", str(out_json), "--encodings", "prope", "model.pe_options.fused_attention=on"]) == 0
+    data = json.loads(out_json.read_text())
+    assert data["overrides"] == ["model.pe_options.fused_attention=on"]
+    assert list(data["encodings"]) == ["rope", "prope"]
+    assert data["encodings"]["prope"]["setting"]["global_pe"] == "prope"
+    with pytest.raises(SystemExit, match="--encodings needs at least one global_pe preset"):
+        main(["bench", "memory", "--config", "quickstart", "--encodings", "model.pe_options.fused_attention=on"])
+
+
 def test_fused_attention_auto_follows_the_target_device():
     """The model runs on fake CPU tensors whatever the target, so ``fused_attention: auto`` is
     resolved for the target: off for a CUDA prediction (the GPU default), on for ``--target cpu``;
