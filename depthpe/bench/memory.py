@@ -68,7 +68,8 @@ from .settings import JSON_HELP, BenchedRun
 
 DESCRIPTION = __doc__
 __all__ = ["MemorySettings", "add_arguments", "run", "Setting", "setting_from_args", "predict", "fits", "largest",
-           "format_report", "breakdown_rows", "take_overrides_from_encodings", "compare_encodings", "format_comparison", "measure_cpu",
+           "format_report", "breakdown_rows", "take_overrides_from_encodings", "compare_encodings",
+           "format_comparison", "measure_cpu",
            "build_training", "cuda_rules", "make_batch", "make_cameras_real", "rules_in_recomputation", "train_step"]
 
 

@@ -12,8 +12,9 @@ import torch
 from ..config import ConfigError
 from .schema import RunConfig
 
-__all__ = ["build_model", "compile_blocks", "recompile_limit", "view_counts", "build_optimizer", "apply_optim_settings", "loader_options",
-           "default_cpu_threads", "deepspeed_cpu_backend", "fit_deepspeed_config"]
+__all__ = ["build_model", "compile_blocks", "recompile_limit", "view_counts", "DYNAMO_RECOMPILE_LIMIT",
+           "build_optimizer", "apply_optim_settings", "loader_options", "default_cpu_threads",
+           "deepspeed_cpu_backend", "fit_deepspeed_config"]
 
 
 def build_model(cfg: RunConfig, *, resuming: bool = False):

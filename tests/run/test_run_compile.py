@@ -58,13 +58,15 @@ def test_compiled_urope_blocks_keep_compiling_over_every_number_of_views():
         model = DepthModel.from_preset("tiny", global_pe="urope", num_blocks=2, head_layers=[0, 0, 1, 1]).train()
         compile_blocks(model, view_counts=counts, backend="aot_eager")
         assert torch._dynamo.config.recompile_limit == recompile_limit(counts)
-        for S in range(2, 2 + counts):
-            images, K, w2c = moving_camera_inputs(S=S, H=28, W=28)
-            model(images, K, w2c)["depth"].sum().backward()
+        try:
+            for S in range(2, 2 + counts):
+                images, K, w2c = moving_camera_inputs(S=S, H=28, W=28)
+                model(images, K, w2c)["depth"].sum().backward()
+        finally:
+            torch._dynamo.reset()  # no compiled graphs left for the next test
         limit_hits = [k for k in counters["unimplemented"] if "recompile limit" in k.lower()]
         assert not limit_hits
         assert counters["stats"]["unique_graphs"] > DYNAMO_RECOMPILE_LIMIT  # more than the default allowed
-        torch._dynamo.reset()
 
 
 def test_loader_pins_memory_only_for_cuda_and_keeps_workers(synth_root):
