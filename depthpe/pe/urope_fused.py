@@ -49,10 +49,34 @@ def _by_group(x: torch.Tensor, g0: int, g1: int) -> torch.Tensor:
     return x if g1 - g0 == 1 else x.unflatten(1, (g1 - g0, -1))
 
 
-def _rotate_groups(x: torch.Tensor, ph: torch.Tensor, g0: int, g1: int, dtype) -> torch.Tensor:
-    """Keys x (B, h, N, d) in pair order, heads of groups g0..g1-1, rotated by those groups' phases
-    ``ph`` (``URoPE._view_phases``): (B, h, N, d) in ``dtype``."""
-    return _rotate_pairs(_by_group(x, g0, g1), ph, dtype).reshape(x.shape)
+class _RotatedKeys:
+    """The keys of each head slice of ``calls`` rotated for one query view: ``keys(h, ph)`` is the
+    slice h of kp (B, H, N, d, pair order) times the phases ``ph`` of its groups
+    (``URoPE._view_phases``), (B, h, N, d) in ``dtype``.
+
+    Every call writes the same buffer (a call's keys live only during its kernel call), so no call
+    allocates: a fresh one-head key tensor is above glibc's mmap threshold and comes back as new
+    pages to fault in. The views of each slice are made once here, so where the keys are in the
+    phases' real dtype (float32, float64) a call costs one complex multiply and one dispatch."""
+
+    def __init__(self, enc, kp: torch.Tensor, dtype: torch.dtype, cdt: torch.dtype):
+        chunks = enc._group_chunks(kp.shape[1], kp.device.type)
+        size = max(h.stop - h.start for _, _, h in chunks)
+        buf = torch.empty(kp.shape[0], size, *kp.shape[2:], dtype=dtype, device=kp.device)
+        self.slices = {}
+        for g0, g1, h in chunks:
+            src, out = _by_group(kp[:, h], g0, g1), buf[:, :h.stop - h.start]
+            fast = dtype == kp.dtype == _real(cdt) and _has_complex_view(out)
+            views = (_complex_view(src), _complex_view(_by_group(out, g0, g1))) if fast else None
+            self.slices[h.start] = (src, _by_group(out, g0, g1), out, views)
+
+    def __call__(self, h: slice, ph: torch.Tensor) -> torch.Tensor:
+        src, grouped_out, out, views = self.slices[h.start]
+        if views is not None:
+            torch.mul(views[0], ph, out=views[1])
+        else:
+            _rotate_into(src, ph, grouped_out)
+        return out
 
 
 def _rotate_into(x: torch.Tensor, phases: torch.Tensor, out: torch.Tensor) -> None:
@@ -97,27 +121,42 @@ def fused_forward(enc, q, k, v, kernel: FusedKernel, dtype):
         _pair_order(k[:, h], kp[:, h])
     out = torch.empty(B, H, N, v.shape[-1], dtype=dtype, device=q.device)
     vd = v.to(dtype)
-    states = []
-    for g0, g1, h, rows, ph in calls(enc, H, d, cdt, q.device):
-        o, state = kernel.forward(qp[:, h, rows], _rotate_groups(kp[:, h], ph, g0, g1, dtype), vd[:, h])
+    states, keys = [], _RotatedKeys(enc, kp, dtype, cdt)
+    for _, _, h, rows, ph in calls(enc, H, d, cdt, q.device):
+        o, state = kernel.forward(qp[:, h, rows], keys(h, ph), vd[:, h])
         out[:, h, rows] = o
         states.append(state)
     return out, (qp, kp, v, out), states
 
 
-def calls(enc, H: int, d: int, cdt, device):
+VIEW_BLOCK = 4  # query views whose key phases are computed together (``calls``)
+
+
+def calls(enc, H: int, d: int, cdt, device, view_block: int | None = None, conjugate: bool = False):
     """(first group g0, end group g1, head slice, token rows of view i, key phases of view i for
-    groups g0..g1-1 (``URoPE._view_phases``)) per kernel call: the slices that span the same
-    groups (on CPU the heads of one group) view by view, then the next groups, so that the phases
-    are computed once per (view, groups) and, on CPU, a head's keys, values and gradient sums stay
-    in the cache while its views go by."""
+    groups g0..g1-1 (``URoPE._view_phases``)) per kernel call.
+
+    Order: anchor group by anchor group; inside a group, blocks of ``view_block`` (``VIEW_BLOCK``)
+    query views whose phases are computed once; inside a block, head slice by head slice, and for
+    each slice the block's views. A head slice's keys and values (and in backward its gradient sums)
+    so stay in the processor's caches while a block of views goes by, at the memory of one block's
+    phases (``view_block`` / H of a (B, H, N, d) float32 tensor per group for one-head slices).
+    With ``conjugate`` the last item is (phases, their complex conjugates), both computed once per
+    (view, groups) (backward rotates the key gradients back with the conjugates).
+    Measured on CPU (docs/speed.md): views inside heads, not heads inside views, is what keeps the
+    per-view calls near RoPE's one call."""
     chunks = enc._group_chunks(H, torch.device(device).type)  # slices of the same groups are adjacent
+    block = max(1, view_block or VIEW_BLOCK)
     for (g0, g1), same in itertools.groupby(chunks, key=lambda c: (c[0], c[1])):
         heads = [h for _, _, h in same]
-        for i in range(enc.S):
-            ph = enc._view_phases(i, g0, g1, d, cdt, device)
+        for first in range(0, enc.S, block):
+            views = range(first, min(first + block, enc.S))
+            phases = [enc._view_phases(i, g0, g1, d, cdt, device) for i in views]
+            if conjugate:
+                phases = [(ph, ph.conj().resolve_conj()) for ph in phases]
             for h in heads:
-                yield g0, g1, h, slice(i * enc.T, (i + 1) * enc.T), ph
+                for i, ph in zip(views, phases):
+                    yield g0, g1, h, slice(i * enc.T, (i + 1) * enc.T), ph
 
 
 def fused_backward(enc, grad, saved, states, kernel: FusedKernel, dtypes):
@@ -134,11 +173,12 @@ def fused_backward(enc, grad, saved, states, kernel: FusedKernel, dtypes):
     conj_q = enc._query_phases(d, cdt, qp.device).conj().resolve_conj()
     vd = v.to(dt)
     first = set()  # head slices whose dk, dv are written (the first view), the others add
-    for g0, g1, h, rows, ph in calls(enc, H, d, cdt, qp.device):
-        gq, gk, gv = kernel.backward(grad[:, h, rows], qp[:, h, rows], _rotate_groups(kp[:, h], ph, g0, g1, dt),
-                                     vd[:, h], out[:, h, rows], next(states))
+    keys = _RotatedKeys(enc, kp, dt, cdt)
+    for g0, g1, h, rows, (ph, conj) in calls(enc, H, d, cdt, qp.device, conjugate=True):
+        gq, gk, gv = kernel.backward(grad[:, h, rows], qp[:, h, rows], keys(h, ph), vd[:, h], out[:, h, rows],
+                                     next(states))
         _rotate_into(gq, conj_q[rows], dq[:, h, rows])  # pair order until the end
-        gk, conj = _by_group(_complex_view(gk.to(dk.dtype)), g0, g1), ph.conj()
+        gk = _by_group(_complex_view(gk.to(dk.dtype)), g0, g1)
         if h.start not in first:
             first.add(h.start)
             torch.mul(gk, conj, out=_by_group(dk_c[:, h], g0, g1))
