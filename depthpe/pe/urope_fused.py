@@ -161,32 +161,52 @@ def calls(enc, H: int, d: int, cdt, device, view_block: int | None = None, conju
 
 def fused_backward(enc, grad, saved, states, kernel: FusedKernel, dtypes):
     """(dq, dk, dv) in ``dtypes`` for the gradient ``grad`` of ``fused_forward``'s output; every
-    gradient is written or summed straight into dq, dk, dv, so the temporaries are head slices."""
+    gradient is written or summed straight into dq, dk, dv, so the temporaries are head slices.
+    dq is written in VGGT's channel order call by call; dk is summed over the views in pair order
+    (the key gradients are rotated back in complex pairs) and reordered at the end."""
     qp, kp, v, out = saved
     dt = qp.dtype
     B, H, N, d = qp.shape
     states = iter(states)
     cdt = _complex(work_dtype(dtypes[0]))
     dk = torch.empty(kp.shape, dtype=work_dtype(dtypes[1]), device=kp.device)  # pair order
-    dk_c, dv = _complex_view(dk), torch.empty(v.shape, dtype=work_dtype(dtypes[2]), device=v.device)
+    dv = torch.empty(v.shape, dtype=work_dtype(dtypes[2]), device=v.device)
     dq = torch.empty(qp.shape, dtype=dtypes[0], device=qp.device)
     conj_q = enc._query_phases(d, cdt, qp.device).conj().resolve_conj()
     vd = v.to(dt)
-    first = set()  # head slices whose dk, dv are written (the first view), the others add
+    sums = _GradientSums(enc, dk, dv)
     keys = _RotatedKeys(enc, kp, dt, cdt)
     for g0, g1, h, rows, (ph, conj) in calls(enc, H, d, cdt, qp.device, conjugate=True):
         gq, gk, gv = kernel.backward(grad[:, h, rows], qp[:, h, rows], keys(h, ph), vd[:, h], out[:, h, rows],
                                      next(states))
-        _rotate_into(gq, conj_q[rows], dq[:, h, rows])  # pair order until the end
-        gk = _by_group(_complex_view(gk.to(dk.dtype)), g0, g1)
-        if h.start not in first:
-            first.add(h.start)
-            torch.mul(gk, conj, out=_by_group(dk_c[:, h], g0, g1))
-            dv[:, h] = gv
-        else:
-            _by_group(dk_c[:, h], g0, g1).addcmul_(gk, conj)
-            dv[:, h] += gv
+        _pair_order(_rotate_pairs(gq, conj_q[rows], _real(cdt)), dq[:, h, rows], inverse=True)
+        sums.add(h, gk, gv, conj)
     for h in head_chunks(H, qp.device.type):  # back from pair order, in place
         _pair_order(dk[:, h].clone(), dk[:, h], inverse=True)
-        _pair_order(dq[:, h].clone(), dq[:, h], inverse=True)
     return dq, dk.to(dtypes[1]), dv.to(dtypes[2])
+
+
+class _GradientSums:
+    """The key and value gradients of ``fused_backward`` summed over the query views, per head slice
+    of ``calls``: the first view of a slice writes, the others add. dk (B, H, N, d) is in pair order
+    and receives each view's key gradient rotated back by the view's conjugate phases; dv (B, H, N, d)
+    receives the value gradients as they are. The views of each slice are made once."""
+
+    def __init__(self, enc, dk: torch.Tensor, dv: torch.Tensor):
+        dk_c = _complex_view(dk)
+        self.slices = {h.start: (g0, g1, _by_group(dk_c[:, h], g0, g1), dv[:, h])
+                       for g0, g1, h in enc._group_chunks(dk.shape[1], dk.device.type)}
+        self.written = set()
+
+    def add(self, h: slice, gk: torch.Tensor, gv: torch.Tensor, conj: torch.Tensor) -> None:
+        """Add one call's key gradient gk (B, h, N, d, pair order, rotated keys) and value gradient
+        gv (B, h, N, d) to head slice h; ``conj``: the call's conjugate key phases."""
+        g0, g1, dk_h, dv_h = self.slices[h.start]
+        gk = _by_group(_complex_view(gk.to(dk_h.real.dtype)), g0, g1)
+        if h.start in self.written:
+            dk_h.addcmul_(gk, conj)
+            dv_h.add_(gv)
+        else:
+            self.written.add(h.start)
+            torch.mul(gk, conj, out=dk_h)
+            dv_h.copy_(gv)
