@@ -106,9 +106,10 @@ def fused_forward(enc, q, k, v, kernel: FusedKernel, dtype):
     ``states`` the kernel states of the calls. The keys rotated for a query view exist only during
     that view's kernel call (forward) and are recomputed for its backward.
 
-    The calls go head group by head group, and inside a group view by view (``calls``): the key
-    phases of a (view, group) are computed once for the group's heads, and a head slice's keys,
-    values and gradient sums stay in the processor's cache while its views go by.
+    The calls go in ``calls``'s order (anchor group, block of query views, head slice, view): the key
+    phases of a (view, group) are computed once for the group's heads, and a head slice's keys and
+    values stay in the processor's caches while a block of views goes by. The rotated keys of every
+    call are written into one buffer (``_RotatedKeys``).
     """
     B, H, N, d = q.shape
     cdt = _complex(work_dtype(q.dtype))

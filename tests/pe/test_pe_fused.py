@@ -230,3 +230,30 @@ def test_fused_kernel_is_chosen_on_fake_tensors():
         for dtype, name in ((torch.bfloat16, "cuda_flash"), (torch.float32, "cuda_efficient")):
             qc = torch.empty(1, 4, 10, 64, device="cuda", dtype=dtype)
             assert fused_kernel(qc, qc, qc).name == name
+
+
+@pytest.mark.parametrize("block", [1, 2, 5])
+def test_urope_view_blocks_change_only_the_order(block, monkeypatch):
+    """URoPE's fused calls go head by head inside blocks of query views (``urope_fused.calls``):
+    every (head, view) pair once, and values and gradients equal to the hooks path, for blocks that
+    split 5 views unevenly, a batch of 2 and 8 heads in 4 anchor groups."""
+    from depthpe.pe import prepare_encoding, urope_fused
+    from tests.helpers.pe import random_cameras, random_qkv
+
+    monkeypatch.setattr(urope_fused, "VIEW_BLOCK", block)
+    g = torch.Generator().manual_seed(11)
+    K, w2c = random_cameras(2, 5, g, trans=0.3)
+    q, k, v = (x.double() for x in random_qkv(2, 8, 5 * 5, 16, g))
+    enc = prepare_encoding("urope", K=K, w2c=w2c, image_size=(28, 28), grid=(2, 2), num_special=1,
+                           anchors=[0.5, 1.0, 2.0, 4.0])
+    order = [(h.start, rows.start // 5) for _, _, h, rows, _ in urope_fused.calls(enc, 8, 16, torch.complex128, "cpu")]
+    assert sorted(order) == [(h, i) for h in range(8) for i in range(5)]
+    assert order[:2 * min(block, 5)] == [(h, i) for h in (0, 1) for i in range(min(block, 5))]
+    grad = torch.randn(q.shape, dtype=q.dtype, generator=g)
+    out, grads = _out_and_grads(enc.attend, q, k, v, grad)
+    assert fused_name(out) == "FusedAttentionBackward"
+    enc.fused = False
+    ref, ref_grads = _out_and_grads(enc.attend, q, k, v, grad)
+    assert rel_err(out, ref) < 1e-13
+    for a, b in zip(grads, ref_grads):
+        assert rel_err(a, b) < 1e-13
