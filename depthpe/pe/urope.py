@@ -41,6 +41,7 @@ import copy
 import functools
 import json
 import math
+import weakref
 
 import torch
 import torch.nn as nn
@@ -461,20 +462,26 @@ class URoPE(Encoding):
 
         Every other tensor goes to the hooks that were active before (``outer``), e.g. those of
         activation checkpointing, which then drops and recomputes it as for any other layer:
-        saved-tensor hooks do not nest by themselves (the innermost pair gets every tensor).
+        saved-tensor hooks do not nest by themselves (the innermost pair gets every tensor). The
+        recipe's ingredient, the permuted keys ``kr_const``, goes to them too (under checkpointing
+        a handle, recomputed with the layer), and the hooks hold it only weakly: autograd keeps both
+        hooks as long as the graph, and a closure holding ``kr_const`` kept one float32 key tensor
+        per checkpointed layer alive until backward (docs/speed.md).
         """
         sig = (k_rot.data_ptr(), k_rot.shape, k_rot.stride(), k_rot.dtype)
         outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
+        keys = weakref.ref(kr_const)
 
         def pack(t):
             if (t.data_ptr(), t.shape, t.stride(), t.dtype) == sig:
-                return _Recompute()
+                return _Recompute(outer[0](keys()) if outer is not None else keys())
             return _Outer(outer[0](t)) if outer is not None else t
 
         def unpack(x):
             if isinstance(x, _Recompute):
-                with torch.no_grad(), torch.autocast(device_type=kr_const.device.type, enabled=False):
-                    return self._chunk_keys(kr_const, i0, i1, out_dtype, keep_phases=True)
+                kr = outer[1](x.keys) if outer is not None else x.keys
+                with torch.no_grad(), torch.autocast(device_type=kr.device.type, enabled=False):
+                    return self._chunk_keys(kr, i0, i1, out_dtype, keep_phases=True)
             return outer[1](x.packed) if isinstance(x, _Outer) else x
 
         return pack, unpack
@@ -510,7 +517,11 @@ class URoPE(Encoding):
 
 
 class _Recompute:
-    """Marker stored by the saved-tensor hook in place of a chunk's rotated keys."""
+    """Stored by the saved-tensor hook in place of a chunk's rotated keys: the permuted keys they are
+    recomputed from (``keys``: the tensor, or what the enclosing hooks packed for it)."""
+
+    def __init__(self, keys):
+        self.keys = keys
 
 
 class _Outer:
