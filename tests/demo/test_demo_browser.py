@@ -29,8 +29,8 @@ def served(tmp_path_factory):
     yield paths, url
     proc.terminate()
     try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:  # a loaded machine (CI beside the Slurm jobs): do not leave it running
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # after a prediction it has outlived SIGTERM (60 s in CI): do not wait on
         proc.kill()
         proc.wait(timeout=30)
 
