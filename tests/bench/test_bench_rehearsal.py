@@ -22,6 +22,7 @@ from depthpe.config import ConfigError
 from tests.helpers.training import MICRO_MODEL
 
 TRUE_SIZE_ENV = "DEPTHPE_REHEARSAL_TRUE_SIZE"
+TRUE_WIDTH_ENV = "DEPTHPE_REHEARSAL_TRUE_WIDTH"
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -170,7 +171,9 @@ TRUE_WIDTH = ["model.num_blocks=4", "model.head_layers=[0,1,2,3]", "model.backbo
 
 
 @pytest.mark.slow
-# in CI: 1 min 45 s on a quiet 2-core machine (the true size itself: test_rehearsal_true_size, opt-in)
+@pytest.mark.skipif(not os.environ.get(TRUE_WIDTH_ENV), reason=f"true width takes 1.75-5 min of 2 cores (283 s of a "
+                    f"19 min CI run on 2026-12-06, which then took 19 min 47 s of its 20); test_rehearsal_small_scale "
+                    f"covers every stage in CI; set {TRUE_WIDTH_ENV}=1 to run it")
 def test_rehearsal_true_width(tmp_path, monkeypatch):
     from tests.helpers.hub_server import FakeHub
 
