@@ -435,11 +435,13 @@ def _dynamo_settings(args):
 
     Every ``Compiled`` shares one code object, so dynamo keeps one cache entry per (method, S) for
     it; past ``recompile_limit`` (8 by default) it would silently run the rest eagerly. The limit is
-    raised to the number of compiled rows, and hitting it anyway is an error, not a quiet fallback."""
+    raised to the number of compiled rows (never lowered), and hitting it anyway is an error, not a
+    quiet fallback."""
     if not args.compile:
         return contextlib.nullcontext()
     rows = len(measured_methods(args)) * len(args.views)
-    return torch._dynamo.config.patch(recompile_limit=max(8, rows), fail_on_recompile_limit_hit=True)
+    limit = max(torch._dynamo.config.recompile_limit, rows)
+    return torch._dynamo.config.patch(recompile_limit=limit, fail_on_recompile_limit_hit=True)
 
 
 def _run(args: argparse.Namespace) -> int:
