@@ -362,6 +362,27 @@ def _check_methods(args) -> None:
         raise SystemExit(f"--views must be >= 1, got {args.views}")
     if args.head_chunks is not None and args.head_chunks < 1:
         raise SystemExit(f"--head-chunks must be >= 1, got {args.head_chunks}")
+    for name in ("repeats", "heads", "head_dim", "batch"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+
+
+def _probe_methods(args) -> None:
+    """Prepare and run every method once, without gradients, on 2 views of the configuration, so that
+    one a method cannot take (heads that URoPE's anchors do not divide, a head dim that 2D RoPE
+    cannot split, tokens with no patch left) is a one-line error before anything is timed, not a
+    traceback in the middle of a table."""
+    probe = argparse.Namespace(**{**vars(args), "views": 2, "batch": 1})
+    try:
+        setup = Setup(probe)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    with torch.no_grad():
+        for m in (m for m in measured_methods(args) if not m.endswith(COMPILED)):
+            try:
+                setup.prepare(m).attend(*setup.qkv)
+            except ValueError as err:
+                raise SystemExit(f"method {m!r} cannot run this configuration: {err}") from None
 
 
 def measured_methods(args) -> list[str]:
@@ -417,6 +438,8 @@ def format_compiled(by_views: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     args.views = args.views if isinstance(args.views, list) else [args.views]
     _check_methods(args)
+    if not args.memory_child:  # the parent probed them
+        _probe_methods(args)
     if args.threads:
         torch.set_num_threads(args.threads)
     previous = dict(camera.HEAD_CHUNKS)

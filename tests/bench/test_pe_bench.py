@@ -60,8 +60,25 @@ def test_unknown_method_and_empty_grid_are_clear_errors():
         attention.run(_args(*TINY, "--methods", "rope", "nope", "--no-memory"))
     with pytest.raises(SystemExit, match=r"unknown method 'qk=KRt,vo=p2d': .*valid pairs"):
         attention.run(_args(*TINY, "--methods", "qk=KRt,vo=p2d", "--no-memory"))
-    with pytest.raises(ValueError, match="--tokens-per-view 5 leaves no patch tokens after 5 special"):
+    with pytest.raises(SystemExit, match="--tokens-per-view 5 leaves no patch tokens after 5 special"):
         attention.run(_args("--tokens-per-view", "5", "--special", "5", "--methods", "rope", "--no-memory"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--heads", "6", "--methods", "urope"],
+     r"^method 'urope' cannot run this configuration: urope: 6 heads cannot be split into 4 anchor groups"),
+    (["--head-dim", "12", "--methods", "prope"], r"^method 'prope' cannot run this configuration: .*head dim"),
+    (["--head-dim", "18", "--methods", "urope"], r"^method 'rope' cannot run this configuration: .*divisible by 4"),
+    (["--repeats", "0"], r"^--repeats must be >= 1, got 0$"),
+    (["--heads", "0"], r"^--heads must be >= 1, got 0$"),
+])
+def test_a_configuration_a_method_cannot_take_is_one_line_before_any_timing(argv, message, capsys):
+    """Every method (rope, the base, included) is prepared and run once on the configuration before
+    anything is timed: what it cannot take is one line, no traceback and no half-printed table."""
+    with pytest.raises(SystemExit, match=message) as err:
+        attention.run(_args(*TINY, "--no-memory", *argv))
+    assert "\n" not in str(err.value.code)
+    assert capsys.readouterr().out == ""
 
 
 def test_grid_for_picks_the_most_square_grid():
