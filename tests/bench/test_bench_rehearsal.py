@@ -171,9 +171,10 @@ TRUE_WIDTH = ["model.num_blocks=4", "model.head_layers=[0,1,2,3]", "model.backbo
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get(TRUE_WIDTH_ENV), reason=f"true width takes 1.75-5 min of 2 cores (283 s of a "
-                    f"19 min CI run on 2026-12-06, which then took 19 min 47 s of its 20); test_rehearsal_small_scale "
-                    f"covers every stage in CI; set {TRUE_WIDTH_ENV}=1 to run it")
+@pytest.mark.skipif(not os.environ.get(TRUE_WIDTH_ENV), reason=f"true width takes 1.5-5 min of 2 cores (88 s alone and "
+                    f"283 s inside a loaded 19 min CI run on 2026-12-06, which then took 19 min 47 s of its 20); "
+                    f"test_rehearsal_small_scale covers every stage, multipart LFS push included, in CI; set "
+                    f"{TRUE_WIDTH_ENV}=1 to run it")
 def test_rehearsal_true_width(tmp_path, monkeypatch):
     from tests.helpers.hub_server import FakeHub
 
