@@ -3,6 +3,7 @@ of peaks and ratios (with ``--fit views``, the largest S per GPU size for each).
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import torch
@@ -11,24 +12,39 @@ from .memory_report import largest, progress_lines
 from .memory_step import CAPACITIES_GB, GIB, MIB, Setting, predict, setting_from_args
 
 
-
 def compare_encodings(args, progress) -> dict[str, dict]:
     """{global_pe: {"setting", "result", "largest"}} for rope and every one of ``args.encodings``: the
     run config with ``model.global_pe`` overridden, the other sizes resolved once (from the config's
     own encoding); ``largest`` (with ``--fit views``) maps GPU GB to the largest S that fits."""
     from ..run import load_run_config
 
-    base = setting_from_args(args)
+    base = _same_options(setting_from_args, _with_encoding(args, "rope"))
     out = {}
     for pe in dict.fromkeys(["rope", *args.encodings]):
         progress(f"encoding {pe}")
-        cfg = load_run_config(args.config, [*args.overrides, f"model.global_pe={pe}"])
+        cfg = _same_options(load_run_config, args.config, _with_encoding(args, pe).overrides)
         setting = Setting(cfg, base.views, base.batch, base.height, base.width, base.precision,
                           base.checkpointing, base.target, base.ddp)
         result = predict(setting)
         largest_s = largest(setting, "views", None, {setting.views: result}) if args.fit == "views" else None
         out[pe] = {"setting": setting, "result": result, "largest": largest_s}
     return out
+
+
+def _with_encoding(args, pe: str):
+    """A copy of ``args`` whose config overrides end with ``model.global_pe=pe``."""
+    return argparse.Namespace(**{**vars(args), "overrides": [*args.overrides, f"model.global_pe={pe}"]})
+
+
+def _same_options(load, *load_args):
+    """``load(*load_args)``; a config error (``pe_options`` that one of the compared encodings does not
+    take) becomes a one-line ``SystemExit`` saying that every encoding gets the same options."""
+    try:
+        return load(*load_args)
+    except ValueError as err:
+        raise SystemExit(f"{err} (--encodings gives every compared encoding, rope included, the same "
+                         "model.pe_options: leave out the ones an encoding does not take, or predict that "
+                         "encoding alone with model.global_pe=NAME)") from None
 
 
 def format_comparison(compared: dict[str, dict]) -> str:

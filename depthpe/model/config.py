@@ -139,6 +139,13 @@ class DepthModelConfig:
             if head_dim % head_dim_multiple(name):
                 bad(f"global_pe transform {name!r} needs a head dim divisible by "
                     f"{head_dim_multiple(name)}, got head_dim {head_dim}")
+        if self.pe_options:  # prepared once on a tiny rig (imports torch only then)
+            from ..pe.registry import options_problem
+
+            problem = options_problem(self.global_pe, self.pe_options, num_heads=self.num_heads,
+                                      head_dim=head_dim, num_special=self.num_special_tokens)
+            if problem:
+                bad(f"pe_options {self.pe_options} for global_pe {self.global_pe!r}: {problem}")
 
     @property
     def head_dim(self) -> int:

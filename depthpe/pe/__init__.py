@@ -27,6 +27,7 @@ __all__ = [
     "validate_cameras",
     "check_encoding_cameras",
     "encoding_state",
+    "options_problem",
 ]
 
 _LAZY = {
@@ -40,6 +41,7 @@ _LAZY = {
     "validate_cameras": "camera",
     "check_encoding_cameras": "pairs",
     "encoding_state": "pairs",
+    "options_problem": "registry",
 }
 
 

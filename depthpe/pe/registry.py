@@ -9,6 +9,7 @@ table. This is the entry point of ``depthpe.pe``: it sits above the families and
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping
 from typing import Callable
 
@@ -18,7 +19,7 @@ from .base import Encoding
 from .pairs import make_pair_encoding
 from .spec import PRESET_PAIRS
 
-__all__ = ["register_encoding", "prepare_encoding", "available_encodings"]
+__all__ = ["register_encoding", "prepare_encoding", "available_encodings", "options_problem"]
 
 _REGISTRY: dict[str, Callable[..., Encoding]] = {
     name: functools.partial(make_pair_encoding, name) for name in PRESET_PAIRS
@@ -109,3 +110,40 @@ def _fused_option(value) -> bool | None:
     if key not in FUSED_ATTENTION:
         raise ValueError(f"pe_options.fused_attention must be auto, on or off, got {value!r}")
     return FUSED_ATTENTION[key]
+
+
+def options_problem(method: str | Mapping[str, str], options: Mapping, *, num_heads: int, head_dim: int,
+                    num_special: int = 1) -> str | None:
+    """Why ``method`` cannot run with ``options`` (``pe_options``), or None when it can.
+
+    Prepares the encoding on a tiny two-view rig (28 x 28 px, a 2 x 2 patch grid, ``num_special``
+    special tokens per view, the second camera 0.1 to the right) and runs one attention of
+    ``num_heads`` heads of ``head_dim`` channels without gradients, so that an unknown option, a bad
+    value or options the head layout cannot take (URoPE anchors that do not divide the heads) are
+    found when a config is made, not at the first training step. Runs on plain CPU tensors whatever
+    autocast, fake-tensor or dispatch mode the caller is in, and leaves the global random state alone
+    (a model seeded before its config is made initializes the same); results are cached per argument set.
+    """
+    key = json.dumps([method, dict(options)], sort_keys=True, default=str)
+    return _options_problem(key, int(num_heads), int(head_dim), int(num_special))
+
+
+@functools.lru_cache(maxsize=256)
+def _options_problem(key: str, num_heads: int, head_dim: int, num_special: int) -> str | None:
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    method, options = json.loads(key)
+    with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.autocast("cpu", enabled=False):
+        K = torch.tensor([[28.0, 0.0, 14.0], [0.0, 28.0, 14.0], [0.0, 0.0, 1.0]]).expand(1, 2, 3, 3)
+        w2c = torch.eye(4).repeat(1, 2, 1, 1)
+        w2c[0, 1, 0, 3] = 0.1
+        seeded = torch.Generator().manual_seed(0)
+        q = torch.randn(1, num_heads, 2 * (num_special + 4), head_dim, generator=seeded)
+        try:
+            enc = prepare_encoding(method, image_size=(28, 28), grid=(2, 2), num_special=num_special,
+                                   K=K, w2c=w2c, **options)
+            with torch.no_grad():
+                enc.attend(q, q, q)
+        except (TypeError, ValueError) as err:
+            return str(err)
+    return None

@@ -156,6 +156,15 @@ def test_overrides_after_encodings_are_overrides_not_encodings(tmp_path):
         main(["bench", "memory", "--config", "quickstart", "--encodings", "model.pe_options.fused_attention=on"])
 
 
+def test_options_one_compared_encoding_does_not_take_are_one_line_before_any_prediction(capsys):
+    """URoPE's ``num_anchors`` given to a comparison reaches rope too: a one-line error naming the option
+    and what to do, not a traceback from inside the first prediction."""
+    with pytest.raises(SystemExit, match=r"unknown option\(s\) \['num_anchors'\].*same model.pe_options"):
+        main(["bench", "memory", "--config", "quickstart", "--views", "2", "--batch", "1", "--image-width", "28",
+              "--quiet", "--encodings", "urope", "model.pe_options.num_anchors=2"])
+    assert "global_pe" not in capsys.readouterr().out  # no table was printed
+
+
 def test_fused_attention_auto_follows_the_target_device():
     """The model runs on fake CPU tensors whatever the target, so ``fused_attention: auto`` is
     resolved for the target: off for a CUDA prediction (the GPU default), on for ``--target cpu``;

@@ -111,6 +111,28 @@ def test_config_rejects_invalid(bad):
         tiny_config(**bad)
 
 
+@pytest.mark.parametrize(
+    "pe, options, says",
+    [
+        ("prope", {"num_anchors": 2}, r"unknown option\(s\) \['num_anchors'\]"),
+        ("urope", {"num_anchors": 3}, "cannot be split into 3 anchor groups"),
+        ("prope", {"softmax": "sometimes"}, "softmax"),
+        ("gta", {"fused_attention": "maybe"}, "fused_attention must be auto, on or off"),
+    ],
+)
+def test_options_the_encoding_does_not_take_are_refused_with_the_config(pe, options, says):
+    with pytest.raises(ConfigError, match=f"invalid DepthModelConfig: pe_options .*{says}"):
+        tiny_config(global_pe=pe, pe_options=options)
+    with pytest.raises(ConfigError, match=says):  # a whole training step would not find it sooner
+        tiny_config(global_pe="urope" if pe == "prope" else "prope").replace(global_pe=pe, pe_options=options)
+
+
+def test_options_the_encoding_takes_are_kept_and_build_a_model():
+    cfg = tiny_config(global_pe="urope", pe_options={"num_anchors": 2, "fused_attention": "off"})
+    assert cfg.pe_options == {"num_anchors": 2, "fused_attention": "off"}
+    assert DepthModel(cfg).config.pe_options["num_anchors"] == 2
+
+
 def test_layerscale_init_sets_every_aggregator_block():
     model = DepthModel(tiny_config(layerscale_init=0.5))
     blocks = [*model.aggregator.frame_blocks, *model.aggregator.global_blocks]
