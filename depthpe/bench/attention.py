@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from ..config.options import add_plain_options, option
 from ..pe import camera
 from .attention_check import check_methods, format_check
+from .methods import parse_method
 from .settings import JSON_HELP
 
 DESCRIPTION = __doc__
@@ -122,31 +123,6 @@ def make_cameras(batch: int, views: int, image_size, device) -> tuple[torch.Tens
     K = torch.tensor([[0.9 * W, 0, (W - 1) / 2], [0, 0.9 * W, (H - 1) / 2], [0, 0, 1]],
                      dtype=torch.float64).expand(batch, views, 3, 3)
     return K.to(device), w2c.to(device)
-
-
-def parse_method(text: str) -> tuple[str | dict, dict]:
-    """``"prope"`` -> ("prope", {}); ``"qk=p2d,vo=KRtAdd2d,softmax=blockwise"`` ->
-    ({"qk": "p2d", "vo": "KRtAdd2d"}, {"softmax": "blockwise"}). Values are read as YAML scalars.
-    Raises ``ValueError`` naming the valid presets and pairs."""
-    import yaml
-
-    from depthpe.pe.spec import encoding_pair
-
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    method: str | dict = {}
-    options = {}
-    for n, item in enumerate(items):
-        key, sep, value = item.partition("=")
-        if not sep and n == 0:
-            method = key
-        elif key in ("qk", "vo") and isinstance(method, dict):
-            method[key] = value
-        elif sep:
-            options[key] = yaml.safe_load(value)
-        else:
-            raise ValueError(f"method {text!r}: {item!r} is not key=value")
-    encoding_pair(method)
-    return method, options
 
 
 PER_VIEW_REFERENCE = "rope-per-view"

@@ -61,6 +61,7 @@ import torch
 from ..config.options import add_plain_options, option
 from .memory_encodings import compare_encodings, format_comparison, run_comparison
 from .memory_report import breakdown_rows, fits, format_report, largest, progress_lines
+from .methods import is_method_text
 from .memory_step import (CAPACITIES_GB, PRECISIONS, Setting, build_training, cuda_rules, make_batch,
                           make_cameras_real, measure_here, predict, rules_in_recomputation, setting_from_args,
                           train_step)
@@ -104,7 +105,9 @@ class MemorySettings(BenchedRun):
     threads: int = option(1, help="torch CPU threads of the --measure run")
     encodings: Optional[list[str]] = option(None, nargs="+", help="compare these global_pe presets (rope is added "
                                             "first): one prediction each, a table of peaks and ratios to rope "
-                                            "(with --fit views: the largest S per GPU size for each)")
+                                            "(with --fit views: the largest S per GPU size for each); options of "
+                                            "one encoding after commas (urope,num_anchors=2), a pair as "
+                                            "qk=A,vo=B[,option=value]")
     json: Optional[str] = option(None, help=JSON_HELP)
     quiet: bool = option(False, store_true=True, help="no progress lines on stderr")
     measure_child: bool = option(False, flag="--_measure-child", store_true=True, hidden=True,
@@ -139,10 +142,11 @@ def measure_cpu(args, setting: Setting) -> dict:
 
 def take_overrides_from_encodings(args: argparse.Namespace) -> None:
     """Move ``KEY=VALUE`` words that ``--encodings`` (a list option) took from after it back to the
-    config overrides, in place: ``--encodings prope urope model.x=1`` means what it looks like."""
+    config overrides, in place: ``--encodings prope urope model.x=1`` means what it looks like
+    (``urope,num_anchors=2`` stays an encoding: ``methods.is_method_text``)."""
     if args.encodings:
-        args.overrides = [*args.overrides, *(w for w in args.encodings if "=" in w)]
-        args.encodings = [w for w in args.encodings if "=" not in w]
+        args.overrides = [*args.overrides, *(w for w in args.encodings if not is_method_text(w))]
+        args.encodings = [w for w in args.encodings if is_method_text(w)]
         if not args.encodings:
             raise SystemExit("--encodings needs at least one global_pe preset, e.g. --encodings prope urope")
 

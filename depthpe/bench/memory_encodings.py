@@ -9,20 +9,23 @@ import json
 import torch
 
 from .memory_report import largest, progress_lines
+from .methods import method_overrides
 from .memory_step import CAPACITIES_GB, GIB, MIB, Setting, predict, setting_from_args
 
 
 def compare_encodings(args, progress) -> dict[str, dict]:
-    """{global_pe: {"setting", "result", "largest"}} for rope and every one of ``args.encodings``: the
-    run config with ``model.global_pe`` overridden, the other sizes resolved once (from the config's
-    own encoding); ``largest`` (with ``--fit views``) maps GPU GB to the largest S that fits."""
+    """{encoding as given: {"setting", "result", "largest"}} for rope and every one of ``args.encodings``
+    (a preset, ``PRESET,option=value,...`` or ``qk=A,vo=B[,option=value]``: ``methods.parse_method``):
+    the run config with ``model.global_pe`` and that entry's ``pe_options`` overridden, the other sizes
+    resolved once (with rope); ``largest`` (with ``--fit views``) maps GPU GB to the largest S that fits."""
     from ..run import load_run_config
 
-    base = _same_options(setting_from_args, _with_encoding(args, "rope"))
+    base = _checked(setting_from_args, args, _with_encoding(args, "rope"))
+    configs = {pe: _checked(load_run_config, args, args.config, _with_encoding(args, pe).overrides)
+               for pe in dict.fromkeys(["rope", *args.encodings])}  # every entry checked before a prediction
     out = {}
-    for pe in dict.fromkeys(["rope", *args.encodings]):
+    for pe, cfg in configs.items():
         progress(f"encoding {pe}")
-        cfg = _same_options(load_run_config, args.config, _with_encoding(args, pe).overrides)
         setting = Setting(cfg, base.views, base.batch, base.height, base.width, base.precision,
                           base.checkpointing, base.target, base.ddp)
         result = predict(setting)
@@ -32,19 +35,25 @@ def compare_encodings(args, progress) -> dict[str, dict]:
 
 
 def _with_encoding(args, pe: str):
-    """A copy of ``args`` whose config overrides end with ``model.global_pe=pe``."""
-    return argparse.Namespace(**{**vars(args), "overrides": [*args.overrides, f"model.global_pe={pe}"]})
+    """A copy of ``args`` whose config overrides end with those selecting ``pe`` (``method_overrides``);
+    an entry that is no encoding is a one-line ``SystemExit``."""
+    try:
+        chosen = method_overrides(pe)
+    except ValueError as err:
+        raise SystemExit(f"--encodings {pe!r}: {err}") from None
+    return argparse.Namespace(**{**vars(args), "overrides": [*args.overrides, *chosen]})
 
 
-def _same_options(load, *load_args):
-    """``load(*load_args)``; a config error (``pe_options`` that one of the compared encodings does not
-    take) becomes a one-line ``SystemExit`` saying that every encoding gets the same options."""
+def _checked(load, args, *load_args):
+    """``load(*load_args)``; a config error becomes a one-line ``SystemExit``, which adds, where the
+    overrides set ``model.pe_options``, that those reach every compared encoding, rope included."""
     try:
         return load(*load_args)
     except ValueError as err:
-        raise SystemExit(f"{err} (--encodings gives every compared encoding, rope included, the same "
-                         "model.pe_options: leave out the ones an encoding does not take, or predict that "
-                         "encoding alone with model.global_pe=NAME)") from None
+        shared = any(o.startswith("model.pe_options") for o in args.overrides)
+        hint = (" (model.pe_options overrides reach every compared encoding, rope included: give an encoding "
+                "its own options after a comma, e.g. --encodings urope,num_anchors=2)") if shared else ""
+        raise SystemExit(f"{err}{hint}") from None
 
 
 def format_comparison(compared: dict[str, dict]) -> str:

@@ -66,7 +66,8 @@ class Setting:
         """JSON-friendly description (no config object)."""
         return {"views": self.views, "batch": self.batch, "height": self.height, "width": self.width,
                 "precision": self.precision, "checkpointing": self.checkpointing, "target": self.target,
-                "global_pe": self.cfg.model_config().global_pe, "ddp": self.ddp}
+                "global_pe": self.cfg.model_config().global_pe, "pe_options": self.cfg.model_config().pe_options,
+                "ddp": self.ddp}
 
 
 def setting_from_args(args) -> Setting:

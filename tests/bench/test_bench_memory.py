@@ -157,12 +157,35 @@ def test_overrides_after_encodings_are_overrides_not_encodings(tmp_path):
 
 
 def test_options_one_compared_encoding_does_not_take_are_one_line_before_any_prediction(capsys):
-    """URoPE's ``num_anchors`` given to a comparison reaches rope too: a one-line error naming the option
-    and what to do, not a traceback from inside the first prediction."""
-    with pytest.raises(SystemExit, match=r"unknown option\(s\) \['num_anchors'\].*same model.pe_options"):
-        main(["bench", "memory", "--config", "quickstart", "--views", "2", "--batch", "1", "--image-width", "28",
-              "--quiet", "--encodings", "urope", "model.pe_options.num_anchors=2"])
-    assert "global_pe" not in capsys.readouterr().out  # no table was printed
+    """URoPE's ``num_anchors`` given as a config override reaches rope too, and a bad entry anywhere in
+    the list: one line naming the option (and for the override, how to give it to one encoding), before
+    any prediction, not a traceback from inside one."""
+    argv = ["bench", "memory", "--config", "quickstart", "--views", "2", "--batch", "1", "--image-width", "28"]
+    with pytest.raises(SystemExit, match=r"unknown option\(s\) \['num_anchors'\].*--encodings urope,num_anchors=2"):
+        main([*argv, "--encodings", "urope", "model.pe_options.num_anchors=2"])
+    with pytest.raises(SystemExit, match="4 heads cannot be split into 3 anchor groups; use a number of anchors that divides the number of heads$"):
+        main([*argv, "--encodings", "prope", "urope,num_anchors=3"])
+    with pytest.raises(SystemExit, match="--encodings 'nope,x=1': unknown encoding 'nope'"):
+        main([*argv, "--encodings", "prope", "nope,x=1"])
+    captured = capsys.readouterr()
+    assert "global_pe" not in captured.out and "encoding prope" not in captured.err  # nothing was predicted
+
+
+def test_each_compared_encoding_takes_its_own_options(tmp_path):
+    """``urope,num_anchors=2`` and a pair with options are encodings (not overrides) whose options
+    reach only their own prediction; rope, the base of the ratios, gets none."""
+    out_json = tmp_path / "compare.json"
+    pair = "qk=KRtAdd2d,vo=KRtAdd2d,softmax=blockwise"
+    assert main(["bench", "memory", "--config", "quickstart", "--views", "2", "--batch", "1", "--image-width", "28",
+                 "--quiet", "--json", str(out_json), "--encodings", "urope,num_anchors=2", pair,
+                 "model.pe_options.fused_attention=on"]) == 0
+    data = json.loads(out_json.read_text())
+    assert data["overrides"] == ["model.pe_options.fused_attention=on"]
+    assert list(data["encodings"]) == ["rope", "urope,num_anchors=2", pair]
+    assert data["encodings"][pair]["setting"]["global_pe"] == {"qk": "KRtAdd2d", "vo": "KRtAdd2d"}
+    options = [e["setting"]["pe_options"] for e in data["encodings"].values()]
+    assert options == [{"fused_attention": True}, {"fused_attention": True, "num_anchors": 2},
+                       {"fused_attention": True, "softmax": "blockwise"}]
 
 
 def test_fused_attention_auto_follows_the_target_device():
