@@ -46,7 +46,9 @@ def _outputs(result, out: Path, conf: float | None, fusion_views: int):
 
     fusion = FusionSettings(fusion_views) if fusion_views > 0 else None
     exports = ("colmap", "nerfstudio") if result.unit == "cameras" else ()
-    summary = write_outputs(result, out, OutputSettings(conf, fusion, exports=exports))
+    # with the consistency filter on, the zip also holds each view's filtered depth (predict --filtered-depth)
+    summary = write_outputs(result, out, OutputSettings(conf, fusion, filtered_depth=fusion is not None,
+                                                        exports=exports))
     if not (out / "points.ply").is_file():
         return summary, None
     points, colors = read_ply(out / "points.ply")

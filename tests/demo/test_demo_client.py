@@ -30,6 +30,9 @@ def test_client_predicts_and_refuses(served, tmp_path):
                                                     api_name="/predict")
     assert message.startswith(f"Predicted {VIEWS} image(s)")
     assert len(gallery) == VIEWS and open(glb, "rb").read(4) == b"glTF"
-    assert "export/colmap/sparse/0/cameras.bin" in zipfile.ZipFile(archive).namelist()
+    names = zipfile.ZipFile(archive).namelist()
+    assert "export/colmap/sparse/0/cameras.bin" in names
+    filtered = sorted(n for n in names if n.endswith("_depth_filtered.npy"))  # fusion 1: the filtered depth too
+    assert len(filtered) == VIEWS and len([n for n in names if n.endswith("_depth.npy")]) == VIEWS
     message, gallery, glb, archive = client.predict(files, [], 4, 0, 1, api_name="/predict")
     assert message.startswith("**Error:**") and "needs cameras" in message and archive is None
