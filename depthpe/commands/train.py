@@ -89,23 +89,34 @@ def _train(args: argparse.Namespace) -> int:
         from ..run.trainer import train
 
         try:
-            train(cfg, resume=args.resume, overwrite=args.overwrite, allow_config_change=tuple(args.allow_config_change))
+            train(cfg, resume=args.resume, overwrite=args.overwrite, allow_config_change=tuple(args.allow_config_change),
+                  callbacks=[_complete_run_ignores_sigterm()])
         except (NoSpaceError, NoUsableSampleError) as err:  # a full disk, broken data: one line, status 1
             if args.debug:
                 raise
             print(f"error: {error_line(err)}", file=sys.stderr, flush=True)
             return 1
-        _ignore_sigterm_once_complete()
         return 0
     return USAGE_ERROR_STATUS
 
 
 
-def _ignore_sigterm_once_complete() -> None:
-    """The run is complete (final/ written): a SIGTERM until this process has ended (the teardown of
-    torch, the trackers and accelerate can take seconds) must not make it exit with 143, which the
-    Slurm scripts read as "stopped with a checkpoint, requeue" (a pre-emption landing just after the
-    last step would otherwise train the last steps again)."""
+def _complete_run_ignores_sigterm():
+    """A training callback: once ``final/`` is written the run is complete, and a SIGTERM until this
+    process has ended (the final validation, the Hub uploads, the teardown of torch, the trackers and
+    accelerate can take seconds) must not make it exit with 143, which the Slurm scripts read as
+    "stopped with a checkpoint, requeue" (a pre-emption or time limit landing just after the last step
+    would otherwise train the last steps again in a new allocation). So SIGTERM is ignored from the
+    moment ``final/`` is saved; the stop request leaves that in place when it restores its handlers
+    (``StopRequest.restore``), so no moment is left where SIGTERM kills the process."""
     import signal
+    import threading
 
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from ..run.callbacks import TrainingCallback
+
+    class CompleteRunIgnoresSigterm(TrainingCallback):
+        def on_checkpoint_saved(self, run, folder, final: bool) -> None:
+            if final and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    return CompleteRunIgnoresSigterm()

@@ -57,7 +57,10 @@ class StopRequest:
         return next((code for got, code in zip(anywhere, STOP_SIGNALS.values()) if got > 0), 0)
 
     def restore(self) -> None:
-        """Put the handlers that were installed before back."""
+        """Put the handlers that were installed before back, for each signal whose handler is still
+        this one's: a handler installed meanwhile (``depthpe train`` ignores SIGTERM once ``final/``
+        is written) stays."""
         for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
+            if signal.getsignal(sig) == self._handle:
+                signal.signal(sig, previous)
         self._previous = {}

@@ -28,16 +28,51 @@ def test_a_resumed_run_purges_the_steps_after_its_checkpoint(tmp_path):
     assert logged == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0), (5, 50.0), (6, 60.0), (7, 70.0), (8, 80.0)]
 
 
-def test_a_complete_run_ignores_sigterm_until_the_process_ends(monkeypatch):
+def test_a_complete_run_ignores_sigterm_from_final_until_the_process_ends(monkeypatch, synth_root, tmp_path):
+    """A real micro run through `depthpe train`: SIGTERM is ignored from the moment final/ is written,
+    and still when the stop request puts its handlers back (a CI run on the real cluster once got the
+    time limit's SIGTERM in that gap: exit 143, a requeue, the last 50 steps trained again). Before
+    final/ the stop request's handler is in place (pre-emption still writes a checkpoint)."""
     import signal
 
-    import depthpe.run.trainer as trainer_mod
+    from depthpe.run.preemption import StopRequest
+    from depthpe.run.loading import save_run_config
     from depthpe.train import main
+    from tests.helpers.training import run_config
 
-    monkeypatch.setattr(trainer_mod, "train", lambda cfg, **options: None)  # the run completed
+    seen = {}
+    restore = StopRequest.restore
+
+    def recording_restore(self):
+        seen["before restore"] = signal.getsignal(signal.SIGTERM)
+        restore(self)
+        seen["after restore"] = signal.getsignal(signal.SIGTERM)
+
+    monkeypatch.setattr(StopRequest, "restore", recording_restore)
+    config = save_run_config(run_config(synth_root, tmp_path / "run", train={"steps": 2}), tmp_path / "run.yaml")
     before = signal.getsignal(signal.SIGTERM)
     try:
-        assert main(["--config", "quickstart"]) == 0
+        assert main(["--config", str(config)]) == 0
+        assert (tmp_path / "run" / "final" / "model.safetensors").is_file()
+        assert seen == {"before restore": signal.SIG_IGN, "after restore": signal.SIG_IGN}
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_the_stop_request_puts_back_only_its_own_handlers():
+    import signal
+
+    from depthpe.run.preemption import StopRequest
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop = StopRequest()
+        assert signal.getsignal(signal.SIGTERM) == stop._handle
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # installed by someone else meanwhile
+        stop.restore()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # kept
+        assert signal.getsignal(signal.SIGINT) == before[signal.SIGINT]  # its own one put back
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
