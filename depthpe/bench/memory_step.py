@@ -64,10 +64,10 @@ class Setting:
 
     def describe(self) -> dict:
         """JSON-friendly description (no config object)."""
+        model = self.cfg.model_config()
         return {"views": self.views, "batch": self.batch, "height": self.height, "width": self.width,
                 "precision": self.precision, "checkpointing": self.checkpointing, "target": self.target,
-                "global_pe": self.cfg.model_config().global_pe, "pe_options": self.cfg.model_config().pe_options,
-                "ddp": self.ddp}
+                "global_pe": model.global_pe, "pe_options": model.pe_options, "ddp": self.ddp}
 
 
 def setting_from_args(args) -> Setting:
