@@ -49,3 +49,9 @@ def test_nothing_usable_is_zero_with_a_graph():
 def test_shapes_are_checked():
     with pytest.raises(ValueError, match=r"\(B, heads, Q, K\)"):
         correspondence_loss(torch.zeros(2, 3, 4), torch.zeros(2, 3, dtype=torch.long))
+    # each half of the check alone: logits of the wrong rank whose target would fit, and a target of
+    # the wrong shape for well-formed logits
+    with pytest.raises(ValueError, match=r"\(B, heads, Q, K\)"):
+        correspondence_loss(torch.zeros(2, 3, 4), torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"target \(B, Q\)"):
+        correspondence_loss(torch.zeros(2, 3, 4, 5), torch.zeros(2, 5, dtype=torch.long))

@@ -160,6 +160,38 @@ def test_outlier_quantile_matches_vggt_rule():
     out = depth_loss(gt + res, gt, valid, outlier_quantile=0.98, gradient_weight=0.0)
     assert out["l1"].item() == pytest.approx(980.0)
     assert depth_loss(gt + res, gt, valid)["l1"].item() == pytest.approx(1000.5)
+    # q = 1 is allowed (keeps everything below the largest value)
+    assert depth_loss(gt + res, gt, valid, outlier_quantile=1.0, gradient_weight=0.0)["l1"].item() == (
+        pytest.approx(1000.0))
+
+
+def test_outlier_quantile_filters_only_when_more_than_1000_values_remain():
+    # VGGT's min_elements = 1000. At q = 1 the filter drops the largest value: with 1001 values 1000
+    # would remain (not more than 1000: nothing dropped), with 1002 values 1001 remain (dropped).
+    for n, expected in ((1000, 500.5), (1001, 501.0), (1002, 501.0)):
+        res = torch.arange(1, n + 1, dtype=torch.float64).view(1, 1, 1, n)
+        gt = torch.ones_like(res)
+        valid = torch.ones_like(res, dtype=torch.bool)
+        l1 = depth_loss(gt + res, gt, valid, outlier_quantile=1.0, gradient_weight=0.0)["l1"].item()
+        assert l1 == pytest.approx(expected), n
+    # 1050 values: q = 0.98 keeps 1028 (filtered), q = 0.9 would keep 944 (nothing dropped)
+    res = torch.arange(1, 1051, dtype=torch.float64).view(1, 1, 1, 1050)
+    gt, valid = torch.ones_like(res), torch.ones_like(res, dtype=torch.bool)
+    assert depth_loss(gt + res, gt, valid, outlier_quantile=0.98, gradient_weight=0.0)["l1"].item() == (
+        pytest.approx(514.5))
+    assert depth_loss(gt + res, gt, valid, outlier_quantile=0.9, gradient_weight=0.0)["l1"].item() == (
+        pytest.approx(525.5))
+
+
+def test_outlier_quantile_on_a_sample_without_valid_pixels_gives_zero_with_a_graph():
+    pred = torch.randn(2, 1, 4, 4, requires_grad=True)
+    valid = torch.zeros(2, 1, 4, 4, dtype=torch.bool)
+    valid[0] = True
+    out = depth_loss(pred, torch.zeros(2, 1, 4, 4), valid, outlier_quantile=0.98, gradient_weight=0.0)
+    assert torch.isfinite(out["l1"])
+    assert out["l1"].item() == pytest.approx(pred[0].detach().abs().mean().item() / 2)
+    out["total"].backward()
+    assert torch.equal(pred.grad[1], torch.zeros_like(pred.grad[1]))
 
 
 def test_bad_inputs_raise_clear_errors():
@@ -168,3 +200,10 @@ def test_bad_inputs_raise_clear_errors():
         depth_loss(pred, gt, valid.float())
     with pytest.raises(ValueError, match="shape"):
         depth_loss(pred, gt[..., :2], valid)
+    with pytest.raises(ValueError, match="gradient_scales must be >= 1"):
+        depth_loss(pred, gt, valid, gradient_scales=0)
+    with pytest.raises(ValueError, match="outlier_quantile"):
+        depth_loss(pred, gt, valid, outlier_quantile=0.0)
+    # one scale is the smallest allowed: the stride-1 term alone
+    assert depth_loss(pred, gt, valid, gradient_scales=1)["grad"].item() == pytest.approx(
+        gradient_term(pred, gt, valid, scales=1).item())
