@@ -9,11 +9,14 @@ import torch
 
 from depthpe.metrics import (
     METRIC_KEYS,
+    MIN_VALID_PIXELS,
     StreamingMedian,
     aggregate,
     baseline_rows,
     image_metrics,
+    min_valid_pixels,
     scene_rows,
+    scored_mask,
     scene_summaries,
 )
 
@@ -182,3 +185,27 @@ def test_streaming_median_close_to_exact_and_mergeable():
     assert math.isnan(StreamingMedian().median())
     with pytest.raises(ValueError):
         whole.merge(StreamingMedian(num_bins=10))
+
+
+def test_an_image_needs_the_larger_of_the_fraction_and_the_floor_of_valid_pixels():
+    assert min_valid_pixels(100, 0.01) == MIN_VALID_PIXELS  # 1 pixel by the fraction: the floor wins
+    assert min_valid_pixels(100 * 100, 0.01) == 100
+    assert min_valid_pixels(1000, 0.1) == 100  # 0.1 * 1000 is 100.00000000000001 in floats: not 101
+    assert min_valid_pixels(1001, 0.1) == 101
+
+
+def test_scored_mask_empties_only_images_below_the_minimum_and_counts_only_positive_finite_depth():
+    need = 20
+    gt = np.zeros((3, 5, 8))
+    gt[0].flat[:need] = 2.0  # exactly enough
+    gt[1].flat[:need - 1] = 2.0  # one short
+    gt[1].flat[need - 1] = np.nan  # ... which a non-finite depth does not make up
+    gt[2].flat[:need + 5] = 2.0  # enough depth, but 6 of it is masked out by valid
+    valid = np.ones_like(gt, dtype=bool)
+    valid[2].flat[:6] = False
+    m = scored_mask(gt, valid, min_pixels=need)
+    assert m.shape == gt.shape and m.dtype == bool
+    assert m[0].sum() == need and (m[0] == (gt[0] > 0)).all()
+    assert not m[1].any() and not m[2].any()
+    # torch inputs give the same mask
+    np.testing.assert_array_equal(scored_mask(torch.from_numpy(gt), torch.from_numpy(valid), min_pixels=need), m)

@@ -5,7 +5,7 @@ a point names the views that agree with it."""
 import numpy as np
 
 from depthpe.scenes.synth import generate_scene
-from depthpe.prediction.fusion import check_source, consistency_masks
+from depthpe.prediction.fusion import check_source, consistency_masks, fuse_view
 from depthpe.prediction.result import FusionSettings, ImagePrediction, PredictionResult, fuse_result
 
 H, W = 30, 40
@@ -30,10 +30,11 @@ def test_planted_outliers_are_removed_and_true_depth_kept_on_a_plane():
     depth[0] = np.where(out, depth[0] * 0.8, depth[0])  # 20 % too near: floaters
     keep = consistency_masks(depth, Ks, w2c, min_views=2)[0]
     assert not (keep & out).any()
-    # every true pixel that lands inside both other views is kept (shift 0.3 at depth 5 = 2.4 px)
+    # every true pixel that lands inside both other views is kept: the shift 0.3 at depth 5 is 2.4 px,
+    # so column c lands at c - 2.4 and c + 2.4, whose nearest pixels are inside for c = 2 .. W - 3
     inside = np.zeros((H, W), bool)
-    inside[:, 3:W - 3] = True
-    assert (keep | out | ~inside).all() and keep[inside & ~out].all()
+    inside[:, 2:W - 2] = True
+    np.testing.assert_array_equal(keep, inside & ~out)
 
 
 def test_pixel_threshold_and_source_track():
@@ -75,3 +76,35 @@ def test_fuse_result_tracks_and_merge():
     assert set(cloud.obs_frame[cloud.obs_point == p]) == {0, 1, 2}
     unfused, _ = fuse_result(result)
     assert len(unfused.points) == 3 * H * W and (np.bincount(unfused.obs_point) == 1).all()
+
+
+def test_min_views_zero_keeps_every_pixel_with_depth_and_none_without():
+    depth, Ks, w2c = _plane_views()
+    depth[0][5, 5] = 0.0
+    depth[1][:, :] = 3.0  # view 1 disagrees everywhere; view 2 agrees on columns 0 .. W - 3
+    fused = fuse_view(0, depth, Ks, w2c, [1, 2], min_views=0)
+    expected = np.ones((H, W), bool)
+    expected[5, 5] = False
+    np.testing.assert_array_equal(fused.keep, expected)
+    assert fused.count[5, 5] == 0 and fused.count[10, 20] == 1 and fused.count[10, W - 1] == 0
+    np.testing.assert_array_equal(fuse_view(0, depth, Ks, w2c, [1, 2], min_views=1).keep, expected & (fused.count >= 1))
+
+
+def test_the_fused_point_averages_only_the_agreeing_sources():
+    depth, Ks, w2c = _plane_views()
+    depth[1] = np.full((H, W), 3.0)  # view 1 disagrees (20 % nearer everywhere)
+    depth[2] = np.full((H, W), 5.02)  # view 2 agrees (0.4 %) with its own, slightly farther points
+    fused = fuse_view(0, depth, Ks, w2c, [1, 2], min_views=1)
+    row, col = 10, 20
+    own = np.array([(col - (W - 1) / 2) / 8, (row - (H - 1) / 2) / 8, 5.0])
+    assert fused.count[row, col] == 1 and fused.checks[1].ok[row, col] and not fused.checks[0].ok[row, col]
+    np.testing.assert_allclose(fused.points[row, col], (own + fused.checks[1].points[row, col]) / 2)
+    assert abs(fused.points[row, col, 2] - 5.01) < 1e-9  # (5 + 5.02) / 2
+
+
+def test_the_relative_depth_threshold_includes_its_boundary():
+    # same camera twice: the reference's z is its own depth, 5, against the source's 4: |5 - 4| = 0.25 * 4
+    depth, Ks, w2c = _plane_views((0.0, 0.0))
+    check = check_source(depth[0], Ks[0], w2c[0], np.full((H, W), 4.0), Ks[1], w2c[1], rel_threshold=0.25)
+    assert check.ok.all()
+    assert not check_source(depth[0], Ks[0], w2c[0], np.full((H, W), 4.0), Ks[1], w2c[1], rel_threshold=0.24).ok.any()
