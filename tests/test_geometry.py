@@ -148,12 +148,16 @@ def test_normalize_scene_degenerate_raises(gen):
     assert float(s) == 2.0
     with pytest.raises(G.DegenerateSceneError, match="at least 2 views"):
         G.normalize_scene(w2c[:1])
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="scale must be positive and finite"):
+            G.normalize_scene(w2c, scale=bad)
 
 
 def test_intrinsics_crop_resize_reprojection():
     # A 3D point projects to pixel p; after crop (l, t) and resize by (sx, sy), its pixel must be
-    # sx * (p_x - l + 0.5) - 0.5 (pixel-centre convention), which is what the updated K gives.
-    K = torch.tensor([[50.0, 0, 30.2], [0, 55.0, 20.7], [0, 0, 1]], dtype=torch.float64)
+    # sx * (p_x - l + 0.5) - 0.5 (pixel-centre convention), which is what the updated K gives; a
+    # skewed K keeps the identity (its skew scales with x).
+    K = torch.tensor([[50.0, 1.5, 30.2], [0, 55.0, 20.7], [0, 0, 1]], dtype=torch.float64)
     X = torch.tensor([[0.3, -0.2, 2.5]], dtype=torch.float64)
     uv, _ = G.project_points(X, K)
     l, t, sx, sy = 7, 3, 0.5, 0.75
@@ -203,17 +207,19 @@ def test_axis_angle_rotation_is_a_rotation_by_that_angle():
                           torch.tensor([0.0, 1, 0], dtype=torch.float64), atol=1e-12)
 
 
-def test_perturbed_cameras_err_by_exactly_the_levels_and_the_reference_keeps_its_pose():
-    K, w2c = _random_cameras(5)
+@pytest.mark.parametrize("views", [2, 5])
+def test_perturbed_cameras_err_by_exactly_the_levels_and_the_reference_keeps_its_pose(views):
+    K, w2c = _random_cameras(views)
     K2, w2 = G.perturb_cameras(K, w2c, rotation_deg=3.0, translation=0.2, focal=0.1,
                                       generator=torch.Generator().manual_seed(7))
     assert torch.equal(w2[0], w2c[0])  # the reference, exactly
-    assert torch.allclose(_angle_deg(w2[1:, :3, :3], w2c[1:, :3, :3]), torch.full((4,), 3.0, dtype=torch.float64))
+    others = torch.full((views - 1,), 1.0, dtype=torch.float64)
+    assert torch.allclose(_angle_deg(w2[1:, :3, :3], w2c[1:, :3, :3]), 3.0 * others)
     moved = (G.camera_centers(w2) - G.camera_centers(w2c)).norm(dim=-1)
     baseline = G.mean_center_distance(w2c)
-    assert torch.allclose(moved[1:] / baseline, torch.full((4,), 0.2, dtype=torch.float64))
+    assert torch.allclose(moved[1:] / baseline, 0.2 * others)  # two views have a baseline too
     factors = K2[:, 0, 0] / K[:, 0, 0]
-    assert torch.allclose((factors - 1).abs(), torch.full((5,), 0.1, dtype=torch.float64))
+    assert torch.allclose((factors - 1).abs(), torch.full((views,), 0.1, dtype=torch.float64))
     assert torch.allclose(K2[:, 1, 1] / K[:, 1, 1], factors) and torch.equal(K2[:, :2, 2], K[:, :2, 2])
     G.check_rotation(w2)  # still rigid
 
