@@ -187,6 +187,18 @@ def test_streaming_median_close_to_exact_and_mergeable():
         whole.merge(StreamingMedian(num_bins=10))
 
 
+def test_streaming_median_counts_values_outside_its_range_in_the_end_bins():
+    # 10 bins over [1, 100] in log space (each a factor 100 ** 0.1); 3 values below the range fall in the
+    # first bin, 1 above it in the last: the middle rank (2 of 4) is 2/3 of the way through the first bin.
+    m = StreamingMedian(lo=1.0, hi=100.0, num_bins=10)
+    m.update(np.array([0.5, 0.5, 0.5, 200.0]))
+    assert m.count == 4 and m.counts[0] == 3 and m.counts[-1] == 1
+    assert m.median() == pytest.approx(100 ** (0.1 * 2 / 3))
+    for lo, hi in ((0.0, 1.0), (2.0, 1.0), (1.0, 1.0)):
+        with pytest.raises(ValueError, match="0 < lo < hi"):
+            StreamingMedian(lo=lo, hi=hi)
+
+
 def test_an_image_needs_the_larger_of_the_fraction_and_the_floor_of_valid_pixels():
     assert min_valid_pixels(100, 0.01) == MIN_VALID_PIXELS  # 1 pixel by the fraction: the floor wins
     assert min_valid_pixels(100 * 100, 0.01) == 100
