@@ -136,3 +136,53 @@ def test_shards_write_alongside_and_the_final_run_owns_their_files(tmp_path):
         _write(out, "train/index.json")
     owner = folder_owner(out)
     assert owner["state"] == "complete" and owner["files"] == ["train/a.h5", "train/b.h5", "train/index.json"]
+
+
+def test_replacing_removes_the_subfolders_it_empties_and_nothing_above_the_folder(tmp_path):
+    out = tmp_path / "parent" / "out"
+    with owned_output_folder(out, "depthpe a", {"v": 1}):
+        _write(out, "panels/deep/a.png")
+        _write(out, "kept/b.png")
+    _write(out, "kept/mine.txt")  # not the command's: its folder stays
+    with owned_output_folder(out, "depthpe a", {"v": 2}, replace=True):
+        assert not (out / "panels").exists()  # panels/deep/ and panels/ emptied: gone
+        assert (out / "kept" / "mine.txt").exists() and not (out / "kept" / "b.png").exists()
+        assert out.is_dir() and (tmp_path / "parent").is_dir()
+
+
+_HOLD_THE_FOLDER = """
+import pathlib, sys, time
+from depthpe.output_folder import claim_output_folder
+release = pathlib.Path(sys.argv[2])
+with claim_output_folder(sys.argv[1], "depthpe convert"):
+    print("held", flush=True)
+    while not release.exists():
+        time.sleep(0.05)
+"""
+
+
+def test_a_shard_waits_while_another_process_holds_the_lock(tmp_path, monkeypatch):
+    import depthpe.output_folder as owner_module
+    from depthpe.output_folder import register_shard
+
+    out, release = tmp_path / "out", tmp_path / "release"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_THE_FOLDER, str(out), str(release)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=r"is in use by .*; wait for it to finish"):
+            register_shard(out, "depthpe convert", {"v": 1}, wait_s=0)
+        waits = []
+        real_sleep = owner_module.time.sleep
+
+        def release_on_first_wait(seconds):  # the shard was refused once and waits: let the holder go
+            waits.append(seconds)
+            release.touch()
+            real_sleep(seconds)
+
+        monkeypatch.setattr(owner_module.time, "sleep", release_on_first_wait)
+        register_shard(out, "depthpe convert", {"v": 1}, wait_s=120)
+    finally:
+        release.touch()
+        holder.wait(timeout=60)
+    assert waits and folder_owner(out)["command"] == "depthpe convert"
