@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depthpe.geometry import (cyclic_pairs, match_hits, pair_blocks, pair_targets, patch_matches,
-                                    query_patches)
+from depthpe.geometry import (cyclic_pairs, match_hits, pair_blocks, pair_targets, patch_depths, patch_matches,
+                              query_patches)
 
 H, W, GRID = 28, 56, (2, 4)
 
@@ -93,7 +93,29 @@ def test_cyclic_pairs_and_query_patches():
     with pytest.raises(ValueError, match="at least 2 views"):
         cyclic_pairs(1)
     assert query_patches(8, None) is None and query_patches(8, 8) is None
+    assert query_patches(10, 1, step=2).tolist() == [2]  # one query is allowed
+    with pytest.raises(ValueError, match="max_queries must be >= 1"):
+        query_patches(10, 0)
     assert query_patches(10, 4, step=0).tolist() == [0, 3, 6, 9]
     assert query_patches(10, 4, step=4).tolist() == [1, 4, 7]  # stride 3, offset 4 mod 3
     covered = set().union(*(query_patches(10, 4, step=s).tolist() for s in range(3)))
     assert covered == set(range(10))
+
+
+def test_a_patch_depth_is_the_median_of_its_valid_positive_pixels_when_half_of_them_have_one():
+    # 4 x 4 pixels in 2 x 2 patches of 2 x 2; invalid, non-positive and non-finite pixels do not count
+    depth = torch.tensor([[1.0, 2.0, 5.0, 7.0],
+                          [3.0, 9.0, 0.0, -1.0],
+                          [4.0, 4.0, 8.0, float("nan")],
+                          [4.0, 4.0, 6.0, 6.0]]).view(1, 1, 4, 4)
+    valid = torch.ones_like(depth, dtype=torch.bool)
+    valid[0, 0, 2, 0] = valid[0, 0, 2, 1] = valid[0, 0, 3, 0] = False  # patch 2 keeps one pixel of four
+    med, ok = patch_depths(depth, valid, (2, 2))
+    assert ok.tolist() == [[[True, True, False, True]]]
+    assert med[0, 0, 0].item() == 2.0  # median of 1, 2, 3, 9: torch takes the lower middle
+    assert med[0, 0, 1].item() == 5.0 and med[0, 0, 2].item() == 0.0 and med[0, 0, 3].item() == 6.0
+    # at 3 of 4 required, the patches with two usable pixels are left out too
+    assert patch_depths(depth, valid, (2, 2), min_valid=0.75)[1].tolist() == [[[True, False, False, True]]]
+    for shape in ((1, 1, 4, 5), (1, 1, 5, 4)):
+        with pytest.raises(ValueError, match="not a whole number of 2x2 patches"):
+            patch_depths(torch.ones(shape), torch.ones(shape, dtype=torch.bool), (2, 2))
