@@ -68,6 +68,14 @@ def test_a_point_past_the_last_pixel_centre_by_more_than_half_a_pixel_is_outside
     assert matches.ok[0, 1, [0, 4], 0].tolist() == [inside, inside]
 
 
+def test_a_view_spans_the_half_open_pixel_range_from_minus_half_to_width_minus_half():
+    # a shift of exactly 7 px puts the last column's centre on u = W - 0.5 (outside) and the first
+    # column's centre of view 1 on u = -0.5 (inside): pixel 0 covers [-0.5, 0.5), pixel W - 1 ends before W - 0.5
+    matches = patch_matches(*stereo_pair(baseline=-7.0 * 2.0 / 56.0), GRID)
+    assert matches.ok[0, 0, [3, 7], 1].tolist() == [False, False]
+    assert matches.ok[0, 1, [0, 4], 0].tolist() == [True, True]
+
+
 def test_pair_blocks_cut_query_patches_and_key_patches_out_of_the_full_matrix():
     ns, P = 1, 8
     T = ns + P
@@ -79,12 +87,12 @@ def test_pair_blocks_cut_query_patches_and_key_patches_out_of_the_full_matrix():
 
 
 def test_hits_within_radius_and_no_match_never_hits():
-    scores = torch.zeros(1, 3, 8)
-    scores[0, 0, 5] = scores[0, 1, 0] = scores[0, 2, 1] = 1.0  # best keys (1, 1), (0, 0), (0, 1)
-    target = torch.tensor([[5, 2, -1]])  # (1, 1); (0, 2); none
-    assert match_hits(scores, target, GRID, 0).tolist() == [[True, False, False]]
-    assert match_hits(scores, target, GRID, 1).tolist() == [[True, False, False]]
-    assert match_hits(scores, target, GRID, 2).tolist() == [[True, True, False]]
+    scores = torch.zeros(1, 4, 8)
+    scores[0, 0, 5] = scores[0, 1, 0] = scores[0, 2, 1] = scores[0, 3, 0] = 1.0  # best (1, 1), (0, 0), (0, 1), (0, 0)
+    target = torch.tensor([[5, 2, -1, 0]])  # (1, 1); (0, 2); none; (0, 0), the first patch
+    assert match_hits(scores, target, GRID, 0).tolist() == [[True, False, False, True]]
+    assert match_hits(scores, target, GRID, 1).tolist() == [[True, False, False, True]]
+    assert match_hits(scores, target, GRID, 2).tolist() == [[True, True, False, True]]
 
 
 def test_cyclic_pairs_and_query_patches():
@@ -105,9 +113,9 @@ def test_cyclic_pairs_and_query_patches():
 def test_a_patch_depth_is_the_median_of_its_valid_positive_pixels_when_half_of_them_have_one():
     # 4 x 4 pixels in 2 x 2 patches of 2 x 2; invalid, non-positive and non-finite pixels do not count
     depth = torch.tensor([[1.0, 2.0, 5.0, 7.0],
-                          [3.0, 9.0, 0.0, -1.0],
+                          [3.0, 9.0, 0.0, 0.0],
                           [4.0, 4.0, 8.0, float("nan")],
-                          [4.0, 4.0, 6.0, 6.0]]).view(1, 1, 4, 4)
+                          [4.0, 4.0, -1.0, 6.0]]).view(1, 1, 4, 4)
     valid = torch.ones_like(depth, dtype=torch.bool)
     valid[0, 0, 2, 0] = valid[0, 0, 2, 1] = valid[0, 0, 3, 0] = False  # patch 2 keeps one pixel of four
     med, ok = patch_depths(depth, valid, (2, 2))
@@ -115,7 +123,7 @@ def test_a_patch_depth_is_the_median_of_its_valid_positive_pixels_when_half_of_t
     assert med[0, 0, 0].item() == 2.0  # median of 1, 2, 3, 9: torch takes the lower middle
     assert med[0, 0, 1].item() == 5.0 and med[0, 0, 2].item() == 0.0 and med[0, 0, 3].item() == 6.0
     # at 3 of 4 required, the patches with two usable pixels are left out too
-    assert patch_depths(depth, valid, (2, 2), min_valid=0.75)[1].tolist() == [[[True, False, False, True]]]
+    assert patch_depths(depth, valid, (2, 2), min_valid=0.75)[1].tolist() == [[[True, False, False, False]]]
     for shape in ((1, 1, 4, 5), (1, 1, 5, 4)):
         with pytest.raises(ValueError, match="not a whole number of 2x2 patches"):
             patch_depths(torch.ones(shape), torch.ones(shape, dtype=torch.bool), (2, 2))

@@ -224,6 +224,17 @@ def test_perturbed_cameras_err_by_exactly_the_levels_and_the_reference_keeps_its
     G.check_rotation(w2)  # still rigid
 
 
+def test_perturbed_batches_err_by_the_levels_in_every_sample():
+    # (B, S) cameras: every sample's views turn by the angle and move by its own baseline's fraction
+    cams = [_random_cameras(3, seed) for seed in (1, 2)]
+    K, w2c = torch.stack([c[0] for c in cams]), torch.stack([c[1] for c in cams])
+    _, w2 = G.perturb_cameras(K, w2c, rotation_deg=2.0, translation=0.3, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(w2[:, 0], w2c[:, 0])
+    assert torch.allclose(_angle_deg(w2[:, 1:, :3, :3], w2c[:, 1:, :3, :3]), torch.full((2, 2), 2.0, dtype=torch.float64))
+    moved = (G.camera_centers(w2) - G.camera_centers(w2c)).norm(dim=-1)[:, 1:]
+    assert torch.allclose(moved / G.mean_center_distance(w2c)[:, None], torch.full((2, 2), 0.3, dtype=torch.float64))
+
+
 def test_focal_noise_scales_some_views_up_and_some_down():
     K, w2c = _random_cameras(8)
     K2, _ = G.perturb_cameras(K, w2c, focal=0.1, generator=torch.Generator().manual_seed(0))
