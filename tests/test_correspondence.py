@@ -68,14 +68,6 @@ def test_a_point_past_the_last_pixel_centre_by_more_than_half_a_pixel_is_outside
     assert matches.ok[0, 1, [0, 4], 0].tolist() == [inside, inside]
 
 
-def test_a_view_spans_the_half_open_pixel_range_from_minus_half_to_width_minus_half():
-    # a shift of exactly 7 px puts the last column's centre on u = W - 0.5 (outside) and the first
-    # column's centre of view 1 on u = -0.5 (inside): pixel 0 covers [-0.5, 0.5), pixel W - 1 ends before W - 0.5
-    matches = patch_matches(*stereo_pair(baseline=-7.0 * 2.0 / 56.0), GRID)
-    assert matches.ok[0, 0, [3, 7], 1].tolist() == [False, False]
-    assert matches.ok[0, 1, [0, 4], 0].tolist() == [True, True]
-
-
 def test_pair_blocks_cut_query_patches_and_key_patches_out_of_the_full_matrix():
     ns, P = 1, 8
     T = ns + P
