@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from depthpe.cli import main
+from depthpe.config import ConfigError
 from depthpe.scenes.cameras import read_cameras, read_colmap
 from depthpe.scenes.colmap_points import read_colmap_points
 from depthpe.scenes.transforms_json import read_transforms
@@ -117,6 +118,13 @@ def test_depth_unit():
     assert depth_unit(65.0) == 0.001
     assert depth_unit(655.35) == pytest.approx(0.01)
     assert depth_unit(1.0, 0.0001) == 0.0001
+    # millimetres while the largest depth fits in 65535 of them, then the step that just fits it
+    assert depth_unit(65.535) == 0.001 and depth_unit(65.6) == pytest.approx(65.6 / 65535)
+    # an asked step is taken while the largest depth rounds to at most 65535 steps
+    assert depth_unit(65535.4 * 0.01, 0.01) == 0.01
+    with pytest.raises(ConfigError, match=r"needs more than 65535 steps of the 16-bit PNG; pass at least 0\.0100001$"):
+        depth_unit(65535.6 * 0.01, 0.01)
+    assert depth_unit(655.356, 655.356 / 65535) == pytest.approx(0.0100001, rel=1e-6)  # the suggestion fits
 
 
 @pytest.mark.parametrize("extra, match", [
