@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from depthpe.geometry import (cyclic_pairs, match_hits, pair_blocks, pair_targets, patch_depths, patch_matches,
-                              query_patches)
+                              query_patches, window_masks)
 
 H, W, GRID = 28, 56, (2, 4)
 
@@ -119,3 +119,19 @@ def test_a_patch_depth_is_the_median_of_its_valid_positive_pixels_when_half_of_t
     for shape in ((1, 1, 4, 5), (1, 1, 5, 4)):
         with pytest.raises(ValueError, match="not a whole number of 2x2 patches"):
             patch_depths(torch.ones(shape), torch.ones(shape, dtype=torch.bool), (2, 2))
+
+
+def test_windows_are_chebyshev_squares_around_the_target_clipped_at_the_border():
+    # a 3 x 4 grid; targets (B=1, S_i=1, P=3, S_j=1, 2): the centre-ish (1, 1), the corner (0, 3), (2, 0)
+    target = torch.tensor([[1, 1], [0, 3], [2, 0]]).view(1, 1, 3, 1, 2)
+    ok = torch.tensor([True, True, False]).view(1, 1, 3, 1)
+
+    def cells(mask):
+        return {(k // 4, k % 4) for k in mask.nonzero()[:, -1].tolist()}
+
+    masks = window_masks(target, ok, (3, 4), 1)
+    assert masks.shape == (1, 1, 3, 1, 12)
+    assert cells(masks[0, 0, 0, 0]) == {(r, c) for r in range(3) for c in range(3)}
+    assert cells(masks[0, 0, 1, 0]) == {(0, 2), (0, 3), (1, 2), (1, 3)}
+    assert not masks[0, 0, 2].any()  # no match: no window
+    assert cells(window_masks(target, ok, (3, 4), 0)[0, 0, 0, 0]) == {(1, 1)}

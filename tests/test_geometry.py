@@ -179,6 +179,9 @@ def test_scale_reference_all_includes_the_reference_camera():
     _, d_all, s_all = normalize_scene(w2c, depth, scale_reference="all")
     assert float(s_all) == pytest.approx(float(s_others) * 3 / 4)  # unit changes by S / (S - 1)
     assert torch.allclose(d_all, d_others * 4 / 3)
+    # three views without a batch dimension: (0 + 1 + 2) / 3 against (1 + 2) / 2
+    assert float(mean_center_distance(w2c[0, :3], "all")) == pytest.approx(1.0)
+    assert float(mean_center_distance(w2c[0, :3])) == pytest.approx(1.5)
     with pytest.raises(ValueError, match="scale_reference"):
         mean_center_distance(w2c, "mean")
 
