@@ -125,7 +125,13 @@ def test_shards_write_alongside_and_the_final_run_owns_their_files(tmp_path):
     out = tmp_path / "out"
     register_shard(out, "depthpe convert", {"v": 1})  # shard 0 writes the manifest
     _write(out, "train/a.h5")
+    # shard 0 started well before shard 1 registers: its start time must stay the manifest's, or the files
+    # it wrote before shard 1 came would no longer count as the command's own
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest["started_ns"] -= 10**10
+    (out / MANIFEST).write_text(json.dumps(manifest))
     register_shard(out, "depthpe convert", {"v": 1})  # shard 1 checks it, the manifest kept
+    assert folder_owner(out)["started_ns"] == manifest["started_ns"]
     _write(out, "train/b.h5")
     assert folder_owner(out)["state"] == "running"
     with pytest.raises(ConfigError, match="made with other settings"):
