@@ -373,6 +373,15 @@ def test_clear_errors():
     # values are checked where data enters (check_encoding_cameras / validate_cameras), not in prepare
     with pytest.raises(ValueError, match="non-positive focal"):
         check_encoding_cameras("prope", -K, w2c)
+    for axis in (0, 1):  # one zero focal length is enough to refuse
+        flat = K.clone()
+        flat[..., axis, axis] = 0.0
+        with pytest.raises(ValueError, match="non-positive focal"):
+            validate_cameras(flat, w2c, w2c.shape[1], method="prope")
+    far = w2c.clone()
+    far[..., 0, 1, 3] = 12.0  # a translation longer than the default 10 warns: normalize the scene
+    with pytest.warns(UserWarning, match="translation has norm 12"):
+        validate_cameras(K, far, w2c.shape[1], method="prope")
     with pytest.raises(ValueError, match="w2c contains NaN"):
         check_encoding_cameras("gta", K, w2c * float("nan"))
     with pytest.raises(ValueError, match="K contains NaN"):
