@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 from depthpe.geometry import axis_angle_rotation
 from depthpe.prediction.colmap_export import colmap_images, write_colmap_model
@@ -17,8 +18,6 @@ H, W = 6, 8
 
 
 def _frames():
-    import torch
-
     R = axis_angle_rotation(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64), 0.3).numpy()
     K = np.array([[10.0, 0, 3.5], [0, 11.0, 2.5], [0, 0, 1]])
     w2c = [np.c_[np.eye(3), [0.0, 0.0, 0.0]], np.c_[R, [-0.5, 0.1, 0.2]]]
