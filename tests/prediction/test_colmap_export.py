@@ -11,8 +11,9 @@ import torch
 from depthpe.geometry import axis_angle_rotation
 from depthpe.prediction.colmap_export import colmap_images, write_colmap_model
 from depthpe.prediction.result import FusedPoints
+from tests.helpers.optional import import_pycolmap
 
-pycolmap = pytest.importorskip("pycolmap", reason="pycolmap (an optional extra that the dev extra installs, so CI runs these tests; skipped only in a checkout installed without it: pip install -e '.[dev]')")
+pycolmap = import_pycolmap()
 
 H, W = 6, 8
 

@@ -17,8 +17,9 @@ from depthpe.scenes.transforms_json import read_transforms
 from depthpe.prediction.files import read_ply
 from depthpe.prediction.nerfstudio_export import depth_unit
 from tests.fixtures.prediction import OUT_HW, VIEWS
+from tests.helpers.optional import import_pycolmap
 
-pycolmap = pytest.importorskip("pycolmap", reason="pycolmap (an optional extra that the dev extra installs, so CI runs these tests; skipped only in a checkout installed without it: pip install -e '.[dev]')")
+pycolmap = import_pycolmap()
 
 
 @pytest.fixture(scope="module")
