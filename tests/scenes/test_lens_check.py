@@ -65,3 +65,27 @@ def test_lens_problem_reads_a_pinhole_and_names_the_first_off_pinhole_field():
                         K=np.array([[10.0, 0, 5], [0, 10, 5], [0, 0, 1]])) is None
     assert lens_problem(model="SIMPLE_RADIAL", coefficients={"k1": -0.2}).startswith("the camera has lens distortion")
     assert lens_problem(model="OPENCV_FISHEYE").startswith("camera_model OPENCV_FISHEYE is not a pinhole")
+
+
+@pytest.mark.parametrize("K,message", [
+    ([[500.0, 0, 320], [0.2, 500, 240], [0, 0, 1]], "K must be [[fx, 0, cx], [0, fy, cy], [0, 0, 1]]"),
+    ([[500.0, 0, 320], [0, 500, 240], [0, 0, 2]], "K must be [[fx, 0, cx], [0, fy, cy], [0, 0, 1]]"),
+    ([[500.0, 0, 320], [0, 500, 240], [1e-3, 0, 1]], "K must be [[fx, 0, cx], [0, fy, cy], [0, 0, 1]]"),
+    ([[500.0, 0.2, 320], [0, 500, 240], [0, 0, 1]], "K has skew (K[0][1] = 0.2)"),
+])
+def test_each_off_pinhole_entry_of_K_is_refused_on_its_own(K, message):
+    assert message in lens_problem(K=np.array(K))
+
+
+def test_float_noise_in_K_below_the_focal_relative_tolerance_is_a_pinhole():
+    """Skew and K[1][0] are compared with 1e-6 x the focal length: 1e-4 at f = 500 (2e-7 f) is float noise
+    of a converted K, 1e-3 (2e-6 f) is skew."""
+    noise = np.array([[500.0, 1e-4, 320], [1e-4, 500, 240], [0, 0, 1]])
+    assert lens_problem(K=noise) is None
+    assert "K has skew" in lens_problem(K=noise + [[0, 9e-4, 0], [0, 0, 0], [0, 0, 0]])
+    assert "K must be" in lens_problem(K=noise + [[0, 0, 0], [9e-4, 0, 0], [0, 0, 0]])
+
+
+def test_distortion_params_holding_a_bool_are_refused_not_read_as_a_number(tmp_path):
+    with pytest.raises(ConfigError, match=r"distortion_params must be a list of at most 6 numbers .* got \[True\]"):
+        read_cameras(_transforms(tmp_path, {"distortion_params": [True]}))
