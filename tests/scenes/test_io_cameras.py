@@ -154,6 +154,10 @@ def test_malformed_sources(tmp_path):
     (tmp_path / "images.txt").write_text("1 x 0 0 0 0 0 0 1 a.png\n\n")
     with pytest.raises(ConfigError, match="malformed image line"):
         read_colmap(tmp_path, use_pycolmap=False)
+    for qvec in ("0 0 0 0", "inf 0 0 0", "nan 1 0 0"):
+        (tmp_path / "images.txt").write_text(f"1 {qvec} 0 0 0 1 a.png\n\n")
+        with pytest.raises(ConfigError, match=r"image 'a.png' has an invalid quaternion"):
+            read_colmap(tmp_path, use_pycolmap=False)
     (tmp_path / "images.txt").write_text("")
     with pytest.raises(ConfigError, match="no registered images"):
         read_colmap(tmp_path, use_pycolmap=False)
