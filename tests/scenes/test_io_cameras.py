@@ -127,6 +127,14 @@ def test_scene_file_cameras(tmp_path, scene):
      "not orthonormal"),
     ('{"frames": [{"file": "a", "K": [[-1,0,0],[0,1,0],[0,0,1]], "w2c": [[1,0,0,0],[0,1,0,0],[0,0,1,0]]}]}',
      "non-positive focal"),
+    ('{"frames": [{"file": "a", "K": [[0,0,0],[0,1,0],[0,0,1]], "w2c": [[1,0,0,0],[0,1,0,0],[0,0,1,0]]}]}',
+     r"non-positive focal length \(fx=0, fy=1\)"),
+    ('{"frames": [{"file": "a", "K": [[1,0,0],[0,0,0],[0,0,1]], "w2c": [[1,0,0,0],[0,1,0,0],[0,0,1,0]]}]}',
+     r"non-positive focal length \(fx=1, fy=0\)"),
+    ('{"frames": [{"file": "a", "K": [[NaN,0,0],[0,1,0],[0,0,1]], "w2c": [[1,0,0,0],[0,1,0,0],[0,0,1,0]]}]}',
+     "camera 'a' has NaN or inf values"),
+    ('{"frames": [{"file": "a", "K": [[1,0,0],[0,1,0],[0,0,1]], "w2c": [[1,0,0,Infinity],[0,1,0,0],[0,0,1,0]]}]}',
+     "camera 'a' has NaN or inf values"),
 ])
 def test_malformed_json(tmp_path, content, match):
     (tmp_path / "c.json").write_text(content)
@@ -173,3 +181,17 @@ def test_find_camera(cams):
     assert find_camera(named, "a.jpg") is cams["v0.png"]
     assert find_camera(named, "other/b.jpg") is cams["v1.png"]
     assert find_camera(named, "c.jpg") is None and find_camera(named, "d.jpg") is None
+
+
+def test_colmap_text_reader_skips_points_lines_and_trailing_blank_lines_and_numbers_lines(tmp_path):
+    """images.txt: two lines per image, the second (its 2D points) may hold points or be empty, and
+    the file may end in blank lines; an error names the 1-based data line of cameras.txt."""
+    (tmp_path / "cameras.txt").write_text("# comment\n1 PINHOLE 32 24 30 30 16 12\n")
+    (tmp_path / "images.txt").write_text("# comment\n1 1 0 0 0 0 0 0 1 a.png\n3.5 4.5 -1 7.5 2.5 -1\n"
+                                         "2 1 0 0 0 1 0 0 1 b.png\n\n\n\n")
+    cams = read_colmap(tmp_path, use_pycolmap=False)
+    assert sorted(cams) == ["a.png", "b.png"]
+    np.testing.assert_allclose(cams["b.png"].w2c[:, 3], [1, 0, 0])
+    (tmp_path / "cameras.txt").write_text("1 PINHOLE 32 24 30 30 16 12\n2 PINHOLE 32\n")
+    with pytest.raises(ConfigError, match=r"cameras.txt line 2: malformed camera"):
+        read_colmap(tmp_path, use_pycolmap=False)
