@@ -70,6 +70,9 @@ def test_cameras_named_without_extension_match_images_by_path_without_extension(
     # an exact name wins over the stem match, and one camera never serves two images
     got = match_cameras({k: _cam(k) for k in ["a", "a.png"]}, ["a.png", "a.jpg"])
     assert got["a.png"].name == "a.png" and got["a.jpg"].name == "a"
+    # a camera matched exactly does not also serve an image by its stem; a name with a dot is no stem
+    got = match_cameras({k: _cam(k) for k in ["a", "b.png"]}, ["a", "a.png", "b.png.jpg"])
+    assert got == {"a": got["a"], "a.png": None, "b.png.jpg": None} and got["a"].name == "a"
 
 
 def test_predict_with_a_scene_file_without_frame_names(scene, tmp_path):

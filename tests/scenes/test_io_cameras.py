@@ -195,3 +195,17 @@ def test_colmap_text_reader_skips_points_lines_and_trailing_blank_lines_and_numb
     (tmp_path / "cameras.txt").write_text("1 PINHOLE 32 24 30 30 16 12\n2 PINHOLE 32\n")
     with pytest.raises(ConfigError, match=r"cameras.txt line 2: malformed camera"):
         read_colmap(tmp_path, use_pycolmap=False)
+
+
+def test_colmap_folder_needs_both_files_of_one_format_and_names_may_hold_spaces(tmp_path, cams):
+    """A folder with a stray cameras.bin (no images.bin) is read from its text model; sparse/0 is
+    found below the folder; an image name with spaces (COLMAP allows them) is kept whole."""
+    model = tmp_path / "sparse" / "0"
+    spaced = {"my image.png": FrameCamera("my image.png", cams["v0.png"].K, cams["v0.png"].w2c, W, H)}
+    write_colmap_text(model, spaced)
+    (model / "cameras.bin").write_bytes(b"stray")
+    got = read_colmap(tmp_path, use_pycolmap=False)
+    assert_same(got, spaced)
+    (model / "images.txt").unlink()
+    with pytest.raises(ConfigError, match="not a COLMAP reconstruction"):
+        read_colmap(tmp_path, use_pycolmap=False)
