@@ -54,6 +54,9 @@ def test_match_cameras_by_relative_path_then_closest_unique_file_name():
         "a/img_0.png": "a/img_0.png", "b/img_0.png": "b/img_0.png", "c/x.png": "images/c/x.png",
         "d/x.png": "images/d/x.png", "deep/er/solo.png": "solo.png", "frames/raw.png": "undistorted/raw.png",
         "z.png": None}
+    # the shared tail is counted from the file name up, however deep the image path
+    got = match_cameras({k: _cam(k) for k in ["a1/c/y.png", "a2/d/y.png"]}, ["root/a1/c/y.png"])
+    assert got["root/a1/c/y.png"].name == "a1/c/y.png"
     # an exact match takes its camera out of the suffix search: b/img_0.png gets the bare name
     got = match_cameras({k: _cam(k) for k in ["a/img_0.png", "img_0.png"]}, ["a/img_0.png", "b/img_0.png"])
     assert (got["a/img_0.png"].name, got["b/img_0.png"].name) == ("a/img_0.png", "img_0.png")

@@ -149,8 +149,11 @@ def test_malformed_sources(tmp_path):
     with pytest.raises(ConfigError, match="not a COLMAP reconstruction"):
         read_cameras(tmp_path)
     (tmp_path / "c.txt").write_text("x")
-    with pytest.raises(ConfigError, match="unknown kind"):
+    with pytest.raises(ConfigError, match="unknown kind '.txt'"):
         read_cameras(tmp_path / "c.txt")
+    (tmp_path / "cams").write_text("x")
+    with pytest.raises(ConfigError, match=r"unknown kind '\(no suffix\)' \(expected a COLMAP folder"):
+        read_cameras(tmp_path / "cams")
     (tmp_path / "cameras.txt").write_text("1 PINHOLE 32 24 30\n")
     (tmp_path / "images.txt").write_text("1 1 0 0 0 0 0 0 1 a.png\n\n")
     with pytest.raises(ConfigError, match="expected 4"):
@@ -192,6 +195,10 @@ def test_colmap_text_reader_skips_points_lines_and_trailing_blank_lines_and_numb
     cams = read_colmap(tmp_path, use_pycolmap=False)
     assert sorted(cams) == ["a.png", "b.png"]
     np.testing.assert_allclose(cams["b.png"].w2c[:, 3], [1, 0, 0])
+    # a quaternion that is not unit length is normalized: (2, 0, 0, 2) is 90 degrees about z
+    (tmp_path / "images.txt").write_text("1 2 0 0 2 0 0 0 1 a.png\n\n")
+    np.testing.assert_allclose(read_colmap(tmp_path, use_pycolmap=False)["a.png"].w2c[:, :3],
+                               [[0, -1, 0], [1, 0, 0], [0, 0, 1]], atol=1e-12)
     (tmp_path / "cameras.txt").write_text("1 PINHOLE 32 24 30 30 16 12\n2 PINHOLE 32\n")
     with pytest.raises(ConfigError, match=r"cameras.txt line 2: malformed camera"):
         read_colmap(tmp_path, use_pycolmap=False)
