@@ -42,3 +42,11 @@ def test_an_aspect_a_few_percent_off_is_refused(height):
     with pytest.raises(ConfigError, match=rf"^image 'a.jpg' is {CAM_W}x{height} \(WxH\) but its camera is for "
                                           rf"{CAM_W}x{CAM_H}, another aspect ratio: give the camera of the image"):
         fit_camera(_camera(), "a.jpg", height, CAM_W)
+
+
+def test_only_a_swapped_width_and_height_gets_the_swap_hint():
+    """500x1000 is the camera's grid turned by 90 degrees; 800x625 has its pixel count, not its sides."""
+    with pytest.raises(ConfigError, match=r"is 500x1000 \(WxH\) .* another aspect ratio \(width and height swapped"):
+        fit_camera(_camera(), "a.jpg", 1000, 500)
+    with pytest.raises(ConfigError, match=r"is 800x625 \(WxH\) .* another aspect ratio: give the camera"):
+        fit_camera(_camera(), "a.jpg", 625, 800)
