@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from depthpe.config import ConfigError
+from tests.helpers.optional import import_pycolmap
 from depthpe.scenes.format.scene_file import write_scene
 from depthpe.scenes.synth import generate_scene
 from depthpe.scenes.cameras import (
@@ -80,7 +81,8 @@ def test_colmap_binary_via_pycolmap(tmp_path, cams):
 def test_colmap_models_and_distortion(tmp_path):
     (tmp_path / "cameras.txt").write_text(
         "1 SIMPLE_RADIAL 32 24 30 16 12 0\n2 OPENCV 32 24 30 31 16 12 0 0 0 0\n"
-        "3 OPENCV_FISHEYE 32 24 1 1 1 1 0 0 0 0\n4 OPENCV 32 24 30 31 16 12 0.1 0 0 0\n")
+        "3 OPENCV_FISHEYE 32 24 1 1 1 1 0 0 0 0\n4 OPENCV 32 24 30 31 16 12 0.1 0 0 0\n"
+        "5 SIMPLE_RADIAL 32 24 30 16 12 -0.2\n")
     images = "1 1 0 0 0 0 0 0 1 a.png\n\n2 1 0 0 0 0 0 1 2 b.png\n\n"
     (tmp_path / "images.txt").write_text(images)
     cams = read_colmap(tmp_path, use_pycolmap=False)  # distortion models with zero coefficients are pinholes
@@ -93,6 +95,10 @@ def test_colmap_models_and_distortion(tmp_path):
     (tmp_path / "images.txt").write_text(images + "4 1 0 0 0 0 0 0 4 d.png\n\n")
     with pytest.raises(ConfigError, match=r"COLMAP OPENCV camera: the camera has lens distortion \(k1=0.1\); "
                                           r"depthpe reads undistorted pinhole images only"):
+        read_colmap(tmp_path, use_pycolmap=False)
+    (tmp_path / "images.txt").write_text(images + "5 1 0 0 0 0 0 0 5 e.png\n\n")  # f, cx, cy, then k1
+    with pytest.raises(ConfigError, match=r"cameras.txt line 5: COLMAP SIMPLE_RADIAL camera: the camera has lens "
+                                          r"distortion \(k1=-0.2\)"):
         read_colmap(tmp_path, use_pycolmap=False)
 
 
@@ -131,6 +137,8 @@ def test_scene_file_cameras(tmp_path, scene):
      r"non-positive focal length \(fx=0, fy=1\)"),
     ('{"frames": [{"file": "a", "K": [[1,0,0],[0,0,0],[0,0,1]], "w2c": [[1,0,0,0],[0,1,0,0],[0,0,1,0]]}]}',
      r"non-positive focal length \(fx=1, fy=0\)"),
+    ('{"frames": [{"file": "a", "K": [[1,0,0],[0,1,0],[0,0,2]], "w2c": [[1,0,0,0],[0,1,0,0],[0,0,1,0]]}]}',
+     r"camera 'a': K's last row is \[0.0, 0.0, 2.0\], expected \[0, 0, 1\]"),
     ('{"frames": [{"file": "a", "K": [[NaN,0,0],[0,1,0],[0,0,1]], "w2c": [[1,0,0,0],[0,1,0,0],[0,0,1,0]]}]}',
      "camera 'a' has NaN or inf values"),
     ('{"frames": [{"file": "a", "K": [[1,0,0],[0,1,0],[0,0,1]], "w2c": [[1,0,0,Infinity],[0,1,0,0],[0,0,1,0]]}]}',
@@ -166,8 +174,8 @@ def test_malformed_sources(tmp_path):
     with pytest.raises(ConfigError, match="malformed image line"):
         read_colmap(tmp_path, use_pycolmap=False)
     for qvec in ("0 0 0 0", "inf 0 0 0", "nan 1 0 0"):
-        (tmp_path / "images.txt").write_text(f"1 {qvec} 0 0 0 1 a.png\n\n")
-        with pytest.raises(ConfigError, match=r"image 'a.png' has an invalid quaternion"):
+        (tmp_path / "images.txt").write_text(f"1 1 0 0 0 0 0 0 1 z.png\n\n2 {qvec} 0 0 0 1 a.png\n\n")
+        with pytest.raises(ConfigError, match=r"images.txt image line 2: image 'a.png' has an invalid quaternion"):
             read_colmap(tmp_path, use_pycolmap=False)
     (tmp_path / "images.txt").write_text("")
     with pytest.raises(ConfigError, match="no registered images"):
@@ -195,6 +203,8 @@ def test_colmap_text_reader_skips_points_lines_and_trailing_blank_lines_and_numb
     cams = read_colmap(tmp_path, use_pycolmap=False)
     assert sorted(cams) == ["a.png", "b.png"]
     np.testing.assert_allclose(cams["b.png"].w2c[:, 3], [1, 0, 0])
+    (tmp_path / "images.txt").write_text("1 1 0 0 0 0 0 0 1 a.png")  # no points line, no newline
+    assert list(read_colmap(tmp_path, use_pycolmap=False)) == ["a.png"]
     # a quaternion that is not unit length is normalized: (2, 0, 0, 2) is 90 degrees about z
     (tmp_path / "images.txt").write_text("1 2 0 0 2 0 0 0 1 a.png\n\n")
     np.testing.assert_allclose(read_colmap(tmp_path, use_pycolmap=False)["a.png"].w2c[:, :3],
@@ -216,3 +226,13 @@ def test_colmap_folder_needs_both_files_of_one_format_and_names_may_hold_spaces(
     (model / "images.txt").unlink()
     with pytest.raises(ConfigError, match="not a COLMAP reconstruction"):
         read_colmap(tmp_path, use_pycolmap=False)
+
+
+def test_a_corrupt_binary_model_is_one_line_naming_pycolmap(tmp_path):
+    import_pycolmap()
+    (tmp_path / "cameras.bin").write_bytes(b"\x05garbage")
+    (tmp_path / "images.bin").write_bytes(b"\x07garbage")
+    with pytest.raises(ConfigError) as err:
+        read_colmap(tmp_path, use_pycolmap=True)
+    line = str(err.value)
+    assert line.startswith(f"{tmp_path}: pycolmap cannot read the COLMAP model (") and "\n" not in line
