@@ -15,6 +15,7 @@ import pytest
 from depthpe.config import ConfigError
 from depthpe.scenes.cameras import read_cameras
 from depthpe.scenes.format.check import pair_disagreement
+from depthpe.scenes.transforms_json import is_wai_doc, read_transforms
 from depthpe.testing.transforms_captures import export_transforms_capture, scene_frames
 
 
@@ -111,7 +112,34 @@ def test_non_rigid_matrices_and_missing_fields_are_one_line(tmp_path):
         ({"file_path": ""}, {}, 'needs "file_path"'),
         ({}, {"camera_convention": "blender"}, "camera_convention 'blender' is not one of opencv, opengl"),
         ({}, {"fl_x": None, "camera_angle_x": None, "w": None}, "no complete intrinsics"),
+        ({}, {"fl_x": "30"}, "fl_x must be a number, got '30'"),
+        ({}, {"w": True}, "w must be a number, got True"),
+        ({}, {"integer_depth_scale": math.inf}, "integer_depth_scale must be a positive number, got inf"),
+        ({}, {"depth_unit_scale_factor": 0}, "depth_unit_scale_factor must be a positive number, got 0"),
     ]
     for extra, top, message in cases:
         with pytest.raises(ConfigError, match="transforms.json: .*" + re.escape(message)):
             read_cameras(_doc(tmp_path, extra, **top))
+
+
+@pytest.mark.parametrize("doc", [{"frames": []}, {"frames": {}}, {"camera_model": "PINHOLE"}, [{"file_path": "a.png"}]])
+def test_a_document_without_a_list_of_frames_is_one_line(tmp_path, doc):
+    (tmp_path / "transforms.json").write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=r'transforms.json: expected \{"frames": \[\{"file_path", "transform_matrix"'):
+        read_transforms(tmp_path / "transforms.json")
+
+
+def test_a_frame_without_w_and_h_has_an_unknown_size_and_an_empty_depth_path_is_none(tmp_path):
+    path = _doc(tmp_path, {"depth_file_path": ""}, w=None, h=None)
+    scene = read_transforms(path)
+    frame = scene.frames[0]
+    assert (frame.width, frame.height) == (0, 0) and scene.depth_path(frame) is None
+    np.testing.assert_allclose(frame.K, [[30.0, 0, 19.5], [0, 30.0, 14.5], [0, 0, 1]])
+
+
+@pytest.mark.parametrize("keys,wai", [({"frame_modalities": {}}, True), ({"scene_modalities": {}}, True),
+                                      ({"frame_modalities": {}, "scene_modalities": {}}, True), ({}, False)])
+def test_either_wai_modality_key_marks_a_wai_file_whose_principal_point_is_not_shifted(tmp_path, keys, wai):
+    assert is_wai_doc({"frames": [], **keys}) is wai
+    cam = read_cameras(_doc(tmp_path, **keys, camera_convention="opencv"))["images/a.png"]
+    assert tuple(cam.K[:2, 2]) == ((20.0, 15.0) if wai else (19.5, 14.5))
