@@ -15,6 +15,7 @@ import pytest
 from depthpe.config import ConfigError
 from depthpe.scenes.cameras import read_cameras
 from depthpe.scenes.format.check import pair_disagreement
+from depthpe.scenes.format.limits import MAX_FRAME_SIDE
 from depthpe.scenes.transforms_json import is_wai_doc, read_transforms
 from depthpe.testing.transforms_captures import export_transforms_capture, scene_frames
 
@@ -130,9 +131,10 @@ def test_a_document_without_a_list_of_frames_is_one_line(tmp_path, doc):
 
 
 def test_a_frame_without_w_and_h_has_an_unknown_size_and_an_empty_depth_path_is_none(tmp_path):
-    path = _doc(tmp_path, {"depth_file_path": ""}, w=None, h=None)
+    path = _doc(tmp_path, {"depth_file_path": ""}, w=None, h=None, aabb_scale=16)
     scene = read_transforms(path)
     frame = scene.frames[0]
+    assert scene.meta["aabb_scale"] == 16 and "frames" not in scene.meta
     assert (frame.width, frame.height) == (0, 0) and scene.depth_path(frame) is None
     np.testing.assert_allclose(frame.K, [[30.0, 0, 19.5], [0, 30.0, 14.5], [0, 0, 1]])
 
@@ -143,3 +145,14 @@ def test_either_wai_modality_key_marks_a_wai_file_whose_principal_point_is_not_s
     assert is_wai_doc({"frames": [], **keys}) is wai
     cam = read_cameras(_doc(tmp_path, **keys, camera_convention="opencv"))["images/a.png"]
     assert tuple(cam.K[:2, 2]) == ((20.0, 15.0) if wai else (19.5, 14.5))
+
+
+@pytest.mark.parametrize("side,ok", [(1, True), (MAX_FRAME_SIDE, True), (0, False), (MAX_FRAME_SIDE + 1, False),
+                                     (2.5, False)])
+def test_image_sides_are_whole_pixels_from_1_to_the_limit(tmp_path, side, ok):
+    path = _doc(tmp_path, w=side)
+    if ok:
+        assert read_transforms(path).frames[0].width == side
+    else:
+        with pytest.raises(ConfigError, match=rf"w must be a whole number of pixels from 1 to {MAX_FRAME_SIDE}, got"):
+            read_transforms(path)
