@@ -156,3 +156,12 @@ def test_image_sides_are_whole_pixels_from_1_to_the_limit(tmp_path, side, ok):
     else:
         with pytest.raises(ConfigError, match=rf"w must be a whole number of pixels from 1 to {MAX_FRAME_SIDE}, got"):
             read_transforms(path)
+
+
+def test_a_3x4_transform_matrix_reads_as_its_4x4(tmp_path):
+    c2w = np.eye(4)
+    c2w[:3, 3] = [1.0, 2.0, 3.0]
+    full = read_cameras(_doc(tmp_path, {"transform_matrix": c2w.tolist()}))["images/a.png"]
+    short = read_cameras(_doc(tmp_path, {"transform_matrix": c2w[:3].tolist()}))["images/a.png"]
+    np.testing.assert_array_equal(short.w2c, full.w2c)
+    np.testing.assert_allclose(full.w2c[:, 3], [-1.0, 2.0, 3.0])  # OpenGL axes: y and z flip, then -R^T t
