@@ -94,7 +94,8 @@ def test_impossible_transforms_json_intrinsics_are_one_line(tmp_path, top, messa
 
 
 def test_a_frame_written_twice_with_a_doubled_slash_is_a_duplicate(tmp_path):
-    frames = [{"file_path": p, "transform_matrix": np.eye(4).tolist()} for p in ("images/x.png", "images//x.png")]
+    frames = [{"file_path": p, "transform_matrix": np.eye(4).tolist()}
+              for p in ("images/w.png", "images/x.png", "./images//x.png")]  # the error names the doubled one
     (tmp_path / "transforms.json").write_text(json.dumps({"fl_x": 40.0, "w": 40, "h": 30, "frames": frames}))
     with pytest.raises(ConfigError, match="file_path 'images/x.png' appears twice"):
         read_cameras(tmp_path / "transforms.json")
