@@ -79,6 +79,16 @@ def test_paths_are_relative_to_the_list_and_fixture_loads(tmp_path):
     (_doc(views=[{"image": "a.png", "K": FIXTURE_K, "pose": [[float("nan")] * 4] * 4}]), "NaN or infinite"),
     (_doc(views=[{"K": FIXTURE_K, "pose": fixture_pose(0)}]), "has no 'image'"),
     (_doc(depth=3), "'depth' must be str"),
+    (_doc(views=[{"image": "a.png", "K": [[10, 0, 6], [0.5, 10, 4], [0, 0, 1]], "pose": fixture_pose(0)}]),
+     "views[0].K must be [[fx,0,cx],[0,fy,cy],[0,0,1]] with fx, fy > 0 (pixels)"),
+    (_doc(views=[{"image": "a.png", "K": FIXTURE_K, "pose": fixture_pose(0), "image_size": [0, 12]}]),
+     "'image_size' must be [height, width] in pixels"),
+    (_doc(views=[{"image": "a.png", "K": FIXTURE_K, "pose": fixture_pose(0), "image_size": [True, 12]}]),
+     "'image_size' must be [height, width] in pixels"),
+    (_doc(depth_range=[2.0, 1.0]), "'depth_range' must be [min, max] metres with 0 < min < max, got [2.0, 1.0]"),
+    (_doc(depth_range=[0, 1.0]), "'depth_range' must be [min, max] metres"),
+    (_doc(depth_range=[0.5, "far"]), "'depth_range' must be [min, max] metres"),
+    (_doc(depth_range=[0.5, 1.0, 2.0]), "'depth_range' must be [min, max] metres"),
 ])
 def test_bad_sample_lists_give_one_line(tmp_path, doc, message):
     with pytest.raises(ConfigError) as err:
