@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from depthpe.config import ConfigError
-from tests.helpers.optional import import_pycolmap
 from depthpe.scenes.format.scene_file import write_scene
 from depthpe.scenes.synth import generate_scene
 from depthpe.scenes.cameras import (
@@ -21,6 +20,7 @@ from depthpe.scenes.cameras import (
     write_colmap_text,
     write_json_cameras,
 )
+from tests.helpers.optional import import_pycolmap
 
 H, W = 24, 32
 
