@@ -4,8 +4,9 @@ import pytest
 
 
 def import_pycolmap():
-    """pycolmap, or skip the calling test module: it is an optional extra that the dev extra installs,
-    so CI runs these tests; they skip only in a checkout installed without it."""
+    """pycolmap, or skip the caller (the test module when called at import, else the test): it is an
+    optional extra that the dev extra installs, so CI runs these tests; they skip only in a checkout
+    installed without it."""
     return pytest.importorskip("pycolmap", reason="pycolmap (an optional extra that the dev extra installs, so CI "
                                "runs these tests; skipped only in a checkout installed without it: "
                                "pip install -e '.[dev]')")

@@ -24,6 +24,11 @@ def _doc(**sample_changes):
     return {"dataset": "toy", "samples": [sample]}
 
 
+def _one_view(**view_changes):
+    """A sample list whose sample has one view (the keyview) with ``view_changes`` applied."""
+    return _doc(views=[{"image": "a.png", "K": FIXTURE_K, "pose": fixture_pose(0), **view_changes}])
+
+
 def _write(tmp_path, doc):
     path = tmp_path / "list.json"
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
@@ -71,29 +76,21 @@ def test_paths_are_relative_to_the_list_and_fixture_loads(tmp_path):
     (_doc(keyview="0"), "'keyview' must be int"),
     (_doc(keyview=1), "the keyview's pose must be the identity"),
     (_doc(views=[]), "'views' is empty"),
-    (_doc(views=[{"image": "a.png", "K": [[1, 0], [0, 1]], "pose": fixture_pose(0)}]), "must be 3x3"),
-    (_doc(views=[{"image": "a.png", "K": [[0, 0, 1], [0, 1, 1], [0, 0, 1]], "pose": fixture_pose(0)}]),
-     "fx, fy > 0"),
-    (_doc(views=[{"image": "a.png", "K": [[1, 0, 1], [0, 0, 1], [0, 0, 1]], "pose": fixture_pose(0)}]),
-     "fx, fy > 0"),
-    (_doc(views=[{"image": "a.png", "K": [[10, 0, 6], [0, 10, 4], [0, 0, 2]], "pose": fixture_pose(0)}]),
-     "fx, fy > 0"),
-    (_doc(views=[{"image": "a.png", "K": [[10, 0, 6], [0, 10, 4], [0.5, 0, 1]], "pose": fixture_pose(0)}]),
-     "fx, fy > 0"),
-    (_doc(views=[{"image": "a.png", "K": [[10, 0, 6], [0, 10, 4], [0, 0.5, 1]], "pose": fixture_pose(0)}]),
-     "fx, fy > 0"),
+    (_one_view(K=[[1, 0], [0, 1]]), "must be 3x3"),
+    (_one_view(K=[[0, 0, 1], [0, 1, 1], [0, 0, 1]]), "fx, fy > 0"),
+    (_one_view(K=[[1, 0, 1], [0, 0, 1], [0, 0, 1]]), "fx, fy > 0"),
+    (_one_view(K=[[10, 0, 6], [0, 10, 4], [0, 0, 2]]), "fx, fy > 0"),
+    (_one_view(K=[[10, 0, 6], [0, 10, 4], [0.5, 0, 1]]), "fx, fy > 0"),
+    (_one_view(K=[[10, 0, 6], [0, 10, 4], [0, 0.5, 1]]), "fx, fy > 0"),
     (_doc(keyview=True), "'keyview' must be int, got True"),
-    (_doc(views=[{"image": "a.png", "K": FIXTURE_K, "pose": [[2, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0],
-                                                               [0, 0, 0, 1]]}]), "rigid transform"),
-    (_doc(views=[{"image": "a.png", "K": FIXTURE_K, "pose": [[float("nan")] * 4] * 4}]), "NaN or infinite"),
+    (_one_view(pose=[[2, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]), "rigid transform"),
+    (_one_view(pose=[[float("nan")] * 4] * 4), "NaN or infinite"),
     (_doc(views=[{"K": FIXTURE_K, "pose": fixture_pose(0)}]), "has no 'image'"),
     (_doc(depth=3), "'depth' must be str"),
-    (_doc(views=[{"image": "a.png", "K": [[10, 0, 6], [0.5, 10, 4], [0, 0, 1]], "pose": fixture_pose(0)}]),
+    (_one_view(K=[[10, 0, 6], [0.5, 10, 4], [0, 0, 1]]),
      "views[0].K must be [[fx,0,cx],[0,fy,cy],[0,0,1]] with fx, fy > 0 (pixels)"),
-    (_doc(views=[{"image": "a.png", "K": FIXTURE_K, "pose": fixture_pose(0), "image_size": [0, 12]}]),
-     "'image_size' must be [height, width] in pixels"),
-    (_doc(views=[{"image": "a.png", "K": FIXTURE_K, "pose": fixture_pose(0), "image_size": [True, 12]}]),
-     "'image_size' must be [height, width] in pixels"),
+    (_one_view(image_size=[0, 12]), "'image_size' must be [height, width] in pixels"),
+    (_one_view(image_size=[True, 12]), "'image_size' must be [height, width] in pixels"),
     (_doc(depth_range=[2.0, 1.0]), "'depth_range' must be [min, max] metres with 0 < min < max, got [2.0, 1.0]"),
     (_doc(depth_range=[0, 1.0]), "'depth_range' must be [min, max] metres"),
     (_doc(depth_range=[0.5, "far"]), "'depth_range' must be [min, max] metres"),
