@@ -34,11 +34,13 @@ class NoSpaceError(OSError):
 
 
 def format_bytes(n: float) -> str:
-    """``n`` bytes as "1.2 GB" / "35 MB" / "12 kB" (decimal units, two significant digits)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.2g} {unit}"
-    return f"{int(n)} B"
+    """``n`` bytes as "1.2 TB" / "35 MB" / "12 kB" (decimal units, two significant digits) or, below
+    1 kB, "999 B". Rounded before the unit is picked, so 999 999 bytes are "1 MB", not "1e+03 kB"."""
+    if n < 1e3:
+        return f"{int(n)} B"
+    n = float(f"{n:.2g}")
+    unit, size = next((u, s) for u, s in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if n >= s)
+    return f"{n / size:.2g} {unit}"
 
 
 def folder_bytes(folder: Path) -> int:

@@ -11,7 +11,8 @@ from collections import namedtuple
 import pytest
 import torch
 
-from depthpe.run.disk_space import expected_checkpoint_bytes, space_error, state_bytes
+from depthpe.run.disk_space import (check_free_space, expected_checkpoint_bytes, format_bytes, space_error,
+                                   state_bytes)
 
 Usage = namedtuple("Usage", "total used free")
 ODD = (1237, 5, 40_001)  # file sizes of a previous checkpoint folder, one nested
@@ -40,6 +41,7 @@ def test_without_a_previous_checkpoint_the_tensors_are_counted(tmp_path):
     assert expected_checkpoint_bytes(None, model, optimizer) == expected
     (tmp_path / "empty").mkdir()
     assert expected_checkpoint_bytes(tmp_path / "empty", model) == 2 * 96  # an empty folder is no size
+    assert expected_checkpoint_bytes(tmp_path / "gone", model) == 2 * 96  # nor is a missing one
 
 
 @pytest.fixture
@@ -47,10 +49,15 @@ def plenty_of_space(monkeypatch):
     monkeypatch.setattr(shutil, "disk_usage", lambda path: Usage(10**13, 0, 10**13))
 
 
-@pytest.mark.parametrize("limit, file_size_limit", [(10**6, True), (10**12, False), (resource.RLIM_INFINITY, False)])
+@pytest.mark.parametrize("soft, hard, file_size_limit", [
+    (10**6, 10**6, True), (10**12, 10**12, False), (resource.RLIM_INFINITY, resource.RLIM_INFINITY, False),
+    (10**6, resource.RLIM_INFINITY, True),  # the soft limit is the one a write meets
+    (10**12, 10**6, False),
+    (10**9, 10**9, False),  # a limit of exactly the bytes needed lets them be written
+])
 def test_an_error_without_errno_is_the_file_size_limit_only_below_the_needed_bytes(
-        tmp_path, monkeypatch, plenty_of_space, limit, file_size_limit):
-    monkeypatch.setattr(resource, "getrlimit", lambda which: (limit, limit))
+        tmp_path, monkeypatch, plenty_of_space, soft, hard, file_size_limit):
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (soft, hard))
     problem = space_error(RuntimeError("file write failed"), tmp_path, 10**9, "checkpoint step 3")
     if file_size_limit:
         assert str(problem) == (f"the file-size limit of this process (ulimit -f) was reached on {tmp_path} while "
@@ -58,3 +65,20 @@ def test_an_error_without_errno_is_the_file_size_limit_only_below_the_needed_byt
                                 "with --resume latest")
     else:
         assert problem is None  # enough space and a limit above the size: not about space
+
+
+@pytest.mark.parametrize("n, text", [(0, "0 B"), (999, "999 B"), (1000, "1 kB"), (12_345, "12 kB"),
+                                     (999_999, "1 MB"), (1_200_000, "1.2 MB"), (35e6, "35 MB"),
+                                     (2.5e9, "2.5 GB"), (999.9e9, "1 TB"), (1.2e12, "1.2 TB")])
+def test_sizes_are_told_in_decimal_units_with_two_digits(n, text):
+    assert format_bytes(n) == text
+
+
+def test_exactly_the_needed_bytes_free_is_enough(tmp_path, monkeypatch):
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: Usage(10**13, 10**13 - 500, 500))
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY,) * 2)
+    check_free_space(tmp_path / "not" / "yet", 500, "checkpoint step 1")  # its nearest existing parent is asked
+    assert space_error(RuntimeError("file write failed"), tmp_path, 500, "checkpoint step 1") is None
+    with pytest.raises(OSError, match=r"^no space left on .* for checkpoint step 1 \(needs about 501 B, 500 B free\)"):
+        check_free_space(tmp_path, 501, "checkpoint step 1")
+    assert "no space left" in str(space_error(RuntimeError("file write failed"), tmp_path, 501, "checkpoint step 1"))
