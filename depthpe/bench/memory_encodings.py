@@ -10,7 +10,7 @@ import torch
 
 from .memory_report import largest, progress_lines
 from .methods import method_overrides
-from .memory_step import CAPACITIES_GB, GIB, MIB, Setting, predict, setting_from_args
+from .memory_step import CAPACITIES_GB, Setting, predict, setting_from_args, table_unit
 
 
 def compare_encodings(args, progress) -> dict[str, dict]:
@@ -62,7 +62,7 @@ def format_comparison(compared: dict[str, dict]) -> str:
     ratio to rope, and the largest S per GPU size when searched."""
     first = next(iter(compared.values()))["setting"].describe()
     rope = compared["rope"]["result"]
-    unit, name = (GIB, "GiB") if rope["peak"] >= GIB else (MIB, "MiB")
+    unit, name = table_unit(rope["peak"])
     lines = [f"training-step peak memory per encoding ({first['target']}): B={first['batch']} x S={first['views']} "
              f"views of {first['height']}x{first['width']} px, {first['precision']}, checkpointing "
              f"{'on' if first['checkpointing'] else 'off'}"]

@@ -7,7 +7,7 @@ import math
 import sys
 import time
 
-from .memory_step import CAPACITIES_GB, CONTEXT_GIB, FRAGMENTATION, GIB, MIB, Setting, predict
+from .memory_step import CAPACITIES_GB, CONTEXT_GIB, FRAGMENTATION, GIB, MIB, Setting, predict, table_unit
 
 
 
@@ -42,7 +42,7 @@ def format_report(setting: Setting, result: dict, measured: dict | None = None,
     setting fits, the largest sizes (``fit``: ("batch" | "views", {GB: value})) and the CPU
     measurement, when given."""
     d = setting.describe()
-    unit, name = (GIB, "GiB") if result["peak"] >= GIB else (MIB, "MiB")
+    unit, name = table_unit(result["peak"])
     lines = [f"training-step memory per GPU ({d['target']}): {setting.cfg.model.preset} "
              f"global_pe={d['global_pe']}, B={d['batch']} x S={d['views']} views of {d['height']}x{d['width']} px, "
              f"{d['precision']}, checkpointing {'on' if d['checkpointing'] else 'off'}",

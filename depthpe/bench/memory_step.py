@@ -19,6 +19,14 @@ CONTEXT_GIB = 1.0  # CUDA context, cuBLAS / cuDNN workspaces
 CAPACITIES_GB = (24, 48, 80)  # GPU sizes the report answers for (taken as GiB)
 GIB = 2**30
 MIB = 2**20
+
+
+def table_unit(peak: float) -> tuple[int, str]:
+    """The unit a memory table with the largest entry ``peak`` (bytes) is printed in: (GIB, "GiB")
+    from 1 GiB up, else (MIB, "MiB")."""
+    return (GIB, "GiB") if peak >= GIB else (MIB, "MiB")
+
+
 # Names of the functions CUDA autocast runs in float32 (torch.amp documentation, "CUDA Ops that can
 # autocast to float32"); matched against torch.*, torch.Tensor.* and torch.nn.functional.* callables.
 CUDA_FP32_OPS = frozenset({
