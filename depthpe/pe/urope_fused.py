@@ -95,8 +95,9 @@ def _has_complex_view(x: torch.Tensor) -> bool:
 
 def _complex_view(x: torch.Tensor) -> torch.Tensor:
     """x (..., d) real in pair order as (..., d/2) complex (a view where x's layout allows one, else a
-    view of a contiguous copy)."""
-    return torch.view_as_complex((x if _has_complex_view(x) else x.contiguous()).unflatten(-1, (-1, 2)))
+    view of a copy: a clone, since ``contiguous`` keeps an already contiguous tensor's odd offset)."""
+    return torch.view_as_complex((x if _has_complex_view(x) else x.clone(memory_format=torch.contiguous_format))
+                                 .unflatten(-1, (-1, 2)))
 
 
 def fused_forward(enc, q, k, v, kernel: FusedKernel, dtype):

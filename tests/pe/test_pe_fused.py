@@ -257,3 +257,22 @@ def test_urope_view_blocks_change_only_the_order(block, monkeypatch):
     assert rel_err(out, ref) < 1e-13
     for a, b in zip(grads, ref_grads):
         assert rel_err(a, b) < 1e-13
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.arange(2 * 3 * 8, dtype=torch.float32).reshape(2, 3, 8),  # a view
+    lambda: torch.arange(1 + 2 * 3 * 8, dtype=torch.float32)[1:].reshape(2, 3, 8),  # odd offset
+    lambda: torch.arange(2 * 3 * 9, dtype=torch.float32).reshape(2, 3, 9)[..., :8],  # odd row stride
+    lambda: torch.arange(2 * 3 * 16, dtype=torch.float32).reshape(2, 3, 16)[..., ::2],  # channel stride 2
+])
+def test_urope_complex_view_of_any_layout_holds_the_pairs(make):
+    """URoPE's rotations read real pairs as complex numbers: where the layout allows a view (unit
+    channel stride, even strides and offset) they get one, else a copy, never an error or wrong pairs."""
+    from depthpe.pe.urope_fused import _complex_view, _has_complex_view
+
+    x = make()
+    z = _complex_view(x)
+    assert torch.equal(torch.view_as_real(z).flatten(-2), x)
+    viewable = x.stride(-1) == 1 and x.stride(-2) % 2 == 0 and x.storage_offset() % 2 == 0
+    assert _has_complex_view(x) == viewable
+    assert (z.data_ptr() == x.data_ptr()) == viewable  # a view only where one is possible
