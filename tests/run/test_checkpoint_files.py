@@ -82,3 +82,21 @@ def test_the_opcode_check_reads_the_pickle_of_the_archive(tmp_path):
     assert _opcode_problem(path) == "a zip archive without a pickle (no */data.pkl)"
     _archive(path, {"archive/data.pkl": pickle.dumps({"seen": 4})[:-1]})  # no STOP opcode
     assert _opcode_problem(path).startswith("a zip archive whose pickle is malformed (")
+
+
+@pytest.mark.parametrize("error, reason", [
+    (pickle.UnpicklingError("Weights only load failed.\nWeightsUnpickler error: Unsupported operand 0\nmore"),
+     "Unsupported operand 0"),
+    (pickle.UnpicklingError("invalid load key, '\\x00'.\nsecond line"), "invalid load key, '\\x00'."),
+    (pickle.UnpicklingError(""), "unpickling failed"),
+    (RuntimeError("PytorchStreamReader failed reading zip archive\nstack"),
+     "RuntimeError: PytorchStreamReader failed reading zip archive"),
+])
+def test_a_failed_load_is_told_by_its_first_line(checkpoint, monkeypatch, error, reason):
+    import accelerate.utils
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(accelerate.utils, "load", fail)
+    assert checkpoint_problem(checkpoint) == f"state/optimizer.bin: a zip archive that torch.load cannot read ({reason})"
