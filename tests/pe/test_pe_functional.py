@@ -103,7 +103,8 @@ def test_functional_errors():
         multiview_attention(q, k, v, method="alibi", **kw)
     with pytest.raises(ValueError, match="equal shapes"):
         multiview_attention(q, k[:, :, :-1], v, method="prope", **kw)
-    with pytest.raises(ValueError, match="multiple of"):
+    per_view = NS + GRID[0] * GRID[1]
+    with pytest.raises(ValueError, match=f"^{q.shape[2] - 1} tokens is not a multiple of {per_view} tokens per view$"):
         multiview_attention(q[:, :, :-1], k[:, :, :-1], v[:, :, :-1], method="rope",
                             image_size=IMAGE, grid=GRID, num_special=NS)
     with pytest.raises(ValueError, match="tokens"):

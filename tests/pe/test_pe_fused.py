@@ -9,7 +9,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from depthpe.pe.base import Encoding
-from depthpe.pe import camera
+from depthpe.pe import camera, kernels
 from depthpe.pe.camera import head_chunks
 from depthpe.pe.kernels import FusedKernel, fused_kernel
 from tests.helpers.pe import rel_err
@@ -132,15 +132,26 @@ def test_head_chunks_cover_the_heads_once():
         assert covered == list(range(heads)) and len(head_chunks(heads)) <= 8 + (heads % 8 > 0)
 
 
-@pytest.mark.parametrize("name, dtype", [("cuda_flash", torch.bfloat16), ("cuda_efficient", torch.float32)])
-def test_cuda_kernel_signatures_on_fake_tensors(name, dtype):
-    """The CUDA forward/backward calls (no GPU needed: fake tensors carry shapes only)."""
+@pytest.mark.parametrize("name, dtype, op", [("cuda_flash", torch.bfloat16, "_scaled_dot_product_flash_attention"),
+                                             ("cuda_efficient", torch.float32, "_scaled_dot_product_efficient_attention")])
+def test_cuda_kernel_signatures_on_fake_tensors(name, dtype, op, monkeypatch):
+    """The CUDA forward/backward calls (no GPU needed: fake tensors carry shapes only), each the
+    named kernel's own pair of ops."""
+    called = []
+
+    class Recorder:
+        def __getattr__(self, attr):
+            called.append(attr)
+            return getattr(torch.ops.aten, attr)
+
+    monkeypatch.setattr(kernels, "_aten", Recorder())
     with FakeTensorMode():
         q, k, v = (torch.empty(2, 3, 40, 64, device="cuda", dtype=dtype) for _ in range(3))
         kernel = FusedKernel(name)
         out, state = kernel.forward(q, k, v)
         grads = kernel.backward(out, q, k, v, out, state)
     assert out.shape == q.shape and [tuple(x.shape) for x in grads] == [tuple(q.shape)] * 3
+    assert called == [op, f"{op}_backward"]
 
 
 def test_a_value_computed_under_fake_tensors_is_not_cached():
