@@ -1,0 +1,60 @@
+"""One raw frame made ready for a scene file (depthpe/scenes/convert/frames.py): which frames are
+dropped and for what reason, and the pose check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from depthpe.scenes.convert.common import ConvertOptions
+from depthpe.scenes.convert.contract import FrameDropped, RawFrame
+from depthpe.scenes.convert.frames import BLANK_IMAGE_MAX, _prepare_frame, rotation_ok
+
+OPTIONS = ConvertOptions(progress=False, max_side=64)
+K = np.array([[40.0, 0, 15.5], [0, 40.0, 11.5], [0, 0, 1]])
+W2C = np.hstack([np.eye(3), [[0.1], [0.0], [2.0]]])
+
+
+def _frame(image=None, depth=None, **kw) -> RawFrame:
+    image = np.full((24, 32, 3), 128, np.uint8) if image is None else image
+    depth = np.full((24, 32), 3.0, np.float32) if depth is None else depth
+    return RawFrame(image=image, depth=depth, K=kw.pop("K", K), w2c=kw.pop("w2c", W2C), name="f0", **kw)
+
+
+def test_a_good_frame_is_kept_as_it_is():
+    image, depth, k, w2c = _prepare_frame(_frame(), None, OPTIONS)
+    assert image.shape == (24, 32, 3) and depth.shape == (24, 32) and np.array_equal(k, K) and np.array_equal(w2c, W2C)
+
+
+@pytest.mark.parametrize("image, reason", [
+    (np.full((24, 32), 128, np.uint8), "bad image format"),  # grayscale
+    (np.full((24, 32, 4), 128, np.uint8), "bad image format"),  # RGBA
+    (np.full((24, 32, 3), 0.5, np.float32), "bad image format"),
+    (np.full((24, 32, 3), BLANK_IMAGE_MAX, np.uint8), "blank image"),
+])
+def test_frames_that_cannot_be_used_are_dropped_with_their_reason(image, reason):
+    with pytest.raises(FrameDropped, match=f"^{reason}$"):
+        _prepare_frame(_frame(image), None, OPTIONS)
+
+
+def test_an_image_just_above_the_blank_level_is_kept():
+    image = np.zeros((24, 32, 3), np.uint8)
+    image[3, 4, 1] = BLANK_IMAGE_MAX + 1
+    assert _prepare_frame(_frame(image), None, OPTIONS)[0].max() == BLANK_IMAGE_MAX + 1
+
+
+@pytest.mark.parametrize("w2c", [
+    np.hstack([np.eye(3), [[np.inf], [0.0], [2.0]]]),  # a good rotation, an infinite translation
+    np.hstack([np.eye(3), [[np.nan], [0.0], [2.0]]]),
+    np.hstack([np.diag([1.0, 1.0, -1.0]), [[0.0], [0.0], [2.0]]]),  # a reflection
+    np.hstack([1.01 * np.eye(3), [[0.0], [0.0], [2.0]]]),  # scaled
+    W2C[:2],  # two rows
+])
+def test_poses_that_are_no_rigid_motion_are_refused(w2c):
+    assert not rotation_ok(w2c)
+    with pytest.raises(FrameDropped, match="^invalid pose$"):
+        _prepare_frame(_frame(w2c=w2c), None, OPTIONS)
+
+
+def test_a_rotation_within_the_tolerance_is_a_pose():
+    assert rotation_ok(np.hstack([(1 + 3e-4) * np.eye(3), [[0.0], [0.0], [2.0]]]))
