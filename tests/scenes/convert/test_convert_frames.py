@@ -3,12 +3,13 @@ dropped and for what reason, and the pose check."""
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
 from depthpe.scenes.convert.common import ConvertOptions
 from depthpe.scenes.convert.contract import FrameDropped, RawFrame
-from depthpe.scenes.convert.frames import BLANK_IMAGE_MAX, _prepare_frame, rotation_ok
+from depthpe.scenes.convert.frames import BLANK_IMAGE_MAX, _prepare_frame, resize_frame, rotation_ok
 
 OPTIONS = ConvertOptions(progress=False, max_side=64)
 K = np.array([[40.0, 0, 15.5], [0, 40.0, 11.5], [0, 0, 1]])
@@ -58,3 +59,21 @@ def test_poses_that_are_no_rigid_motion_are_refused(w2c):
 
 def test_a_rotation_within_the_tolerance_is_a_pose():
     assert rotation_ok(np.hstack([(1 + 3e-4) * np.eye(3), [[0.0], [0.0], [2.0]]]))
+
+
+def test_exactly_the_minimum_valid_depth_is_enough():
+    depth = np.full((24, 32), 3.0, np.float32)
+    depth[:12] = 0  # half the pixels valid
+    options = ConvertOptions(progress=False, max_side=64, min_valid_fraction=0.5)
+    assert _prepare_frame(_frame(depth=depth), None, options)[1].shape == (24, 32)
+    depth[12, 0] = 0
+    with pytest.raises(FrameDropped, match="^too little valid depth$"):
+        _prepare_frame(_frame(depth=depth), None, options)
+
+
+@pytest.mark.parametrize("size, interpolation", [((12, 16), cv2.INTER_AREA), ((48, 64), cv2.INTER_CUBIC)])
+def test_images_shrink_by_area_and_grow_by_cubic_interpolation(size, interpolation):
+    image = np.random.default_rng(0).integers(0, 256, (24, 32, 3), dtype=np.uint8)
+    resized, depth, k = resize_frame(image, np.ones((24, 32), np.float32), K, *size)
+    assert np.array_equal(resized, cv2.resize(image, size[::-1], interpolation=interpolation))
+    assert depth.shape == size and k[0, 0] == K[0, 0] * size[1] / 32
