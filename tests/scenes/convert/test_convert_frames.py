@@ -73,7 +73,13 @@ def test_exactly_the_minimum_valid_depth_is_enough():
 
 @pytest.mark.parametrize("size, interpolation", [((12, 16), cv2.INTER_AREA), ((48, 64), cv2.INTER_CUBIC)])
 def test_images_shrink_by_area_and_grow_by_cubic_interpolation(size, interpolation):
-    image = np.random.default_rng(0).integers(0, 256, (24, 32, 3), dtype=np.uint8)
-    resized, depth, k = resize_frame(image, np.ones((24, 32), np.float32), K, *size)
+    """Depth is resampled nearest (no value made up across an edge) and K follows exactly."""
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)
+    depth = rng.choice(np.array([1.0, 5.0], np.float32), (24, 32))
+    resized, new_depth, k = resize_frame(image, depth, K, *size)
     assert np.array_equal(resized, cv2.resize(image, size[::-1], interpolation=interpolation))
-    assert depth.shape == size and k[0, 0] == K[0, 0] * size[1] / 32
+    assert new_depth.shape == size and set(np.unique(new_depth)) <= {1.0, 5.0}
+    sx, sy = size[1] / 32, size[0] / 24
+    assert np.allclose(k, [[sx * K[0, 0], 0, sx * (K[0, 2] + 0.5) - 0.5], [0, sy * K[1, 1], sy * (K[1, 2] + 0.5) - 0.5],
+                           [0, 0, 1]], rtol=0, atol=1e-12)
