@@ -83,3 +83,22 @@ def test_images_shrink_by_area_and_grow_by_cubic_interpolation(size, interpolati
     sx, sy = size[1] / 32, size[0] / 24
     assert np.allclose(k, [[sx * K[0, 0], 0, sx * (K[0, 2] + 0.5) - 0.5], [0, sy * K[1, 1], sy * (K[1, 2] + 0.5) - 0.5],
                            [0, 0, 1]], rtol=0, atol=1e-12)
+
+
+def test_depth_that_is_not_a_positive_finite_number_becomes_invalid():
+    depth = np.full((24, 32), 0.5, np.float64)
+    depth[0, :4] = [np.nan, np.inf, -2.0, -np.inf]
+    out = _prepare_frame(_frame(depth=depth), None, OPTIONS)[1]
+    assert out.dtype == np.float32 and out[0, :5].tolist() == [0, 0, 0, 0, 0.5]
+
+
+@pytest.mark.parametrize("k", [np.diag([0.0, 40.0, 1.0]), np.diag([40.0, -1.0, 1.0]), np.full((3, 3), np.nan)])
+def test_intrinsics_without_positive_finite_focal_lengths_drop_the_frame(k):
+    with pytest.raises(FrameDropped, match="^invalid intrinsics$"):
+        _prepare_frame(_frame(K=k), None, OPTIONS)
+
+
+def test_a_frame_is_resized_to_the_scenes_size_unless_its_aspect_differs():
+    assert _prepare_frame(_frame(), (12, 16), OPTIONS)[0].shape == (12, 16, 3)
+    with pytest.raises(FrameDropped, match="^image aspect differs from the scene's first frame$"):
+        _prepare_frame(_frame(), (12, 12), OPTIONS)
