@@ -207,6 +207,9 @@ def test_where_sdpa_picks_cudnn_the_flash_or_efficient_kernel_is_used():
     assert _instead_of_cudnn(torch.bfloat16, 64) == int(SDPBackend.FLASH_ATTENTION)
     assert _instead_of_cudnn(torch.float32, 64) == int(SDPBackend.EFFICIENT_ATTENTION)
     assert _instead_of_cudnn(torch.bfloat16, 512) == int(SDPBackend.EFFICIENT_ATTENTION)
+    assert _instead_of_cudnn(torch.float16, 256) == int(SDPBackend.FLASH_ATTENTION)  # FlashAttention's largest
+    assert _instead_of_cudnn(torch.float16, 264) == int(SDPBackend.EFFICIENT_ATTENTION)
+    assert _instead_of_cudnn(torch.bfloat16, 60) == int(SDPBackend.EFFICIENT_ATTENTION)  # not a multiple of 8
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         assert _instead_of_cudnn(torch.bfloat16, 64) is None
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
