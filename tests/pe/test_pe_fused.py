@@ -276,6 +276,7 @@ def test_urope_view_blocks_change_only_the_order(block, monkeypatch):
 @pytest.mark.parametrize("make", [
     lambda: torch.arange(2 * 3 * 8, dtype=torch.float32).reshape(2, 3, 8),  # a view
     lambda: torch.arange(1 + 2 * 3 * 8, dtype=torch.float32)[1:].reshape(2, 3, 8),  # odd offset
+    lambda: torch.arange(2 + 2 * 3 * 8, dtype=torch.float32)[2:].reshape(2, 3, 8),  # even offset
     lambda: torch.arange(2 * 3 * 9, dtype=torch.float32).reshape(2, 3, 9)[..., :8],  # odd row stride
     lambda: torch.arange(4 * 3 * 9, dtype=torch.float32).reshape(4, 3, 9)[::2, :, :8],  # even outer, odd row stride
     lambda: torch.arange(2 * 3 * 16, dtype=torch.float32).reshape(2, 3, 16)[..., ::2],  # channel stride 2
