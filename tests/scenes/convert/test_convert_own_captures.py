@@ -100,6 +100,14 @@ def test_bad_frames_are_dropped_with_reasons_and_reruns_resume(original, tmp_pat
     assert good.name == "good"
 
 
+def test_frames_dropped_for_the_same_reason_are_counted_together(original, tmp_path):
+    src = export_capture(original, tmp_path / "cap")
+    for name in ("frame_00001.npy", "frame_00003.npy"):
+        (src / "depth" / name).write_bytes(b"\x93NUMPY garbage")
+    summary = convert("folder", src, tmp_path / "out", _opts())
+    assert summary["frames_dropped"] == {"unreadable depth": 2} and summary["frames_written"] == 2
+
+
 def test_colmap_without_depth_maps_is_skipped(original, tmp_path, capsys):
     src = export_colmap_workspace(original, tmp_path / "ws")
     for p in (src / "stereo" / "depth_maps").iterdir():

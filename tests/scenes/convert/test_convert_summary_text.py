@@ -66,3 +66,18 @@ def test_scene_folders_are_found_down_to_the_depth_limit_through_links(tmp_path)
     assert found == [tmp_path / p for p in ("a", "b/c", "d/e/f", "linked/c")]
     assert find_dirs_with(tmp_path, "cameras.txt", max_depth=2) == [tmp_path / p for p in ("a", "b/c", "linked/c")]
     assert find_dirs_with(tmp_path / "a", "cameras.txt", max_depth=0) == [tmp_path / "a"]
+
+
+def test_only_image_files_under_images_are_frames_and_only_scene_folders_are_scenes(tmp_path):
+    from depthpe.scenes.convert.folder import image_files, scene_refs
+
+    images = tmp_path / "cap" / "images"
+    (images / "left").mkdir(parents=True)
+    (images / "folder.png").mkdir()  # a folder with an image suffix
+    for name in ("b.JPG", "left/a.png", "notes.txt", ".DS_Store", "c.jpeg"):
+        (images / name).write_bytes(b"")
+    assert [name for name, _ in image_files(images)] == ["b.JPG", "c.jpeg", "left/a.png"]
+    (tmp_path / "stray.png").write_bytes(b"")  # a file beside the scene folders: never a scene
+    (tmp_path / "notes").mkdir()  # nor a folder without images/
+    refs = scene_refs(tmp_path, lambda d: (d / "images").is_dir())
+    assert [(r.scene_id, r.path) for r in refs] == [("cap", str(tmp_path / "cap"))]
