@@ -102,3 +102,5 @@ def test_a_frame_is_resized_to_the_scenes_size_unless_its_aspect_differs():
     assert _prepare_frame(_frame(), (12, 16), OPTIONS)[0].shape == (12, 16, 3)
     with pytest.raises(FrameDropped, match="^image aspect differs from the scene's first frame$"):
         _prepare_frame(_frame(), (12, 12), OPTIONS)
+    with pytest.raises(FrameDropped, match="^image aspect differs"):
+        _prepare_frame(_frame(), (12, 17), OPTIONS)  # scale factors 0.5 and 0.53: 6 % apart, over 2 %
