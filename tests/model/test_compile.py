@@ -34,10 +34,12 @@ def _model(global_pe: str, checkpointing: bool) -> DepthModel:
 
 
 def _cases():
+    """Every encoding without checkpointing (``slow``), and QUICK_CASE. With checkpointing, every encoding is
+    compiled with ``fullgraph=True`` (which fails on any graph break) by
+    ``test_compiled_training_step_matches_eager``, so explaining those again would only repeat it."""
     for pe in COMPILED_ENCODINGS:
-        for checkpointing in (False, True):
-            marks = () if (pe, checkpointing) == QUICK_CASE else (pytest.mark.slow,)
-            yield pytest.param(pe, checkpointing, marks=marks, id=f"{pe}-{'ckpt' if checkpointing else 'plain'}")
+        yield pytest.param(pe, False, marks=pytest.mark.slow, id=f"{pe}-plain")
+    yield pytest.param(*QUICK_CASE, id=f"{QUICK_CASE[0]}-ckpt")
 
 
 def test_every_preset_encoding_is_covered():
@@ -124,7 +126,7 @@ def test_changing_batch_shapes_compile_without_graph_breaks(global_pe):
     model = _model(global_pe, checkpointing=True)
     eager = _model(global_pe, checkpointing=True)
     _compile_blocks_aot_eager(model)
-    for S, H, W in [(2, 14, 28), (3, 28, 14), (4, 14, 42)]:
+    for S, H, W in [(2, 14, 28), (3, 28, 14)]:  # the second shape changes every size: dynamic from then on
         inputs = moving_camera_inputs(S=S, H=H, W=W)
         out, grads = _loss_and_grads(model, model, inputs)
         ref_out, ref_grads = _loss_and_grads(eager, eager, inputs)
