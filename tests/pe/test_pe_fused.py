@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from depthpe.pe.base import Encoding
 from depthpe.pe import camera, kernels
 from depthpe.pe.camera import head_chunks
 from depthpe.pe.kernels import FusedKernel, fused_kernel
 from tests.helpers.pe import rel_err
-from tests.helpers.pe_fused import inputs, prep
+from tests.helpers.pe_fused import N, inputs, prep
 
 CAMERA_METHODS = ["prope", "gta", "dppe_dual", "dppe_tadd", {"qk": "none", "vo": "p"},
                   {"qk": "vggt2d", "vo": "KRtAdd2d"}, {"qk": "p2d", "vo": "none"}, {"qk": "2d", "vo": "Rt"}]
@@ -124,6 +125,46 @@ def test_bf16_autocast_with_gradients(method):
     assert rel_err(out.float(), ref) < 3e-2
     for a, b in zip(grads, ref_grads):
         assert a.dtype == torch.float32 and rel_err(a, b) < 5e-2
+
+
+class _NewTensors(TorchDispatchMode):
+    """Records (op, dtype, number of elements) of every tensor an op creates; views and in-place or
+    ``out=`` ops create none."""
+
+    def __init__(self):
+        super().__init__()
+        self.created = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view and not func._schema.is_mutable:
+            self.created += [(str(func), t.dtype, t.numel()) for t in (out if isinstance(out, (tuple, list)) else [out])
+                             if isinstance(t, torch.Tensor)]
+        return out
+
+
+@pytest.mark.parametrize("fused", ["on", "off"])
+@pytest.mark.parametrize("method", ["prope", "gta", "dppe_dual", "dppe_tadd", "urope"])
+def test_float32_attention_keeps_float64_off_the_hot_path(method, fused):
+    """A float32 layer's forward and backward may build small tables in float64 (the RoPE
+    frequencies, T x d/2 angles), but no float64 or complex128 tensor as large as one head's
+    queries: the rotations, camera transforms and gradient sums run in float32 (issue 46), in the
+    fused functions and on the plain path (CUDA's default)."""
+    K, w2c, q, k, v = inputs(13, d=16, heads=4, dtype=torch.float32)
+    enc = prep(method, K.float(), w2c.float(), fused_attention=fused)
+    with _NewTensors() as seen:
+        out = enc.attend(q, k, v)
+        out.backward(torch.ones_like(out))
+    assert (fused_name(out) == "FusedAttentionBackward") == (fused == "on")
+    head = N * q.shape[-1]
+    assert any(dtype == torch.float32 and n >= head for _, dtype, n in seen.created)  # activations are seen
+    wide = [c for c in seen.created if c[1] in (torch.float64, torch.complex128) and c[2] >= head]
+    assert not wide, wide[:3]
+
+
+def test_an_unknown_fused_kernel_is_named_with_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown fused kernel 'cudnn'; known: \['cpu_flash', 'cuda_efficient', 'cuda_flash'\]"):
+        FusedKernel("cudnn")
 
 
 def test_head_chunks_cover_the_heads_once():
