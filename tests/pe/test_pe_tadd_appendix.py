@@ -13,6 +13,7 @@ import torch
 
 from depthpe.geometry import normalize_intrinsics
 from depthpe.pe import prepare_encoding
+from depthpe.pe.dppe import tadd_appendix_channels
 from tests.helpers.pe import random_cameras, random_qkv, random_rotations
 
 IMAGE, GRID, NS, S = (28, 42), (2, 3), 5, 3
@@ -78,3 +79,21 @@ def test_appendix_output_matches_blockwise_formula():
     torch.testing.assert_close(got[..., :3], o_r, rtol=0, atol=1e-12)
     torch.testing.assert_close(got[..., 3:], o_s, rtol=0, atol=1e-12)
     assert math.isfinite(float(out.abs().max()))
+
+
+@pytest.mark.parametrize("d", [48, 64, 80])
+def test_appendix_split_covers_every_channel_and_passes_the_rest_through_the_rotation_softmax(d):
+    """Where d/2 is no multiple of 6 (d = 64, 80), the (d/2) % 6 channels after the camera 6-chunks
+    are rotation channels with no transform: the values split into rotation and translation slots
+    without a gap, and the output there is the rotation softmax's average of v."""
+    ch = tadd_appendix_channels(d)
+    assert torch.equal(torch.sort(torch.cat([ch["v_rot"], ch["v_trans"]])).values, torch.arange(d))
+    assert torch.equal(ch["qk_rot"], ch["v_rot"])
+    rest = torch.arange(d // 2 // 6 * 6, d // 2)
+    assert len(rest) == (d // 2) % 6 and torch.isin(rest, ch["qk_rot"]).all()
+    K, w2c, _, _, q, k = setup(d, seed=6)
+    v = torch.randn_like(q)
+    enc = prepare_encoding(APPENDIX, K=K, w2c=w2c, image_size=IMAGE, grid=GRID, num_special=NS,
+                           patch_offset=1, softmax="blockwise")
+    out = enc.attend(q, k, v)
+    torch.testing.assert_close(out[..., rest], enc.block_weights(q, k)["rot"] @ v[..., rest], rtol=0, atol=1e-12)
