@@ -237,6 +237,22 @@ def test_urope_slices_spanning_anchor_groups_equal_the_hooks_path(monkeypatch, c
     assert rel_err(out, ref) < 1e-13 and all(rel_err(a, b) < 1e-13 for a, b in zip(grads, ref_grads))
 
 
+
+@pytest.mark.parametrize("opts", UROPE_OPTIONS, ids=["heads", "channels"])
+def test_urope_fused_with_cached_tables_equals_the_hooks_path(opts):
+    """``cache_tables: true`` (the key phases of every query view kept for all layers) runs the
+    fused function too (one query view per call, with gradients), reading its phases from the kept
+    tables: values and gradients equal the hooks path's."""
+    K, w2c, q, k, v = inputs(14, d=16, heads=4)
+    enc = prep("urope", K, w2c, cache_tables=True, **opts)
+    g = torch.randn(q.shape, dtype=q.dtype, generator=torch.Generator().manual_seed(15))
+    out, grads = _out_and_grads(enc.attend, q, k, v, g)
+    assert fused_name(out) == "FusedAttentionBackward"
+    enc.fused = False
+    ref, ref_grads = _out_and_grads(enc.attend, q, k, v, g)
+    assert fused_name(ref) != "FusedAttentionBackward"
+    assert rel_err(out, ref) < 1e-13 and all(rel_err(a, b) < 1e-13 for a, b in zip(grads, ref_grads))
+
 def test_where_sdpa_picks_cudnn_the_flash_or_efficient_kernel_is_used():
     """cuDNN attention (what PyTorch 2.11 picks for bf16 on an H200) has no forward/backward pair
     here: FlashAttention takes its place for fp16/bf16, the memory-efficient kernel otherwise, and

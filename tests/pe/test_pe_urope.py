@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from depthpe.pe import apply_rope_2d, prepare_encoding, token_positions
-from depthpe.pe.urope import default_anchors
+from depthpe.pe.urope import default_anchors, project_key_positions
 from tests.helpers.pe import DT, GRID, IMAGE, random_cameras, random_qkv, random_se3, rel_err
 from tests.helpers.urope import B, H, N, NS, S, T, h, naive_key_positions, setup, tiny_inputs, w
 
@@ -116,6 +116,26 @@ def test_opposite_facing_cameras_finite_outputs_and_gradients():
     assert torch.isfinite(enc.key_pos).all()
     assert enc.key_pos[..., 1].abs().max() <= 2 * w + 1 and enc.key_pos[..., 0].abs().max() <= 2 * h + 1
 
+
+
+def test_a_key_point_almost_on_the_query_image_plane_is_projected_at_eps_times_its_anchor():
+    """z_safe = max(z', behind_eps * d_g): a key point 1e-3 in front of the query camera, under
+    1e-3 x its anchor 2, counts as behind, and its [u', v', z'] = K X is divided by 2e-3 (not by its
+    own z', not by 1e-3 / 2). Pinhole fx = fy = 10 px, principal point at the centre of 28 x 28 px,
+    a 2 x 2 grid: key patch (0, 0) is pixel (6.5, 6.5), its ray at depth 2 the point (-1.4, -1.4, 2)
+    of the key camera; the query camera sits so that the point is at (-1e-5, 0, 1e-3) in it."""
+    K = torch.tensor([[10.0, 0.0, 13.5], [0.0, 10.0, 13.5], [0.0, 0.0, 1.0]], dtype=DT).expand(1, 2, 3, 3)
+    w2c = torch.eye(4, dtype=DT).repeat(1, 2, 1, 1)
+    w2c[0, 0, :3, 3] = torch.tensor([1.4 - 1e-5, 1.4, 1e-3 - 2.0], dtype=DT)
+    pos, behind = project_key_positions(K, w2c, torch.tensor([1.0, 2.0], dtype=DT), (28, 28), (2, 2))
+    assert pos.shape == (1, 2, 2, 2, 4, 2) and behind.shape == (1, 2, 2, 2, 4)
+    assert behind[0, 0, 1, 1, 0]  # query view 0, anchor 2, key view 1, key patch 0
+    z_safe = 1e-3 * 2.0
+    u, v = (10.0 * -1e-5 + 13.5 * 1e-3) / z_safe, 13.5 * 1e-3 / z_safe  # 6.7 and 6.75 px
+    expected = torch.tensor([(v + 0.5) / 14 - 0.5, (u + 0.5) / 14 - 0.5], dtype=DT)  # (y, x) in patches
+    torch.testing.assert_close(pos[0, 0, 1, 1, 0], expected, rtol=0, atol=1e-9)
+    assert not behind[0, 0, :, 0].any() and not behind[0, 1, :, 1].any()  # a view's own keys: never behind
+    assert not behind[0, 1, :, 0].any()  # view 0's points are 2 + 1.999 or more in front of view 1
 
 def test_gradcheck():
     g = torch.Generator().manual_seed(7)
