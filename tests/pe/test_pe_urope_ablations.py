@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from depthpe.pe import apply_rope_2d, encoding_state, prepare_encoding, token_positions
-from depthpe.pe.urope import LearnableAnchors, default_anchors
+from depthpe.pe.urope import LearnableAnchors, default_anchors, resolve_anchors
 from tests.helpers.pe import GRID, IMAGE, rel_err
 from tests.helpers.urope import NS, S, T, naive_key_positions, setup, tiny_inputs
 
@@ -66,6 +66,28 @@ def test_anchor_placement():
     with pytest.raises(ValueError, match="anchor_assignment"):
         prep(K, w2c, anchor_assignment="tokens")
 
+
+
+@pytest.mark.parametrize("opts, message", [
+    (dict(num_anchors=0), r"num_anchors >= 1 and 0 < anchor_near <= anchor_far, got 0, 0.5, 8.0"),
+    (dict(num_anchors=2.0), r"num_anchors >= 1 .*got 2.0, 0.5, 8.0"),
+    (dict(anchor_near=0.0), r"0 < anchor_near .*got 4, 0.0, 8.0"),
+    (dict(anchor_far=float("inf")), r"got 4, 0.5, inf"),
+    (dict(anchors=[1.0, 0.0]), r"urope anchors must be a non-empty list of positive depths, got \[1.0, 0.0\]"),
+    (dict(anchors=[]), r"non-empty list of positive depths, got \[\]"),
+    (dict(anchors=[1.0], anchor_far=4.0, anchor_near=1.0), r"give anchors or \['anchor_far', 'anchor_near'\], not both"),
+])
+def test_bad_anchor_options_are_named_in_the_error(opts, message):
+    """Each of URoPE's anchor options refused on its own, the message saying which values it got."""
+    _, K, w2c, *_ = setup(22)
+    with pytest.raises(ValueError, match=message):
+        prep(K, w2c, **opts)
+
+
+def test_anchors_at_near_equal_to_far_are_allowed():
+    _, K, w2c, *_ = setup(23)
+    assert resolve_anchors(num_anchors=2, anchor_near=2.0, anchor_far=2.0) == pytest.approx([2.0, 2.0])
+    assert prep(K, w2c, num_anchors=1, anchor_near=2.0, anchor_far=2.0).G == 1
 
 def naive_channelwise(q, k, v, K, w2c, anchors):
     """Every head uses anchor m mod A on the rotate-half pair of frequency m (both axes)."""
