@@ -137,6 +137,22 @@ def test_a_key_point_almost_on_the_query_image_plane_is_projected_at_eps_times_i
     assert not behind[0, 0, :, 0].any() and not behind[0, 1, :, 1].any()  # a view's own keys: never behind
     assert not behind[0, 1, :, 0].any()  # view 0's points are 2 + 1.999 or more in front of view 1
 
+
+def test_behind_eps_and_clip_options_reach_the_key_positions():
+    """``behind_eps`` and ``clip`` (pe_options) are the ones the key positions are built with: with
+    a backward-looking camera both change them, and they equal the naive reference's at those values."""
+    _, K, w2c, *_ = setup(6)
+    w2c = w2c.clone()
+    w2c[:, 1, :3, :3] = torch.diag(torch.tensor([-1.0, 1.0, -1.0], dtype=DT))  # looks backwards
+    default = prep(K, w2c)
+    for opts in ({"behind_eps": 0.3}, {"clip": 0.25}):
+        enc = prep(K, w2c, **opts)
+        ref = naive_key_positions(K, w2c, ANCHORS, eps=opts.get("behind_eps", 1e-3), clip=opts.get("clip", 1.0))
+        assert rel_err(enc.key_pos, ref) < 1e-12, opts
+        assert (enc.key_pos - default.key_pos).abs().max() > 1e-3, opts
+    assert prep(K, w2c, behind_eps=0.3).behind.sum() > default.behind.sum()
+    assert prep(K, w2c, clip=0.25).key_pos[..., 1].max() <= 1.25 * w + 1  # patch units, offset 1
+
 def test_gradcheck():
     g = torch.Generator().manual_seed(7)
     K, w2c = random_cameras(1, 2, g, trans=0.2)

@@ -89,6 +89,7 @@ def test_anchors_at_near_equal_to_far_are_allowed():
     assert resolve_anchors(num_anchors=2, anchor_near=2.0, anchor_far=2.0) == pytest.approx([2.0, 2.0])
     assert prep(K, w2c, num_anchors=1, anchor_near=2.0, anchor_far=2.0).G == 1
 
+
 def naive_channelwise(q, k, v, K, w2c, anchors):
     """Every head uses anchor m mod A on the rotate-half pair of frequency m (both axes)."""
     d = q.shape[-1]
@@ -120,6 +121,15 @@ def test_channelwise_matches_naive_reference(traced):
     assert rel_err(cached.attend(q, k, v), got) < 1e-13
 
 
+
+def test_channelwise_with_three_anchors_matches_naive_reference():
+    """Head dim 24 (6 frequencies per axis) and 3 anchors: frequency m takes anchor m mod 3, the
+    same m on both axes (an index taken mod d/6 instead of d/4 would not be)."""
+    anchors = [0.7, 1.5, 3.0]
+    _, K, w2c, q, k, v = setup(24, d=24)
+    enc = prep(K, w2c, anchors=anchors, anchor_assignment="channels")
+    assert rel_err(enc.attend(q, k, v), naive_channelwise(q, k, v, K, w2c, anchors)) < 1e-12
+
 def test_channelwise_with_one_anchor_is_headwise_and_errors():
     _, K, w2c, q, k, v = setup(23)
     assert_bit_identical(outputs_and_grads(prep(K, w2c, num_anchors=1, anchor_assignment="channels"), q, k, v),
@@ -136,6 +146,14 @@ def test_learnable_anchors_start_at_the_fixed_ones_bit_for_bit():
     assert encoding_state("rope", 3) is None
     assert isinstance(encoding_state("urope", 3, learnable_anchors=True, num_anchors=2), LearnableAnchors)
 
+
+
+def test_learnable_anchors_scale_each_layer_by_the_exponential_of_its_log_scale():
+    state = LearnableAnchors([1.0, 4.0], num_layers=2)
+    with torch.no_grad():
+        state.log_scale[1] = torch.tensor([math.log(2.0), math.log(0.5)])
+    assert torch.allclose(state(1), torch.tensor([2.0, 2.0], dtype=torch.float64), rtol=1e-6, atol=0)  # float32 log_scale
+    assert torch.equal(state(0), torch.tensor([1.0, 4.0], dtype=torch.float64))
 
 @pytest.mark.parametrize("assignment", ["heads", "channels"])
 def test_learnable_anchor_gradient_keeps_everything_else_bit_identical(assignment):
