@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from depthpe.pe.spec import OFFICIAL_TRANSFORMS, PRESET_PAIRS, encoding_pair
-from depthpe.pe import multiview_attention, prepare_encoding
+from depthpe.pe import check_encoding_cameras, multiview_attention, prepare_encoding
 from tests.helpers import dppe_official_reference as ref
 from tests.helpers.pe import random_cameras, random_qkv
 from tests.helpers.pe_pairs import GRID, IMAGE, S, compare_pair
@@ -94,3 +94,37 @@ def test_pair_option_errors():
     # Camera-free pairs need no cameras.
     free = prepare_encoding({"qk": "2d", "vo": "2d"}, image_size=IMAGE, grid=GRID, num_views=2)
     assert free.transform_v(torch.ones(3, 1, 12, 8)).shape == (3, 1, 12, 8)
+
+
+def test_pair_options_each_pair_understands():
+    """``translation_scale`` is taken by a pair with Rt (no 2d) on one side only, and changes its
+    output; ``rope_base`` and its older name ``base`` together are refused; the blockwise softmax
+    is taken by the appendix pair {KRtAdd2d, KRtAdd2d}."""
+    g = torch.Generator().manual_seed(5)
+    K, w2c = random_cameras(1, 2, g, image=IMAGE)
+    q, k, v = random_qkv(1, 2, 2 * 6, 16, g)
+    geom = dict(K=K, w2c=w2c, image_size=IMAGE, grid=GRID, num_special=0)
+    pair = {"qk": "Rt", "vo": "none"}
+    scaled = multiview_attention(q, k, v, method=pair, translation_scale=0.5, **geom)
+    assert not torch.equal(scaled, multiview_attention(q, k, v, method=pair, **geom))
+    with pytest.raises(ValueError, match=r"^qk=p2d,vo=none: give rope_base or its older name base, not both$"):
+        prepare_encoding({"qk": "p2d", "vo": "none"}, rope_base=50.0, base=50.0, **geom)
+    with pytest.raises(ValueError, match=r"needs vo KRtAdd2d and qk KRtAdd2d \(the paper's appendix A\) or p2d"):
+        prepare_encoding({"qk": "KRtAdd2d", "vo": "p2d"}, softmax="blockwise", **geom)
+    assert prepare_encoding({"qk": "KRtAdd2d", "vo": "KRtAdd2d"}, softmax="blockwise", **geom) is not None
+
+
+def test_the_cameras_a_pair_needs_are_the_cameras_it_reads():
+    """K is required when either side reads intrinsics (here only vo: p), and not otherwise: a pair
+    of Rt and 2d is prepared and checked with w2c alone, equal to the same pair given K too."""
+    g = torch.Generator().manual_seed(6)
+    K, w2c = random_cameras(1, 2, g, image=IMAGE)
+    q, k, v = random_qkv(1, 2, 2 * 6, 16, g)
+    geom = dict(image_size=IMAGE, grid=GRID, num_special=0)
+    with pytest.raises(ValueError, match="K="):
+        check_encoding_cameras({"qk": "none", "vo": "p"}, None, w2c)
+    with pytest.raises(ValueError, match="K="):
+        prepare_encoding({"qk": "none", "vo": "p"}, K=None, w2c=w2c, **geom)
+    check_encoding_cameras({"qk": "Rt", "vo": "2d"}, None, w2c)  # reads no K: nothing to refuse
+    without_K = multiview_attention(q, k, v, method={"qk": "Rt", "vo": "2d"}, K=None, w2c=w2c, **geom)
+    assert torch.equal(without_K, multiview_attention(q, k, v, method={"qk": "Rt", "vo": "2d"}, K=K, w2c=w2c, **geom))
