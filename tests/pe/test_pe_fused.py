@@ -291,6 +291,14 @@ def test_fused_attention_option_and_device_defaults():
         prep("prope", K, w2c, fused_attention="sometimes")
 
 
+
+@pytest.mark.parametrize("value, fused", [("On", True), ("TRUE", True), ("true", True), (True, True),
+                                          ("Off", False), ("false", False), (False, False), ("AUTO", None)])
+def test_fused_attention_option_reads_on_off_true_false_in_any_case(value, fused):
+    """The spellings a YAML file or a command-line override gives (``fused_attention=true``, ``On``)."""
+    K, w2c, *_ = inputs(16, heads=4)
+    assert prep("prope", K, w2c, fused_attention=value).fused is fused
+
 def test_fused_kernel_is_chosen_on_fake_tensors():
     """Shape-only runs (``depthpe bench memory``) see the kernel a real run would use: the CPU
     choice asked with real probes, on a fake CUDA device FlashAttention (bf16) or the

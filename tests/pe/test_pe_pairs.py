@@ -128,3 +128,12 @@ def test_the_cameras_a_pair_needs_are_the_cameras_it_reads():
     check_encoding_cameras({"qk": "Rt", "vo": "2d"}, None, w2c)  # reads no K: nothing to refuse
     without_K = multiview_attention(q, k, v, method={"qk": "Rt", "vo": "2d"}, K=None, w2c=w2c, **geom)
     assert torch.equal(without_K, multiview_attention(q, k, v, method={"qk": "Rt", "vo": "2d"}, K=K, w2c=w2c, **geom))
+
+
+
+def test_an_unknown_encoding_names_the_available_ones():
+    g = torch.Generator().manual_seed(7)
+    K, w2c = random_cameras(1, 2, g, image=IMAGE)
+    with pytest.raises(ValueError, match=r"^unknown positional encoding 'ropee'; available: .*\bprope, rope, urope\b"
+                                         r".* or a pair \{qk: NAME, vo: NAME\}$"):
+        prepare_encoding("ropee", K=K, w2c=w2c, image_size=IMAGE, grid=GRID, num_special=0)
