@@ -342,7 +342,6 @@ def test_large_translation_warns_at_the_boundary_not_in_prepare():
         check_encoding_cameras("prope", K, w2c, max_translation=100.0)
 
 
-
 def test_the_translation_warning_reads_the_length_of_each_camera_translation():
     """The bound is on the Euclidean length of a w2c translation (one camera at (6, 6, 6): 10.4 > 10,
     though no coordinate is over 10), not on a coordinate or on a norm across views."""
@@ -355,6 +354,7 @@ def test_the_translation_warning_reads_the_length_of_each_camera_translation():
     w2c[:, -1, :3, 3] = 6.0
     with pytest.warns(UserWarning, match=r"translation has norm 10\.4 > 10\.0"):
         check_encoding_cameras("prope", K, w2c)
+
 
 # --- 19. q/k norm ordering (encodings act on the tensors they are given) -----------------------
 def test_normalization_before_transform_keeps_invariance_after_breaks_it():

@@ -54,6 +54,17 @@ def _out_and_grads(attend, q, k, v, g):
     return out, torch.autograd.grad(out, qkv, g)
 
 
+def _assert_fused_equals_hooks_path(enc, q, k, v, grad):
+    """URoPE's fused function (asserted to run) and its hooks path (``enc.fused = False``) give equal
+    values and gradients for the upstream gradient ``grad`` (relative 1e-13)."""
+    out, grads = _out_and_grads(enc.attend, q, k, v, grad)
+    assert fused_name(out) == "FusedAttentionBackward"
+    enc.fused = False
+    ref, ref_grads = _out_and_grads(enc.attend, q, k, v, grad)
+    assert fused_name(ref) != "FusedAttentionBackward"
+    assert rel_err(out, ref) < 1e-13 and all(rel_err(a, b) < 1e-13 for a, b in zip(grads, ref_grads))
+
+
 @pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-13), (torch.float32, 2e-6)])
 @pytest.mark.parametrize("method", CAMERA_METHODS + ["urope"], ids=str)
 def test_fused_equals_plain_path(method, dtype, tol):
@@ -230,12 +241,7 @@ def test_urope_slices_spanning_anchor_groups_equal_the_hooks_path(monkeypatch, c
     cuda_plan = enc._group_chunks(16, "cuda")
     monkeypatch.setattr(enc, "_group_chunks", lambda heads, device_type: cuda_plan)
     g = torch.randn(q.shape, dtype=q.dtype, generator=torch.Generator().manual_seed(11))
-    out, grads = _out_and_grads(enc.attend, q, k, v, g)
-    assert fused_name(out) == "FusedAttentionBackward"
-    enc.fused = False
-    ref, ref_grads = _out_and_grads(enc.attend, q, k, v, g)
-    assert rel_err(out, ref) < 1e-13 and all(rel_err(a, b) < 1e-13 for a, b in zip(grads, ref_grads))
-
+    _assert_fused_equals_hooks_path(enc, q, k, v, g)
 
 
 @pytest.mark.parametrize("opts", UROPE_OPTIONS, ids=["heads", "channels"])
@@ -246,12 +252,8 @@ def test_urope_fused_with_cached_tables_equals_the_hooks_path(opts):
     K, w2c, q, k, v = inputs(14, d=16, heads=4)
     enc = prep("urope", K, w2c, cache_tables=True, **opts)
     g = torch.randn(q.shape, dtype=q.dtype, generator=torch.Generator().manual_seed(15))
-    out, grads = _out_and_grads(enc.attend, q, k, v, g)
-    assert fused_name(out) == "FusedAttentionBackward"
-    enc.fused = False
-    ref, ref_grads = _out_and_grads(enc.attend, q, k, v, g)
-    assert fused_name(ref) != "FusedAttentionBackward"
-    assert rel_err(out, ref) < 1e-13 and all(rel_err(a, b) < 1e-13 for a, b in zip(grads, ref_grads))
+    _assert_fused_equals_hooks_path(enc, q, k, v, g)
+
 
 def test_where_sdpa_picks_cudnn_the_flash_or_efficient_kernel_is_used():
     """cuDNN attention (what PyTorch 2.11 picks for bf16 on an H200) has no forward/backward pair
@@ -291,13 +293,13 @@ def test_fused_attention_option_and_device_defaults():
         prep("prope", K, w2c, fused_attention="sometimes")
 
 
-
 @pytest.mark.parametrize("value, fused", [("On", True), ("TRUE", True), ("true", True), (True, True),
                                           ("Off", False), ("false", False), (False, False), ("AUTO", None)])
 def test_fused_attention_option_reads_on_off_true_false_in_any_case(value, fused):
     """The spellings a YAML file or a command-line override gives (``fused_attention=true``, ``On``)."""
     K, w2c, *_ = inputs(16, heads=4)
     assert prep("prope", K, w2c, fused_attention=value).fused is fused
+
 
 def test_fused_kernel_is_chosen_on_fake_tensors():
     """Shape-only runs (``depthpe bench memory``) see the kernel a real run would use: the CPU
@@ -328,14 +330,7 @@ def test_urope_view_blocks_change_only_the_order(block, monkeypatch):
     order = [(h.start, rows.start // 5) for _, _, h, rows, _ in urope_fused.calls(enc, 8, 16, torch.complex128, "cpu")]
     assert sorted(order) == [(h, i) for h in range(8) for i in range(5)]
     assert order[:2 * min(block, 5)] == [(h, i) for h in (0, 1) for i in range(min(block, 5))]
-    grad = torch.randn(q.shape, dtype=q.dtype, generator=g)
-    out, grads = _out_and_grads(enc.attend, q, k, v, grad)
-    assert fused_name(out) == "FusedAttentionBackward"
-    enc.fused = False
-    ref, ref_grads = _out_and_grads(enc.attend, q, k, v, grad)
-    assert rel_err(out, ref) < 1e-13
-    for a, b in zip(grads, ref_grads):
-        assert rel_err(a, b) < 1e-13
+    _assert_fused_equals_hooks_path(enc, q, k, v, torch.randn(q.shape, dtype=q.dtype, generator=g))
 
 
 @pytest.mark.parametrize("make", [

@@ -13,7 +13,6 @@ from tests.helpers.pe import random_cameras, random_qkv
 from tests.helpers.pe_pairs import GRID, IMAGE, S, compare_pair
 
 
-
 @pytest.mark.parametrize("d,num_special", [(48, 0), (48, 5), (64, 0), (64, 5)])
 @pytest.mark.parametrize("qk", OFFICIAL_TRANSFORMS)
 def test_every_pair_equals_official_formulas(qk, d, num_special):
@@ -128,7 +127,6 @@ def test_the_cameras_a_pair_needs_are_the_cameras_it_reads():
     check_encoding_cameras({"qk": "Rt", "vo": "2d"}, None, w2c)  # reads no K: nothing to refuse
     without_K = multiview_attention(q, k, v, method={"qk": "Rt", "vo": "2d"}, K=None, w2c=w2c, **geom)
     assert torch.equal(without_K, multiview_attention(q, k, v, method={"qk": "Rt", "vo": "2d"}, K=K, w2c=w2c, **geom))
-
 
 
 def test_an_unknown_encoding_names_the_available_ones():

@@ -23,8 +23,6 @@ def prep(K, w2c, **opts):
                             patch_offset=1, **opts)
 
 
-
-
 def naive_urope(q, k, v, K, w2c, anchors):
     """Per (b, head, query view) explicit logits with VGGT RoPE (depthpe.pe.rope) and softmax."""
     kpos = naive_key_positions(K, w2c, anchors)
@@ -117,7 +115,6 @@ def test_opposite_facing_cameras_finite_outputs_and_gradients():
     assert enc.key_pos[..., 1].abs().max() <= 2 * w + 1 and enc.key_pos[..., 0].abs().max() <= 2 * h + 1
 
 
-
 def test_a_key_point_almost_on_the_query_image_plane_is_projected_at_eps_times_its_anchor():
     """z_safe = max(z', behind_eps * d_g): a key point 1e-3 in front of the query camera, under
     1e-3 x its anchor 2, counts as behind, and its [u', v', z'] = K X is divided by 2e-3 (not by its
@@ -152,6 +149,7 @@ def test_behind_eps_and_clip_options_reach_the_key_positions():
         assert (enc.key_pos - default.key_pos).abs().max() > 1e-3, opts
     assert prep(K, w2c, behind_eps=0.3).behind.sum() > default.behind.sum()
     assert prep(K, w2c, clip=0.25).key_pos[..., 1].max() <= 1.25 * w + 1  # patch units, offset 1
+
 
 def test_gradcheck():
     g = torch.Generator().manual_seed(7)
@@ -292,8 +290,6 @@ def test_fused_path_saves_what_rope_saves():
     grads = torch.autograd.grad(out.square().sum(), qkv)
     grads_ref = torch.autograd.grad(ref.square().sum(), qkv)
     assert all(rel_err(a, b) < 1e-13 for a, b in zip(grads, grads_ref))
-
-
 
 
 def test_model_gradients_equal_with_and_without_checkpointing():

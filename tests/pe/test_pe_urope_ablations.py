@@ -67,7 +67,6 @@ def test_anchor_placement():
         prep(K, w2c, anchor_assignment="tokens")
 
 
-
 @pytest.mark.parametrize("opts, message", [
     (dict(num_anchors=0), r"num_anchors >= 1 and 0 < anchor_near <= anchor_far, got 0, 0.5, 8.0"),
     (dict(num_anchors=2.0), r"num_anchors >= 1 .*got 2.0, 0.5, 8.0"),
@@ -121,7 +120,6 @@ def test_channelwise_matches_naive_reference(traced):
     assert rel_err(cached.attend(q, k, v), got) < 1e-13
 
 
-
 def test_channelwise_with_three_anchors_matches_naive_reference():
     """Head dim 24 (6 frequencies per axis) and 3 anchors: frequency m takes anchor m mod 3, the
     same m on both axes (an index taken mod d/6 instead of d/4 would not be)."""
@@ -129,6 +127,7 @@ def test_channelwise_with_three_anchors_matches_naive_reference():
     _, K, w2c, q, k, v = setup(24, d=24)
     enc = prep(K, w2c, anchors=anchors, anchor_assignment="channels")
     assert rel_err(enc.attend(q, k, v), naive_channelwise(q, k, v, K, w2c, anchors)) < 1e-12
+
 
 def test_channelwise_with_one_anchor_is_headwise_and_errors():
     _, K, w2c, q, k, v = setup(23)
@@ -147,13 +146,13 @@ def test_learnable_anchors_start_at_the_fixed_ones_bit_for_bit():
     assert isinstance(encoding_state("urope", 3, learnable_anchors=True, num_anchors=2), LearnableAnchors)
 
 
-
 def test_learnable_anchors_scale_each_layer_by_the_exponential_of_its_log_scale():
     state = LearnableAnchors([1.0, 4.0], num_layers=2)
     with torch.no_grad():
         state.log_scale[1] = torch.tensor([math.log(2.0), math.log(0.5)])
     assert torch.allclose(state(1), torch.tensor([2.0, 2.0], dtype=torch.float64), rtol=1e-6, atol=0)  # float32 log_scale
     assert torch.equal(state(0), torch.tensor([1.0, 4.0], dtype=torch.float64))
+
 
 @pytest.mark.parametrize("assignment", ["heads", "channels"])
 def test_learnable_anchor_gradient_keeps_everything_else_bit_identical(assignment):
