@@ -118,7 +118,7 @@ def normalized_weights(weights: Sequence[float], counts: Sequence[int]) -> np.nd
     if w.shape != (len(counts),):
         raise ValueError(f"{len(w)} weights for {len(counts)} sources")
     if (w < 0).any() or not np.isfinite(w).all():
-        raise ValueError(f"source weights must be finite and >= 0, got {list(w)}")
+        raise ValueError(f"source weights must be finite and >= 0, got {w.tolist()}")
     empty = [i for i, (wi, n) in enumerate(zip(w, counts)) if wi > 0 and n == 0]
     if empty:
         raise ValueError(f"sources {empty} have positive weight but no scenes; fix the data or set weight 0")

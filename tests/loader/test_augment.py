@@ -1,5 +1,6 @@
 """Crop + resize geometry (exact intrinsics), nearest depth resize and colour jitter."""
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -180,4 +181,74 @@ def test_jitter_params_and_grayscale():
     np.testing.assert_array_equal(out[..., 1], out[..., 2])
     disabled = ColorJitterConfig(enabled=False)
     views = _views()
-    assert jitter_views(views, np.random.default_rng(0), disabled)[0] is views
+    out, shared = jitter_views(views, np.random.default_rng(0), disabled)
+    assert out is views and shared is True  # nothing drawn: every view "shares" the no-op
+
+
+@pytest.mark.parametrize("principal_point", [(300.2, 250.7), (299.8, 249.3), (321.6, 230.4)])
+def test_crop_box_centre_is_the_principal_point_to_half_a_pixel(principal_point):
+    # fractional points away from .5 ties: a window one pixel off puts its centre 0.5-1 px away
+    box = crop_box((480, 640), principal_point, (168, 518), scale=0.8)
+    centre = (box.left + box.width / 2 - 0.5, box.top + box.height / 2 - 0.5)  # OpenCV pixel centres
+    assert abs(centre[0] - principal_point[0]) <= 0.5
+    assert abs(centre[1] - principal_point[1]) <= 0.5
+
+
+@pytest.mark.parametrize(
+    "principal_point,edge",
+    [((5.0, 240.0), "left"), ((630.0, 240.0), "right"), ((320.0, 4.0), "top"), ((320.0, 470.0), "bottom")],
+)
+def test_crop_box_is_shifted_to_touch_the_edge_it_would_cross(principal_point, edge):
+    box = crop_box((480, 640), principal_point, (280, 518), scale=0.6)
+    flush = {
+        "left": box.left == 0,
+        "right": box.left + box.width == 640,
+        "top": box.top == 0,
+        "bottom": box.top + box.height == 480,
+    }
+    assert flush[edge]
+    assert box.left >= 0 and box.top >= 0 and box.left + box.width <= 640 and box.top + box.height <= 480
+
+
+def test_crop_box_default_scale_is_the_largest_window_and_zero_is_refused():
+    assert crop_box((480, 640), (320.0, 240.0), (518, 518)) == CropBox(80, 0, 480, 480)
+    with pytest.raises(ValueError, match=r"crop scale must be in \(0, 1\], got 0"):
+        crop_box((480, 640), (320.0, 240.0), (518, 518), scale=0.0)
+
+
+@pytest.mark.parametrize("out_hw,flag", [((30, 40), cv2.INTER_AREA), ((120, 160), cv2.INTER_CUBIC)])
+def test_images_shrink_with_area_averaging_and_grow_with_bicubic(out_hw, flag):
+    # the module's documented choice; a bilinear or area enlargement gives other pixels at edges
+    img = np.random.default_rng(5).integers(0, 256, (60, 80, 3), dtype=np.uint8)
+    depth = np.ones((60, 80), np.float32)
+    box = CropBox(0, 0, 80, 60)
+    out, _, _, _ = crop_and_resize(img, depth, depth > 0, _K(50, 50, 39.5, 29.5), box, out_hw)
+    np.testing.assert_array_equal(out, cv2.resize(img, out_hw[::-1], interpolation=flag))
+
+
+def test_intrinsics_come_back_as_float64_from_float32_input():
+    depth = np.ones((60, 80), np.float32)
+    K32 = _K(50.3, 51.7, 40.1, 29.9).astype(np.float32)
+    *_, K_new = crop_and_resize(np.zeros((60, 80, 3), np.uint8), depth, depth > 0, K32, CropBox(3, 2, 72, 54), (27, 36))
+    assert K_new.dtype == np.float64
+    np.testing.assert_allclose(K_new[0], [50.3 * 0.5, 0, (40.1 - 3 + 0.5) * 0.5 - 0.5], rtol=1e-6)
+
+
+def test_jitter_factors_cover_their_documented_ranges():
+    cfg = ColorJitterConfig(brightness=0.5, contrast=1.0, saturation=0.2, hue=0.1)
+    draws = [sample_jitter(np.random.default_rng(i), cfg) for i in range(400)]
+    for name, lo, hi in [("brightness", 0.5, 1.5), ("contrast", 0.0, 2.0), ("saturation", 0.8, 1.2), ("hue", -0.1, 0.1)]:
+        values = np.array([getattr(p, name) for p in draws])
+        assert values.min() >= lo and values.max() <= hi, name
+        # both ends are reached to within a tenth of the range (400 uniform draws)
+        assert values.min() < lo + 0.1 * (hi - lo) and values.max() > hi - 0.1 * (hi - lo), name
+
+
+def test_brightness_scales_towards_black_and_zero_hue_leaves_the_image_alone():
+    img = np.full((4, 5, 3), 200, np.uint8)
+    darker = JitterParams(True, (0,), brightness=0.2, contrast=1.0, saturation=1.0, hue=0.0, grayscale=False)
+    assert (apply_jitter(img, darker) == 40).all()  # 0.2 * 200, no offset towards white
+    # a zero hue shift must not go through 8-bit HSV (that round trip changes pixels by up to 7 levels)
+    noisy = _views(s=1, h=20, w=24, seed=1)[0]
+    identity = JitterParams(True, (3,), brightness=1.0, contrast=1.0, saturation=1.0, hue=0.0, grayscale=False)
+    np.testing.assert_array_equal(apply_jitter(noisy, identity), noisy)

@@ -12,6 +12,7 @@ from depthpe.loader.sampling import (
     batch_shape,
     eval_view_indices,
     make_rng,
+    nearest_camera_order,
     normalized_weights,
     select_views,
 )
@@ -165,3 +166,107 @@ def test_config_from_dict():
         DataConfig(image_width=500)
     with pytest.raises(ValueError, match="view_selection"):
         SourceConfig(name="a", view_selection="nearby")
+
+
+def test_batch_shape_draws_aspect_over_the_configured_range_and_keeps_one_sample():
+    cfg = _cfg(views=(4, 6), aspect=(0.5, 0.8), image_width=512, patch_size=16, max_images_per_batch=6)
+    shapes = [batch_shape(2, step, cfg) for step in range(300)]
+    aspects = np.array([s.aspect for s in shapes])
+    assert aspects.min() >= 0.5 and aspects.max() <= 0.8
+    assert aspects.min() < 0.53 and aspects.max() > 0.77  # the whole range, not one end of it
+    assert all(s.width == 512 and s.height % 16 == 0 and abs(s.height - 512 * s.aspect) <= 8 for s in shapes)
+    assert {s.batch_size for s in shapes} == {1}  # 6 images hold one sample of 4, 5 or 6 views
+
+
+def _w2c_from(centres, looks):
+    """(N, 4, 4) OpenCV w2c of cameras at ``centres`` whose optical axis is rotated about world y by ``looks`` (deg)."""
+    out = []
+    for c, deg in zip(centres, looks):
+        a = np.radians(deg)
+        c2w_R = np.array([[np.cos(a), 0, np.sin(a)], [0, 1, 0], [-np.sin(a), 0, np.cos(a)]])
+        w2c = np.eye(4)
+        w2c[:3, :3] = c2w_R.T
+        w2c[:3, 3] = -c2w_R.T @ np.asarray(c, dtype=np.float64)
+        out.append(w2c)
+    return np.stack(out)
+
+
+def test_nearest_camera_order_weighs_distance_in_units_of_the_median_against_the_view_angle():
+    # anchor 0; 1 is close and looks the same way, 2 is closer but looks sideways, 3 is far, 4 looks back.
+    # Median distance 0.075: costs 1.33, 0.27 + 1, 4.0, 0.67 + 2 -> order 2, 1, 4, 3 (in raw distances
+    # the angle term would dominate: 1, 3, 2, 4).
+    centres = np.array([[0, 0, 0], [0.1, 0, 0], [0.02, 0, 0], [0.3, 0, 0], [0.05, 0, 0]], dtype=np.float64)
+    looks = [0, 0, 90, 0, 180]
+    assert nearest_camera_order(_w2c_from(centres, looks), 0).tolist() == [2, 1, 4, 3]
+    # scale-free and translation-free: the same rig 100 x larger, moved away from the origin
+    moved = centres * 100 + np.array([3.0, -7.0, 11.0])
+    assert nearest_camera_order(_w2c_from(moved, looks), 0).tolist() == [2, 1, 4, 3]
+
+
+def test_nearest_views_come_from_the_pool_of_most_similar_cameras():
+    rng = np.random.default_rng(4)
+    w2c = _w2c_from(rng.uniform(-2, 2, (8, 3)), rng.uniform(-60, 60, 8))
+    for num_views, window in [(3, 4), (4, 1)]:  # pool = max(window, num_views - 1) cameras
+        pool_size = max(window, num_views - 1)
+        used: dict[int, set] = {}
+        for seed in range(400):
+            views = select_views(8, num_views, make_rng(seed), "nearest", window=window, w2c=w2c)
+            assert len(set(views)) == num_views
+            used.setdefault(views[0], set()).update(views[1:])
+        for anchor, others in used.items():
+            assert others == set(nearest_camera_order(w2c, anchor)[:pool_size].tolist())
+    with pytest.raises(ValueError, match="needs the 8 cameras"):
+        select_views(8, 3, make_rng(0), "nearest", w2c=w2c[:5])
+
+
+@pytest.mark.parametrize(
+    "num_views,window,expected",
+    [
+        # anchor -> the frames its other views come from (10 frames)
+        (3, 2, {0: {1, 2}, 1: {0, 2, 3}, 5: {3, 4, 6, 7}, 9: {7, 8}}),
+        # window 1 widened to hold the views: half = ceil((S - 1) / 2), then shifted off the scene's ends
+        (5, 1, {0: {1, 2, 3, 4}, 5: {3, 4, 6, 7}, 9: {5, 6, 7, 8}}),
+        (4, 1, {5: {3, 4, 6, 7}}),
+        (7, 1, {0: {1, 2, 3, 4, 5, 6}, 5: {2, 3, 4, 6, 7, 8}}),
+    ],
+)
+def test_window_views_come_from_the_documented_frames(num_views, window, expected):
+    used: dict[int, set] = {}
+    for seed in range(600):
+        views = select_views(10, num_views, make_rng(seed), "window", window=window)
+        assert len(set(views)) == num_views
+        used.setdefault(views[0], set()).update(views[1:])
+    for anchor, frames in expected.items():
+        assert used[anchor] == frames, anchor
+
+
+def test_one_frame_scenes_and_empty_scenes():
+    assert select_views(1, 1, make_rng(0)) == [0]
+    assert select_views(1, 3, make_rng(0), "window") == [0, 0, 0]
+    with pytest.raises(ValueError, match="without frames"):
+        select_views(0, 2, make_rng(0))
+
+
+def test_sample_keys_depend_on_the_run_seed():
+    cfg = _cfg(views=(2, 2), max_images_per_batch=8)
+    a = DynamicBatchSampler(cfg, [500, 500], seed=0).batch_at(3)
+    b = DynamicBatchSampler(cfg, [500, 500], seed=1).batch_at(3)
+    assert [k.seed for k in a] != [k.seed for k in b]
+    assert [(k.source, k.scene) for k in a] != [(k.source, k.scene) for k in b]
+
+
+def test_sampler_argument_errors_say_what_is_wrong():
+    with pytest.raises(ValueError, match=r"source weights must be finite and >= 0, got \[-1.0, 2.0\]"):
+        normalized_weights([-1.0, 2.0], [3, 3])
+    with pytest.raises(ValueError, match="3 weights for 2 sources"):
+        normalized_weights([1.0, 1.0, 1.0], [3, 3])
+    with pytest.raises(ValueError, match="start_step must be >= 0, got -1"):
+        DynamicBatchSampler(_cfg(), [1, 1], start_step=-1)
+    with pytest.raises(ValueError, match="grad_accum must be >= 1, got 0"):
+        DynamicBatchSampler(_cfg(), [1, 1], grad_accum=0)
+    with pytest.raises(ValueError, match="3 scene counts for 2 sources"):
+        DynamicBatchSampler(_cfg(), [1, 1, 1])
+    with pytest.raises(TypeError, match="infinite"):
+        len(DynamicBatchSampler(_cfg(), [1, 1]))
+    finished = DynamicBatchSampler(_cfg(), [1, 1], start_step=12, num_steps=10, grad_accum=2)
+    assert len(finished) == 0 and list(finished) == []
