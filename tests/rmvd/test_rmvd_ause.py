@@ -64,3 +64,36 @@ def test_depthpe_rmvd_ause_reads_the_confidence_maps(tmp_path, capsys):
     assert cli.main([*argv, "--ause"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: confidence map (for --ause)") and "toy_000~conf.npy does not exist" in err
+
+
+def test_two_pixels_make_a_curve():
+    # n = 2: samples at k = 0 (x = 0) and k = 1 (x = 0.5). Errors 0.2, 0.1 (mean 0.15); removing the
+    # smaller first leaves 0.2 / 0.15 = 4/3, the oracle 0.1 / 0.15 = 2/3: a difference rising linearly to
+    # 2/3 at x = 0.5, then held. AUSE = 2/3 * (sum of i / 50 for i < 50 + 50) / 100 = 2/3 * 0.745.
+    assert ause(np.array([0.2, 0.1]), np.array([2.0, 1.0])) == pytest.approx(2 / 3 * 0.745, abs=1e-12)
+
+
+def test_with_a_multiple_of_100_pixels_every_point_is_a_sample():
+    errors = np.random.default_rng(3).uniform(0.0, 1.0, 300)
+    order = np.random.default_rng(4).permutation(300)
+    curve = sparsification_curve(errors, order)
+    # point i: exactly 3 i pixels removed, the mean of the rest over the mean of all (no interpolation)
+    expected = [errors[order[3 * i :]].mean() / errors.mean() for i in range(100)]
+    np.testing.assert_allclose(curve, expected, rtol=1e-12)
+
+
+def test_equal_confidences_remove_the_earlier_pixel_first():
+    errors = np.random.default_rng(5).uniform(0.0, 1.0, 200)
+    levels = np.random.default_rng(6).integers(0, 3, 200).astype(np.float64)  # three confidence levels
+    # within a level the row-major pixel order decides, as if the confidence rose with the pixel index
+    unique = levels + np.arange(200) / 1000.0
+    assert ause(errors, levels) == pytest.approx(ause(errors, unique), abs=1e-12)
+
+
+def test_keyview_ause_ranks_relative_errors_not_absolute_ones():
+    gt = np.array([[1.0, 10.0, 2.0, 20.0]])
+    pred = np.array([[1.5, 11.0, 2.2, 30.0]])  # relative 0.5, 0.1, 0.1, 0.5; absolute 0.5, 1, 0.2, 10
+    conf = np.array([[1.0, 4.0, 3.0, 2.0]])
+    relative = np.array([0.5, 0.1, 0.1, 0.5])
+    assert keyview_ause(pred, conf, gt, "known_poses") == pytest.approx(ause(relative, conf.ravel()), abs=1e-12)
+    assert ause(relative, conf.ravel()) != pytest.approx(ause(np.array([0.5, 1.0, 0.2, 10.0]), conf.ravel()), abs=1e-3)

@@ -68,3 +68,21 @@ def test_alignment_happens_before_clipping():
 def test_benchmark_mean_is_mean_of_dataset_means():
     assert metrics.benchmark_mean({"a": 2.0, "b": 4.0, "c": float("nan")}) == 3.0
     assert math.isnan(metrics.benchmark_mean({}))
+
+
+def test_depths_under_one_metre_are_scored_like_any_other():
+    gt = np.array([[0.5, 0.5, 0.4]])
+    pred = np.array([[0.505, 0.6, 0.4]])  # ratios 1.01, 1.2, 1.0: two inliers
+    assert math.isclose(metrics.inlier_ratio(pred, gt), 200 / 3)
+    # a prediction whose median is under 1 m still aligns
+    assert math.isclose(metrics.median_ratio(np.array([[0.25, 0.5, 0.75]]), np.array([[1.0, 2.0, 3.0]])), 4.0)
+
+
+def test_median_ratio_leaves_out_the_pixels_without_gt():
+    gt = np.array([[0.0, 0.0, 0.0, 2.0, 2.0]])
+    assert metrics.median_ratio(np.ones((1, 5)), gt) == 2.0  # with the zeros the GT median would be 0
+
+
+def test_the_scored_prediction_is_float64_whatever_was_written():
+    depth, _ = metrics.prepare_prediction(np.full((2, 2), 1.1, np.float32), np.ones((2, 2)), align=False)
+    assert depth.dtype == np.float64

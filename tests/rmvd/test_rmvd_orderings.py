@@ -52,3 +52,15 @@ def test_oracle_respects_max_sources_and_skips_nan():
     table = {(0, 1): float("nan"), (0, 1, 2): 9.0}
     best = orderings.oracle_best(0, 4, "nearest", _scorer(table, []), max_sources=2)
     assert best["views"] == (0, 1, 2) and best["abs_rel"] == 9.0
+
+
+def test_a_sample_without_source_views_is_scored_on_its_keyview_alone():
+    calls = []
+    best = orderings.oracle_best(0, 1, "nearest", _scorer({(0,): 7.0}, calls))
+    assert calls == [(0,)] and best["views"] == (0,) and best["num_sources"] == 0 and best["abs_rel"] == 7.0
+
+
+def test_the_first_of_equal_minima_wins():
+    table = {(0, 1): 2.0, (0, 1, 2): 2.0, (0, 1, 2, 3): 3.0}
+    best = orderings.oracle_best(0, 4, "nearest", _scorer(table, []))
+    assert best["views"] == (0, 1) and best["num_sources"] == 1  # the smaller set, as documented
