@@ -798,3 +798,27 @@ def test_plucker_rays_and_zero_initialised_embedding():
     assert torch.equal(out, plain(images, K, w2c)["depth"])
     out.mean().backward()
     assert with_rays.aggregator.plucker.proj.weight.grad.abs().sum() > 0
+
+
+def test_plucker_embedding_is_added_to_the_patch_tokens():
+    # the sign matters for checkpoints: a trained embedding subtracted would silently flip its effect
+    torch.manual_seed(0)
+    plain = DepthModel(tiny_config(global_pe={"qk": "p2d", "vo": "pIT2d"})).eval()
+    with_rays = DepthModel(tiny_config(global_pe={"qk": "p2d", "vo": "pIT2d"}, plucker=True)).eval()
+    with_rays.load_state_dict(plain.state_dict(), strict=False)
+    torch.nn.init.normal_(with_rays.aggregator.plucker.proj.weight)
+    torch.nn.init.normal_(with_rays.aggregator.plucker.proj.bias)
+    images, K, w2c = make_inputs(B=1, S=2)
+    first_block_inputs = []
+    for model in (plain, with_rays):
+        hook = model.aggregator.frame_blocks[0].register_forward_pre_hook(
+            lambda module, args: first_block_inputs.append(args[0]))
+        with torch.no_grad():
+            model.aggregator(images, K, w2c)
+        hook.remove()
+    ns = with_rays.aggregator.num_special
+    with torch.no_grad():
+        offsets = with_rays.aggregator.plucker(K, w2c, tuple(images.shape[-2:]))
+    assert offsets.abs().amax() > 0.1
+    torch.testing.assert_close(first_block_inputs[1][:, ns:] - first_block_inputs[0][:, ns:], offsets)
+    torch.testing.assert_close(first_block_inputs[1][:, :ns], first_block_inputs[0][:, :ns])  # not on special tokens
