@@ -822,3 +822,16 @@ def test_plucker_embedding_is_added_to_the_patch_tokens():
     assert offsets.abs().amax() > 0.1
     torch.testing.assert_close(first_block_inputs[1][:, ns:] - first_block_inputs[0][:, ns:], offsets)
     torch.testing.assert_close(first_block_inputs[1][:, :ns], first_block_inputs[0][:, :ns])  # not on special tokens
+
+
+def test_a_long_list_of_mismatched_keys_shows_twenty_and_the_count():
+    model = DepthModel(tiny_config())
+    extra = {f"extra.{i:02d}": torch.zeros(1) for i in range(25)}
+    with pytest.raises(CheckpointMismatchError) as err:
+        model.load_weights({**model.state_dict(), **extra})
+    message = str(err.value)
+    assert "'extra.19'" in message and "'extra.20'" not in message and "... (25 in all)" in message
+    twenty = {f"extra.{i:02d}": torch.zeros(1) for i in range(20)}
+    with pytest.raises(CheckpointMismatchError) as err:
+        model.load_weights({**model.state_dict(), **twenty})
+    assert "'extra.19'" in str(err.value) and "in all" not in str(err.value)  # all shown: no count
