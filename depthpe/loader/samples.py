@@ -2,8 +2,6 @@
 
 Sample dict (one sample of S views, output of the datasets' ``__getitem__``, ``depthpe.loader.datasets``):
 
-Sample dict (one sample of S views, output of ``__getitem__``):
-
 ============== ======================== ==========================================================
 key            type                     meaning
 ============== ======================== ==========================================================

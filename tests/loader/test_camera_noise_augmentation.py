@@ -52,3 +52,21 @@ def test_noise_is_off_by_default_and_read_from_the_data_section():
     assert cfg.to_dict()["camera_noise"] == {"rotation_deg": 2, "translation": 0.05, "focal": 0.0}
     with pytest.raises(Exception, match="camera noise rotation_deg must be a finite number >= 0"):
         DataConfig.from_dict({"camera_noise": {"rotation_deg": -1}})
+
+
+@pytest.mark.parametrize("level", ["rotation_deg", "focal"])
+def test_each_noise_level_reaches_the_training_samples_on_its_own(synth_root, level):
+    plain = _samples(_config(synth_root))
+    noisy = _samples(_config(synth_root, camera_noise=CameraNoise(**{level: 4.0 if level == "rotation_deg" else 0.1})))
+    for a, b in zip(plain, noisy):
+        if level == "focal":
+            torch.testing.assert_close(b["w2c"], a["w2c"], atol=1e-6, rtol=0)  # (a float64 round trip)
+            assert (b["K"][:, 0, 0] / a["K"][:, 0, 0] - 1).abs().sub(0.1).abs().max() < 1e-5  # fx x (1 +- 0.1)
+            continue
+        torch.testing.assert_close(b["K"], a["K"], atol=1e-5, rtol=0)
+        # every view but the reference turned by exactly 4 degrees, its centre kept
+        turn = b["w2c"][:, :3, :3].double() @ a["w2c"][:, :3, :3].double().mT
+        angle = torch.rad2deg(torch.arccos(((turn.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1, 1)))
+        assert angle[0] < 1e-2 and torch.allclose(angle[1:], torch.full_like(angle[1:], 4.0), atol=1e-2)
+        moved = (camera_centers(b["w2c"].double()) - camera_centers(a["w2c"].double())).norm(dim=-1)
+        assert moved.max() < 1e-5

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 import depthpe.loader.scenes as scenes_mod
 from depthpe.loader.batching import collate, collate_eval
 from depthpe.loader.config import DataConfig, SourceConfig
-from depthpe.loader.datasets import MultiViewDataset, SceneEvalDataset, SceneSkippedWarning
+from depthpe.loader.datasets import MultiViewDataset, NoUsableSampleError, SceneEvalDataset, SceneSkippedWarning
 from depthpe.loader.loaders import build_train_loader
 from depthpe.loader.sampling import SampleKey, batch_shape
 from depthpe.scenes.format.scene_file import write_index, write_scene
@@ -315,3 +315,14 @@ def test_nearest_view_selection_draws_close_cameras(tmp_path):
         assert max_gap(sample["frames"].tolist()) <= ring_gap + 1e-6
     ev = SceneEvalDataset([SourceConfig(**src)], views=3, image_width=28)
     assert max_gap(ev[0]["frames"].tolist()) <= ring_gap + 1e-6
+
+
+def test_the_configs_scale_reference_and_baseline_ratio_reach_the_samples(toy_root):
+    key = SampleKey(0, 1, 3, 42, 56, 123)
+    others = MultiViewDataset(_cfg(toy_root))[key]
+    everyone = MultiViewDataset(_cfg(toy_root, scale_reference="all"))[key]
+    assert torch.equal(others["frames"], everyone["frames"])
+    # S = 3: the mean centre distance over views 1 and 2, against the mean over all three (the reference's 0 too)
+    assert everyone["scale"] == pytest.approx(others["scale"] * 2 / 3, rel=1e-6)
+    with pytest.raises(NoUsableSampleError, match=r"Last problems: .*camera baseline .* is below 50.0 x median depth"):
+        MultiViewDataset(_cfg(toy_root, min_scale_ratio=50.0))[key]  # no draw has a baseline of 50 x its depth
