@@ -1,0 +1,55 @@
+"""Which held-out scenes an evaluation scores (depthpe.evaluation.protocol.scene_indices) and which
+images it keeps for the report (depthpe.evaluation.worst.WorstImages), on stand-in datasets."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from depthpe.evaluation.protocol import scene_indices
+from depthpe.evaluation.worst import WorstImages
+
+
+def _dataset(scenes_per_source: dict[str, int], max_scenes: dict[str, int] | None = None):
+    """The part of a ``SceneEvalDataset`` that ``scene_indices`` reads: items (source, scene) in
+    index order, the sources' names and ``max_scenes``, and "<source>/<scene>" keys."""
+    max_scenes = max_scenes or {}
+    sources = [SimpleNamespace(name=n, max_scenes=max_scenes.get(n)) for n in scenes_per_source]
+    items = [(s, j) for s, n in enumerate(scenes_per_source.values()) for j in range(n)]
+    return SimpleNamespace(items=items, sources=sources,
+                           scene_key=lambda i: f"{sources[items[i][0]].name}/scene_{items[i][1]:02d}")
+
+
+def test_a_sources_own_limit_overrides_the_evaluations():
+    ds = _dataset({"a": 6, "b": 6}, max_scenes={"b": 1})
+    assert scene_indices(ds, 3) == [0, 1, 2, 6]  # a: the first 3 of the global limit; b: its own 1
+    assert scene_indices(ds, None) == [0, 1, 2, 3, 4, 5, 6]  # no global limit: all of a
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_random_draw_comes_back_in_index_order(seed):
+    ds = _dataset({"a": 30, "b": 30})
+    chosen = scene_indices(ds, 4, "random", seed)
+    assert chosen == sorted(chosen) and len(chosen) == 8 and len(set(chosen)) == 8
+    assert sum(i < 30 for i in chosen) == 4  # four from each source
+
+
+def test_a_fixed_manifest_is_applied_before_the_limit():
+    ds = _dataset({"a": 6})
+    assert scene_indices(ds, 2, scenes={"a/scene_03", "a/scene_04", "a/scene_05"}) == [3, 4]
+    with pytest.raises(ValueError, match="selection must be one of"):
+        scene_indices(ds, 2, "best")
+
+
+def _rows(values, mode="native"):
+    return [{"dataset": "d", "scene": "s", "image": i, "mode": mode, "abs_rel": v} for i, v in enumerate(values)]
+
+
+def test_only_native_rows_enter_and_zero_panels_keep_nothing():
+    images, depth = np.zeros((2, 3, 2, 2)), np.ones((2, 2, 2))
+    worst = WorstImages(2)
+    assert worst.offer(_rows([0.9, 0.8], mode="scene_aligned"), images, depth, depth, depth > 0, [0, 1]) == []
+    worst.offer(_rows([0.1, 0.2]), images, depth, depth, depth > 0, [0, 1])
+    assert [item["abs_rel"] for item in worst.items] == [0.2, 0.1]
+    none = WorstImages(0)  # --panels 0
+    assert none.offer(_rows([0.5]), images[:1], depth[:1], depth[:1], depth[:1] > 0, [0]) == [] and none.items == []
