@@ -216,9 +216,9 @@ def test_crop_box_default_scale_is_the_largest_window_and_zero_is_refused():
         crop_box((480, 640), (320.0, 240.0), (518, 518), scale=0.0)
 
 
-@pytest.mark.parametrize("out_hw,flag", [((30, 40), cv2.INTER_AREA), ((120, 160), cv2.INTER_CUBIC)])
+@pytest.mark.parametrize("out_hw,flag", [((27, 36), cv2.INTER_AREA), ((120, 160), cv2.INTER_CUBIC)])
 def test_images_shrink_with_area_averaging_and_grow_with_bicubic(out_hw, flag):
-    # the module's documented choice; a bilinear or area enlargement gives other pixels at edges
+    # the documented choice; at these sizes area, bicubic and bilinear (OpenCV's default) all differ
     img = np.random.default_rng(5).integers(0, 256, (60, 80, 3), dtype=np.uint8)
     depth = np.ones((60, 80), np.float32)
     box = CropBox(0, 0, 80, 60)
@@ -237,7 +237,8 @@ def test_intrinsics_come_back_as_float64_from_float32_input():
 def test_jitter_factors_cover_their_documented_ranges():
     cfg = ColorJitterConfig(brightness=0.5, contrast=1.0, saturation=0.2, hue=0.1)
     draws = [sample_jitter(np.random.default_rng(i), cfg) for i in range(400)]
-    for name, lo, hi in [("brightness", 0.5, 1.5), ("contrast", 0.0, 2.0), ("saturation", 0.8, 1.2), ("hue", -0.1, 0.1)]:
+    ranges = {"brightness": (0.5, 1.5), "contrast": (0.0, 2.0), "saturation": (0.8, 1.2), "hue": (-0.1, 0.1)}
+    for name, (lo, hi) in ranges.items():
         values = np.array([getattr(p, name) for p in draws])
         assert values.min() >= lo and values.max() <= hi, name
         # both ends are reached to within a tenth of the range (400 uniform draws)
