@@ -140,7 +140,10 @@ def test_a_pure_rotation_scene_is_skipped_and_counted_like_an_unusable_file(tmp_
     with pytest.warns(SceneSkippedWarning, match="all 6 camera centres coincide \\(pure rotation\\)"):
         first = ds[SampleKey(0, _scene_index(ds, "bad"), 3, 42, 56, 0)]
     for seed in range(5):
-        sample = ds[SampleKey(0, _scene_index(ds, "bad"), 3, 42, 56, seed)]
+        with warnings.catch_warnings(record=True) as again:
+            warnings.simplefilter("always")
+            sample = ds[SampleKey(0, _scene_index(ds, "bad"), 3, 42, 56, seed)]
+        assert not [w for w in again if w.category is SceneSkippedWarning]  # warned once per file and process
         assert sample["scene"] == "good" and sample["skipped_files"] >= 1 and sample["redraws"] == 0
         assert [p for p, _ in sample["bad_files"]] == [str(tmp_path / "toy" / "train" / "bad.h5")] * len(sample["bad_files"])
         c = camera_centers(sample["w2c"].double())
