@@ -4,6 +4,7 @@ points, and with ground-truth depth substituted for the model the fused cloud la
 surfaces (resize/crop of K, scale-back and unprojection exact)."""
 
 import json
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -19,7 +20,8 @@ from depthpe.prediction.files import read_depth_png, read_ply
 from depthpe.prediction.result import fuse_points
 from depthpe.model import DepthModel
 from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
-from depthpe.prediction.api import plan_views
+from depthpe.prediction.api import input_size, nominal_K, plan_views
+from depthpe.loader.sampling import target_size
 from tests.fixtures.prediction import H, OUT_HW, VIEWS, W
 from tests.helpers.training import micro_model
 
@@ -160,6 +162,22 @@ def test_plan_views():
     assert plan_views(4, 4, w2c) == ("all", [[0, 1, 2, 3]])
     mode, plans = plan_views(4, 2, w2c)
     assert mode == "nearest" and plans == [[0, 1], [1, 3], [2, 3], [3, 1]]
+    # without cameras: the neighbours in file order, the lower index first on a tie
+    assert plan_views(5, 3, None) == ("nearest", [[0, 1, 2], [1, 0, 2], [2, 1, 3], [3, 2, 4], [4, 3, 2]])
+
+
+def test_the_input_aspect_is_clamped_to_the_trained_range():
+    trained = SimpleNamespace(image_width=56, aspect=(0.5, 0.75))
+    assert input_size((300, 200), trained) == target_size(0.75, 56)  # a portrait image: the tallest trained
+    assert input_size((100, 500), trained) == target_size(0.5, 56)  # a panorama: the widest trained
+    assert input_size((120, 200), trained) == target_size(0.6, 56)  # inside the range: its own aspect
+    assert input_size((300, 200), None, image_width=56) == target_size(1.5, 56)  # no sidecar: no clamp
+
+
+def test_images_without_cameras_get_a_centred_nominal_camera():
+    K = nominal_K(4, 6)
+    # focal length = width; principal point at the centre of the pixel grid (pixel centres at integers)
+    np.testing.assert_array_equal(K, [[6.0, 0.0, 2.5], [0.0, 6.0, 1.5], [0.0, 0.0, 1.0]])
 
 
 def test_bf16_and_scene_file_cameras(model_dir, inputs, scene, tmp_path):
