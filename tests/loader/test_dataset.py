@@ -18,6 +18,7 @@ from depthpe.loader.loaders import build_train_loader
 from depthpe.loader.sampling import SampleKey, batch_shape
 from depthpe.scenes.format.scene_file import write_index, write_scene
 from depthpe.geometry import camera_centers, unproject_depth
+from tests.helpers.scenes import look_at_w2c
 
 H, W = 48, 64
 K0 = np.array([[50.0, 0, 33.0], [0, 50.0, 22.5], [0, 0, 1]])
@@ -25,14 +26,7 @@ K0 = np.array([[50.0, 0, 33.0], [0, 50.0, 22.5], [0, 0, 1]])
 
 def _look_at(center, target=(0.0, 0.0, 0.0)):
     """OpenCV w2c (3, 4) of a camera at ``center`` looking at ``target`` with world +z up."""
-    c = np.asarray(center, float)
-    f = np.asarray(target, float) - c
-    f /= np.linalg.norm(f)
-    x = np.cross(f, [0.0, 0.0, 1.0])
-    x /= np.linalg.norm(x)
-    y = np.cross(f, x)
-    R = np.stack([x, y, f])
-    return np.concatenate([R, (-R @ c)[:, None]], axis=1)
+    return look_at_w2c(np.asarray(center, float), np.asarray(target, float))
 
 
 def _plane_depth(K, w2c):

@@ -16,6 +16,7 @@ from depthpe.loader.sampling import (
     normalized_weights,
     select_views,
 )
+from tests.helpers.scenes import look_at_w2c
 
 
 def _cfg(weights=(1.0, 1.0), **kw):
@@ -179,16 +180,13 @@ def test_batch_shape_draws_aspect_over_the_configured_range_and_keeps_one_sample
 
 
 def _w2c_from(centres, looks):
-    """(N, 4, 4) OpenCV w2c of cameras at ``centres`` whose optical axis is rotated about world y by ``looks`` (deg)."""
-    out = []
-    for c, deg in zip(centres, looks):
-        a = np.radians(deg)
-        c2w_R = np.array([[np.cos(a), 0, np.sin(a)], [0, 1, 0], [-np.sin(a), 0, np.cos(a)]])
-        w2c = np.eye(4)
-        w2c[:3, :3] = c2w_R.T
-        w2c[:3, 3] = -c2w_R.T @ np.asarray(c, dtype=np.float64)
-        out.append(w2c)
-    return np.stack(out)
+    """(N, 3, 4) OpenCV w2c of cameras at ``centres`` whose optical axis is +z turned about world y by
+    ``looks`` degrees."""
+    return np.stack([
+        look_at_w2c(np.asarray(c, float), np.asarray(c, float) + [np.sin(np.radians(deg)), 0.0, np.cos(np.radians(deg))],
+                    up=(0.0, 1.0, 0.0))
+        for c, deg in zip(centres, looks)
+    ])
 
 
 def test_nearest_camera_order_weighs_distance_in_units_of_the_median_against_the_view_angle():
