@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
     if min(args.scenes) < 1 or args.seed_scenes < 1 or min(args.workers) < 1 or args.check_scenes < 1:
         raise ConfigError("--scenes, --seed-scenes, --workers and --check-scenes must be >= 1")
-    from ..output_folder import owned_output_folder, settings_fingerprint
+    from ..files.output_folder import owned_output_folder, settings_fingerprint
 
     fingerprint = settings_fingerprint(args, leave_out=("scenes", "check_scenes", "batches", "json", "val_scenes", "seed"))
     with owned_output_folder(args.out, "depthpe bench data-scale", fingerprint, replace=args.overwrite):

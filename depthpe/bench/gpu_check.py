@@ -290,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scale is not None and (args.tiny or args.scale < 14 or args.scale % 14):
         raise SystemExit(f"--scale must be a positive multiple of 14 (the patch size) and not used with --tiny, "
                          f"got {args.scale}")
-    from ..output_folder import owned_output_folder, settings_fingerprint
+    from ..files.output_folder import owned_output_folder, settings_fingerprint
 
     with owned_output_folder(args.out, "depthpe bench gpu-check", settings_fingerprint(args, leave_out=("part_timeout",)),
                              replace=args.overwrite):

@@ -447,7 +447,7 @@ def write_json(rehearsal: Rehearsal, path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run every stage, print the report, write ``rehearsal.json``; 0 when every stage that ran passed."""
-    from ..output_folder import owned_output_folder, settings_fingerprint
+    from ..files.output_folder import owned_output_folder, settings_fingerprint
 
     cfg = check_args(args)
     with owned_output_folder(args.out, "depthpe bench rehearsal", settings_fingerprint(args), replace=args.overwrite):

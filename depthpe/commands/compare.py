@@ -7,7 +7,7 @@ from typing import Sequence
 
 from ..analysis.settings import CompareConfig
 from ..config.options import add_options, config_from_args
-from ..output_folder import owned_output_folder, settings_fingerprint
+from ..files.output_folder import owned_output_folder, settings_fingerprint
 from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 def compare_and_write(cfg: CompareConfig, figures: Sequence = ()) -> dict:
     """``depthpe compare``: print the tables of ``cfg.inputs`` and, with ``cfg.out``, write them
     (``analysis.comparison_files.write_comparison``; ``figures`` are shown in report.html too).
-    Returns the result. The caller owns ``cfg.out`` (``run``: ``depthpe.output_folder``; a camera-noise
+    Returns the result. The caller owns ``cfg.out`` (``run``: ``depthpe.files.output_folder``; a camera-noise
     sweep: its own folder)."""
     from ..analysis.comparison_files import write_comparison
 

@@ -60,7 +60,7 @@ def _check(dataset_dir: str, quiet: bool) -> int:
 
 
 def _owned(cfg: ConvertConfig):
-    """Own ``ROOT/<dataset>`` (``depthpe.output_folder``) with the download and the settings that
+    """Own ``ROOT/<dataset>`` (``depthpe.files.output_folder``) with the download and the settings that
     change a scene file's content as the fingerprint (``--limit`` and ``--shard`` may change: finished
     scenes are kept). A ``--shard`` run writes alongside the other shards: it registers with the owner
     (``register_shard``: the checks and the manifest under the lock for a moment) and converts unlocked;
@@ -70,7 +70,7 @@ def _owned(cfg: ConvertConfig):
     from pathlib import Path
 
     from ..scenes.convert import converter_module
-    from ..output_folder import owned_output_folder, register_shard, settings_fingerprint
+    from ..files.output_folder import owned_output_folder, register_shard, settings_fingerprint
 
     name = importlib.import_module(converter_module(cfg.dataset)).NAME
     fingerprint = settings_fingerprint(cfg, leave_out=tuple(f for f in cfg.__dataclass_fields__ if f != "src"),

@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(cfg: EvalConfig) -> None:
     from ..evaluation.command import run_evaluation
-    from ..slurm import apply_launch_env
+    from ..cluster.slurm import apply_launch_env
 
-    apply_launch_env()  # `srun --ntasks=N depthpe eval`: the N tasks split the scenes (depthpe.slurm)
+    apply_launch_env()  # `srun --ntasks=N depthpe eval`: the N tasks split the scenes (depthpe.cluster.slurm)
 
     run_evaluation(cfg)

@@ -6,7 +6,7 @@ import argparse
 
 from ..analysis.settings import PlotConfig
 from ..config.options import add_options, config_from_args
-from ..output_folder import owned_output_folder, settings_fingerprint
+from ..files.output_folder import owned_output_folder, settings_fingerprint
 from ..config.command_line import USAGE_ERROR_STATUS, report_errors
 
 DESCRIPTION = """\

@@ -7,7 +7,7 @@ import argparse
 
 from ..config.inference import PredictConfig
 from ..config.options import add_options, config_from_args
-from ..output_folder import owned_output_folder, settings_fingerprint
+from ..files.output_folder import owned_output_folder, settings_fingerprint
 from ..config.command_line import USAGE_ERROR_STATUS, report_errors, require_output_folder
 
 DESCRIPTION = """\

@@ -91,14 +91,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _owned(cfg: SynthConfig):
-    """Own ``OUT/synth`` (``depthpe.output_folder``: its lock, and no other command's outputs or
+    """Own ``OUT/synth`` (``depthpe.files.output_folder``: its lock, and no other command's outputs or
     unrecorded files in it). The fingerprint is empty: a synthetic root accumulates scenes of several
     runs (styles, shifts and knobs are in the scene names, and every file records the seed and
     parameters it was made with, so a file of other settings is regenerated, one of the same kept)."""
     from pathlib import Path
 
     from ..scenes.synth import DATASET_NAME
-    from ..output_folder import owned_output_folder
+    from ..files.output_folder import owned_output_folder
 
     return owned_output_folder(Path(cfg.out) / DATASET_NAME, "depthpe synth", {}, replace=cfg.overwrite)
 

@@ -74,9 +74,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from ..run import dump_run_config, load_run_config
-    from ..slurm import apply_launch_env
+    from ..cluster.slurm import apply_launch_env
 
-    apply_launch_env()  # `srun --ntasks=N depthpe train`: the N tasks form one run (depthpe.slurm)
+    apply_launch_env()  # `srun --ntasks=N depthpe train`: the N tasks form one run (depthpe.cluster.slurm)
 
     with report_errors(args.debug):
         cfg = load_run_config(args.config, args.overrides)

@@ -53,7 +53,7 @@ def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = 
 
 
 def overwrite_option():
-    """The ``--overwrite`` field of every command that writes an output folder (``depthpe.output_folder``):
+    """The ``--overwrite`` field of every command that writes an output folder (``depthpe.files.output_folder``):
     write into ``--out`` although it holds another command's outputs, outputs of other settings or
     files no depthpe command recorded; only files this command wrote there are deleted."""
     return option(False, store_true=True, help="write into --out although it holds other outputs or outputs of "

@@ -13,7 +13,7 @@ from ..config.inference import EvalConfig
 from .heldout import HeldOutSet, held_out_of_config
 from .loop import EvalOptions, EvalResult, evaluate
 from .outputs import format_summary, write_outputs
-from ..output_folder import OutputFolder, claim_output_folder
+from ..files.output_folder import OutputFolder, claim_output_folder
 from .partial import PartialEvaluation, eval_fingerprint, settings_difference
 
 __all__ = ["run_evaluation"]
@@ -98,7 +98,7 @@ def _meta(cfg: EvalConfig, held_out: HeldOutSet, model, accelerator) -> dict:
 @contextlib.contextmanager
 def out_lock(out: str | Path, accelerator=None, command: str = "depthpe eval", *, replace: bool = False,
              replace_flag: str = "--restart", difference=None):
-    """Own ``out`` through ``depthpe.output_folder.claim_output_folder`` in the main process while the
+    """Own ``out`` through ``depthpe.files.output_folder.claim_output_folder`` in the main process while the
     block runs (its kernel lock, and the refusal of another command's outputs unless ``replace``);
     every process raises the same ``ConfigError`` (one line) when the main one is refused, so that
     two writers never share one folder. Yields the ``OutputFolder`` (None in the other processes).

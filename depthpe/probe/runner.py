@@ -85,8 +85,8 @@ def run_probe(cfg) -> dict[str, LiftAccumulator]:
     """``depthpe probe attention``: probe ``cfg.model`` (a ``ProbeConfig``) on ``cfg.data``, write the
     tables and figures to ``cfg.out`` (``report.write_probe_outputs``) and print the layer tables.
     Raises ``ConfigError`` for missing or empty data, when no scene could be probed, and for an
-    ``out`` that holds other outputs (``depthpe.output_folder``; ``--overwrite``)."""
-    from ..output_folder import owned_output_folder, settings_fingerprint
+    ``out`` that holds other outputs (``depthpe.files.output_folder``; ``--overwrite``)."""
+    from ..files.output_folder import owned_output_folder, settings_fingerprint
 
     with owned_output_folder(cfg.out, "depthpe probe attention", settings_fingerprint(cfg), replace=cfg.overwrite):
         return _probe_into(cfg)

@@ -294,10 +294,10 @@ def publish(out: str | Path, rows: list[dict], meta: dict | None = None) -> dict
 
 
 def run_rmvd(cfg: RmvdConfig) -> dict:
-    """``depthpe rmvd --predictions``: own ``cfg.out`` (``depthpe.output_folder``: its lock; another
+    """``depthpe rmvd --predictions``: own ``cfg.out`` (``depthpe.files.output_folder``: its lock; another
     command's outputs or other settings refused unless ``--restart``), load the sample lists, score
     every sample, write the outputs, print the table; returns the summary."""
-    from ..output_folder import claim_output_folder, settings_fingerprint
+    from ..files.output_folder import claim_output_folder, settings_fingerprint
     from .resume import data_files_hash, rmvd_difference
 
     with claim_output_folder(cfg.out, SCORE_COMMAND, replace=cfg.restart, replace_flag="--restart",
@@ -311,7 +311,7 @@ def written_by_a_model_run(predictions: str | Path) -> bool:
     """Whether ``predictions`` is the ``predictions/`` folder of a ``depthpe rmvd --model`` output (its
     owner's manifest says so): those maps cover the whole keyview at the model's patch-rounded input
     size (``read_prediction``), so rescoring them skips the aspect check."""
-    from ..output_folder import folder_owner
+    from ..files.output_folder import folder_owner
 
     folder = Path(predictions)
     return folder.name == "predictions" and (folder_owner(folder.parent) or {}).get("command") == "depthpe rmvd --model"

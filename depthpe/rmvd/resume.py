@@ -10,7 +10,7 @@ are in ``OUT/predictions/``: a ``SceneRecord`` with key ``["setting", "dataset",
 records stay after the run ends (they hold the runtimes): a rerun with the same settings predicts
 nothing and scores again; other settings are refused unless ``--restart``, which empties
 ``OUT/partial/`` and deletes the maps of ``OUT/predictions/`` this command wrote (its manifest,
-``depthpe.output_folder``; a file it did not write is never deleted).
+``depthpe.files.output_folder``; a file it did not write is never deleted).
 """
 
 from __future__ import annotations

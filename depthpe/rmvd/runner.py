@@ -16,7 +16,7 @@ Per setting, dataset and sample (in that order), batch size 1:
   sample's record (``resume``) with its runtime and peak memory (``measure``; the first
   ``--burn-in`` samples of each setting and dataset are not measured).
 
-``--out`` is owned through ``depthpe.output_folder`` for the whole run (its lock; another
+``--out`` is owned through ``depthpe.files.output_folder`` for the whole run (its lock; another
 command's outputs or another fingerprint refused unless ``--restart``); an interrupted run
 continues with the samples not recorded (``resume.open_store``).
 """

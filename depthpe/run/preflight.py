@@ -141,8 +141,8 @@ def _wandb_can_log() -> bool:
 
 def _refuse_existing_run(cfg: RunConfig) -> None:
     """``ConfigError`` when a new run would start in an output_dir that holds a run, or the outputs of
-    another depthpe command (``depthpe.output_folder``)."""
-    from ..output_folder import MANIFEST, folder_owner
+    another depthpe command (``depthpe.files.output_folder``)."""
+    from ..files.output_folder import MANIFEST, folder_owner
 
     out, remains = cfg.output_dir, run_remains(cfg.output_dir)
     owner = folder_owner(out)

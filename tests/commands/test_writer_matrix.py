@@ -1,4 +1,4 @@
-"""Every writing command goes through the one output-folder owner (depthpe/output_folder.py): each
+"""Every writing command goes through the one output-folder owner (depthpe/files/output_folder.py): each
 writer refuses a folder that holds another writer's outputs, and refuses its own folder while
 another process of it holds the lock; either way nothing in the folder changes (issue 42, S4, S6, S9).
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from depthpe.cli import main
-from depthpe.output_folder import claim_output_folder
+from depthpe.files.output_folder import claim_output_folder
 from depthpe.testing.rmvd_samples import write_sample_list
 
 

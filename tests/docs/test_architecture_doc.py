@@ -58,3 +58,14 @@ def test_every_command_and_benchmark_is_named():
     bench_row = ownership_rows()["depthpe/bench/"]
     missing = [name for name in BENCHMARKS if f"`{name}`" not in bench_row]
     assert not missing, f"the depthpe/bench/ row does not name the benchmarks {missing}"
+
+
+def test_the_package_root_holds_only_the_entry_points_the_page_names():
+    """The root line of the page's package tree (``depthpe/  __init__ __main__ cli ...``) lists every
+    module at the package root; anything else belongs in a folder."""
+    text = DOC.read_text()
+    line = next(line for line in text.splitlines() if line.startswith("depthpe/  "))
+    named = set(line.split("(")[0].split()[1:])
+    present = {p.stem for p in (ROOT / "depthpe").glob("*.py")}
+    assert {"__init__", "cli", "train", "eval"} <= named
+    assert present == named, f"modules at the package root: {sorted(present)}; the page names {sorted(named)}"

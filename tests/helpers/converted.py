@@ -12,7 +12,7 @@ def dataset_files(root: Path) -> dict[str, Path]:
     timings differ from run to run) and the output-folder owner's lock and manifest (bookkeeping of
     the command, not data: ``depthpe convert`` leaves them, the ``convert`` function does not)."""
     from depthpe.files import LOCK_FILE
-    from depthpe.output_folder import MANIFEST
+    from depthpe.files.output_folder import MANIFEST
 
     skip = {"convert_summary.json", LOCK_FILE, MANIFEST}
     return {p.relative_to(root).as_posix(): p for p in sorted(Path(root).rglob("*"))

@@ -1,4 +1,4 @@
-"""``depthpe rmvd`` owns its --out through depthpe.output_folder (issue 42): S3 (other data is another
+"""``depthpe rmvd`` owns its --out through depthpe.files.output_folder (issue 42): S3 (other data is another
 fingerprint), S4 (--predictions does not replace a --model run's outputs), S8 (a fresh or restarted
 --model run deletes only the maps it wrote), S9 (eval into an rmvd folder is refused)."""
 

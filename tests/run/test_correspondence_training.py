@@ -1,6 +1,6 @@
 """``loss.correspondence_weight``: training adds the correspondence term of the global attention to the
 depth loss (``depthpe.run.step``, ``depthpe.run.correspondence``), on the analytic stereo pair of
-tests/test_correspondence.py (28 x 56 px, every match two patches to the left)."""
+tests/geometry/test_correspondence.py (28 x 56 px, every match two patches to the left)."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def test_zoom_keeps_the_geometry_consistent():
 class _OffByOneAttention:
     """A stand-in for the model in ``evaluate_setting``: one global layer, 1 special token, 14-px
     patches, whose attention puts all of every query's weight on one key patch of the other view:
-    the true target of the analytic stereo pair of tests/test_correspondence.py (view 0 patch
+    the true target of the analytic stereo pair of tests/geometry/test_correspondence.py (view 0 patch
     (r, c) -> view 1 (r, c - 2), view 1 (r, c) -> view 0 (r, c + 2)) moved one column towards the
     query's own column. It ignores the cameras it is given."""
 
@@ -115,7 +115,7 @@ class _OffByOneAttention:
 
 
 def _stereo_sample():
-    """The stereo pair of tests/test_correspondence.py as one sample of evaluate_setting."""
+    """The stereo pair of tests/geometry/test_correspondence.py as one sample of evaluate_setting."""
     depth = torch.full((2, 28, 56), 2.0)
     K = torch.tensor([[56.0, 0, 27.5], [0, 56.0, 13.5], [0, 0, 1]]).expand(2, 3, 3)
     w2c = torch.eye(4).repeat(2, 1, 1)

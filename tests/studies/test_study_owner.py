@@ -1,4 +1,4 @@
-"""The benchmarks that write a folder own it through depthpe.output_folder (issue 42): a rerun of
+"""The benchmarks that write a folder own it through depthpe.files.output_folder (issue 42): a rerun of
 ``depthpe study camera-noise`` with other levels is refused before sweep.json changes (S7), a second
 ``depthpe study correspondence`` with other settings does not replace results.json (S6)."""
 
@@ -7,7 +7,7 @@ import hashlib
 from depthpe.studies.camera_noise.runner import CameraNoiseSweepConfig
 from depthpe.studies.correspondence.config import CorrespondenceConfig
 from depthpe.cli import main
-from depthpe.output_folder import owned_output_folder, settings_fingerprint
+from depthpe.files.output_folder import owned_output_folder, settings_fingerprint
 
 
 def _hash(folder):

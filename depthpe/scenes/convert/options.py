@@ -104,10 +104,10 @@ class ConvertOptions:
 
     def shard_of_run(self, environ=None) -> tuple[int, int] | None:
         """The (k, n) shard this run converts: ``shard`` when given, else that of a Slurm array task
-        (``depthpe.slurm.array_shard``), else None (every scene)."""
+        (``depthpe.cluster.slurm.array_shard``), else None (every scene)."""
         import os
 
-        from ...slurm import array_shard
+        from ...cluster.slurm import array_shard
 
         if self.shard is not None:
             return parse_shard(self.shard)

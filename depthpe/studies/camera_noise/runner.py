@@ -122,9 +122,9 @@ def model_labels(models: list[str]) -> list[tuple[str, str]]:
 
 def run_sweep(cfg: CameraNoiseSweepConfig) -> dict:
     """The sweep (module docstring); returns the table's result (``noise_sweep.sweep_result``). The
-    folder is owned through ``depthpe.output_folder`` (other levels, models or data: refused unless
+    folder is owned through ``depthpe.files.output_folder`` (other levels, models or data: refused unless
     ``--overwrite``)."""
-    from depthpe.output_folder import owned_output_folder, settings_fingerprint
+    from depthpe.files.output_folder import owned_output_folder, settings_fingerprint
 
     with owned_output_folder(cfg.out, "depthpe study camera-noise", settings_fingerprint(cfg), replace=cfg.overwrite):
         return _sweep_into(cfg)

@@ -170,8 +170,8 @@ def format_summary(result: dict) -> str:
 def run_correspondence(cfg: CorrespondenceConfig) -> dict:
     """The whole benchmark (module docstring); returns the result written to ``cfg.out``/results.json.
     Raises ``ConfigError`` for missing data or data without usable scenes, and for a ``cfg.out`` that
-    holds other outputs (``depthpe.output_folder``, before anything runs; ``--overwrite``)."""
-    from depthpe.output_folder import owned_output_folder, settings_fingerprint
+    holds other outputs (``depthpe.files.output_folder``, before anything runs; ``--overwrite``)."""
+    from depthpe.files.output_folder import owned_output_folder, settings_fingerprint
 
     fingerprint = settings_fingerprint(cfg, leave_out=("threads",))
     with owned_output_folder(cfg.out, "depthpe study correspondence", fingerprint, replace=cfg.overwrite):

@@ -13,7 +13,7 @@ from depthpe.cli import main
 from depthpe.scenes.convert import convert
 from depthpe.scenes.convert.common import ConvertOptions
 from depthpe.scenes.convert.options import parse_shard
-from depthpe.slurm import array_shard
+from depthpe.cluster.slurm import array_shard
 from depthpe.testing import fake_datasets as fake
 from tests.helpers.converted import assert_same_dataset
 

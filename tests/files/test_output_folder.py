@@ -1,4 +1,4 @@
-"""depthpe.output_folder: the one owner of a command's output folder (issue 42 item 1)."""
+"""depthpe.files.output_folder: the one owner of a command's output folder (issue 42 item 1)."""
 
 import json
 import os
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from depthpe.config import ConfigError
-from depthpe.output_folder import MANIFEST, claim_output_folder, folder_owner, owned_output_folder, settings_fingerprint
+from depthpe.files.output_folder import MANIFEST, claim_output_folder, folder_owner, owned_output_folder, settings_fingerprint
 
 
 def _write(folder, name, text="x"):
@@ -76,7 +76,7 @@ def test_a_command_that_wrote_nothing_leaves_no_trace(tmp_path):
 
 def test_the_files_of_a_killed_holder_count_as_its_own(tmp_path):
     out = tmp_path / "out"
-    code = ("import os, sys; from pathlib import Path; from depthpe.output_folder import claim_output_folder\n"
+    code = ("import os, sys; from pathlib import Path; from depthpe.files.output_folder import claim_output_folder\n"
             f"out = Path({str(out)!r})\n"
             "with claim_output_folder(out, 'depthpe a') as f:\n"
             "    f.begin({'v': 1}); (out / 'half.npy').write_text('x'); print('written', flush=True); sys.stdin.read()\n")
@@ -120,7 +120,7 @@ def test_a_training_run_refuses_another_commands_folder(tmp_path, synth_root):
 
 
 def test_shards_write_alongside_and_the_final_run_owns_their_files(tmp_path):
-    from depthpe.output_folder import register_shard
+    from depthpe.files.output_folder import register_shard
 
     out = tmp_path / "out"
     register_shard(out, "depthpe convert", {"v": 1})  # shard 0 writes the manifest
@@ -158,7 +158,7 @@ def test_replacing_removes_the_subfolders_it_empties_and_nothing_above_the_folde
 
 _HOLD_THE_FOLDER = """
 import pathlib, sys, time
-from depthpe.output_folder import claim_output_folder
+from depthpe.files.output_folder import claim_output_folder
 release = pathlib.Path(sys.argv[2])
 with claim_output_folder(sys.argv[1], "depthpe convert"):
     print("held", flush=True)
@@ -168,8 +168,8 @@ with claim_output_folder(sys.argv[1], "depthpe convert"):
 
 
 def test_a_shard_waits_while_another_process_holds_the_lock(tmp_path, monkeypatch):
-    import depthpe.output_folder as owner_module
-    from depthpe.output_folder import register_shard
+    import depthpe.files.output_folder as owner_module
+    from depthpe.files.output_folder import register_shard
 
     out, release = tmp_path / "out", tmp_path / "release"
     holder = subprocess.Popen([sys.executable, "-c", _HOLD_THE_FOLDER, str(out), str(release)], stdout=subprocess.PIPE,

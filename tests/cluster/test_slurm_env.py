@@ -1,11 +1,11 @@
-"""depthpe.slurm: what Slurm's variables mean for a depthpe process (no cluster needed; the real one:
+"""depthpe.cluster.slurm: what Slurm's variables mean for a depthpe process (no cluster needed; the real one:
 tests/slurm/test_cluster.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from depthpe.slurm import apply_launch_env, first_host, launch_env, main_port
+from depthpe.cluster.slurm import apply_launch_env, first_host, launch_env, main_port
 
 STEP = {"SLURM_JOB_ID": "17", "SLURM_STEP_ID": "2", "SLURM_PROCID": "3", "SLURM_LOCALID": "1",
         "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_TASKS_PER_NODE": "2(x2)",

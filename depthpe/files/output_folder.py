@@ -32,8 +32,10 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .config import ConfigError
-from .files import LOCK_FILE, FolderInUse, LocksUnsupported, atomic_write_bytes, lock_folder, read_record
+from ..config import ConfigError
+from .atomic import atomic_write_bytes
+from .locks import LOCK_FILE, FolderInUse, LocksUnsupported, lock_folder
+from .records import read_record
 
 __all__ = ["MANIFEST", "OutputFolder", "claim_output_folder", "owned_output_folder", "register_shard", "settings_fingerprint", "folder_owner",
            "simple_difference"]
