@@ -43,6 +43,21 @@ def _one_torch_thread():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored():
+    """Every test starts with the SIGTERM and SIGINT handlers the session started with: `depthpe
+    train` run in-process ignores SIGTERM from the moment final/ is written until the process ends
+    (on purpose, commands/train.py), so without this a later test in the same worker inherits
+    SIG_IGN (tests/run/test_training.py's pre-emption test then failed, depending on test order)."""
+    import signal
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in before.items():
+        if handler is not None:
+            signal.signal(sig, handler)
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if SUBPROCESS_RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
