@@ -1,0 +1,120 @@
+"""``depthpe compare``'s rules on its inputs, each on the smallest input that shows it: which rows of
+``metrics_per_image.csv`` count, how seeds pool per scene, which config keys may differ inside a group
+and which are reported across groups, and what the refusals say."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from depthpe.analysis.compare import (EvalInput, check_manifests, group_scene_values, row_value, run_compare,
+                                      scene_values, seed_stats)
+from depthpe.config import ConfigError
+from tests.helpers.compare import SCENES, write_run
+
+
+def _item(csv_rows=(), summary=None, manifest=None, name="x") -> EvalInput:
+    """An evaluation held in memory: its summary.json document and its metrics_per_image.csv rows."""
+    return EvalInput(path=name, eval_dir=Path(name), summary=summary or {}, manifest=manifest,
+                     extra={"csv": [dict(r) for r in csv_rows]})
+
+
+def _row(scene, image, value, n_valid="10", mode="native", dataset="synth"):
+    return {"dataset": dataset, "scene": scene, "image": str(image), "mode": mode, "abs_rel": value, "n_valid": n_valid}
+
+
+def test_a_scene_value_is_the_mean_of_its_scored_images_of_that_dataset_and_mode():
+    item = _item([
+        _row("a", 0, "0.2"),
+        _row("a", 1, "0.4", n_valid=""),  # no count written: the image counts
+        _row("a", 2, "0.9", n_valid="0"),  # a value, but no evaluated pixel: left out
+        _row("a", 3, "", n_valid="5"),  # no value: left out
+        _row("b", 0, "nan"),  # only non-finite values: the scene has none
+        _row("a", 0, "7.0", mode="scene_aligned"),
+        _row("a", 0, "5.0", dataset="co3d"),
+    ])
+    assert scene_values(item, "synth") == {"a": pytest.approx(0.3)}
+    assert scene_values(item, "synth", "scene_aligned") == {"a": 7.0}
+    assert scene_values(item, "co3d") == {"a": 5.0}
+
+
+def test_a_group_pools_each_scene_over_the_seeds_that_have_it():
+    first = _item([_row("a", 0, "0.2"), _row("b", 0, "0.4")])
+    second = _item([_row("a", 0, "0.4")])
+    assert group_scene_values([first, second], "synth") == {"a": pytest.approx(0.3), "b": pytest.approx(0.4)}
+
+
+def test_a_missing_dataset_row_or_metric_reads_as_nan_and_seed_values_keep_their_order():
+    summary = {"summary": {"synth": {"native": {"abs_rel": 0.4, "delta1": None},
+                                     "global_constant": {"abs_rel": 0.8}}}}
+    item = _item(summary=summary)
+    assert row_value(item, "synth", "native", "abs_rel") == 0.4
+    for dataset, row, metric in (("co3d", "native", "abs_rel"), ("synth", "scene_aligned", "abs_rel"),
+                                 ("synth", "native", "delta1"), ("synth", "native", "rmse")):
+        assert math.isnan(row_value(item, dataset, row, metric)), (dataset, row, metric)
+    other = _item(summary={"summary": {"synth": {"native": {"abs_rel": 0.2}, "global_constant": {"abs_rel": 0.4}}}})
+    stats = seed_stats([item, other], "synth")
+    assert stats["native_abs_rel"]["values"] == [0.4, 0.2]
+    assert stats["ratio_global_constant"]["values"] == [0.5, 0.5]
+    assert math.isnan(stats["ratio_scene_constant"]["mean"])  # no scene_constant row anywhere
+
+
+def test_the_manifest_refusal_says_which_scenes_only_one_side_has():
+    ours = {"synth/a": [0, 1], "synth/b": [0, 1]}
+    cases = [({"synth/a": [0, 1]}, "1 scene(s) only in the first, 0 only in the other, e.g. synth/b"),
+             ({**ours, "synth/c": [0, 1]}, "0 scene(s) only in the first, 1 only in the other, e.g. synth/c"),
+             ({"synth/a": [0, 1], "synth/c": [0, 1]}, "1 scene(s) only in the first, 1 only in the other, e.g. synth/b"),
+             ({**ours, "synth/b": [0, 2]}, "other frames in 1 scene(s), e.g. synth/b")]
+    for theirs, detail in cases:
+        with pytest.raises(ConfigError) as err:
+            check_manifests([_item(manifest=ours, name="A"), _item(manifest=theirs, name="B")], allow_different=False)
+        assert f"B and A were evaluated on different manifests ({detail})" in str(err.value)
+        assert check_manifests([_item(manifest=ours), _item(manifest=theirs)], allow_different=True) is False
+    assert check_manifests([_item(manifest=ours), _item(manifest=dict(ours))], allow_different=False) is True
+
+
+def test_the_groups_also_differ_note_names_the_other_keys_only(tmp_path):
+    images = {s: [0.3, 0.3] for s in SCENES}
+    inputs = []
+    for pe, lr in (("rope", 1e-3), ("prope", 1e-4)):
+        for seed in (0, 1):
+            inputs.append(str(write_run(tmp_path, f"{pe}_s{seed}", seed=seed, summary={}, images=images,
+                                        config={"model.global_pe": pe, "optim.lr": lr})))
+    _, markdown, meta = run_compare(inputs, n_boot=20)
+    assert meta["groups_also_differ_in"] == ["optim.lr"]  # not the grouping key, the seed or output_dir
+    assert "Note: the groups also differ in optim.lr." in markdown
+    _, markdown, meta = run_compare(inputs[:1] + inputs[2:3], n_boot=20, group_by="optim.lr")
+    assert meta["groups_also_differ_in"] == ["model.global_pe"]
+
+
+def test_an_option_set_in_one_run_of_a_group_only_is_a_difference(tmp_path):
+    images = {s: [0.3, 0.3] for s in SCENES}
+    inputs = [str(write_run(tmp_path, f"urope_s{seed}", seed=seed, summary={}, images=images,
+                            config={"model.global_pe": "urope", "model.pe_options": options}))
+              for seed, options in ((0, {}), (1, {"num_anchors": 1}))]
+    with pytest.raises(ConfigError, match=r"differ in model\.pe_options(\.num_anchors)? .*not only in the seed"):
+        run_compare(inputs, n_boot=20)
+
+
+def test_a_run_folder_without_an_evaluation_says_how_to_make_one_and_several_are_named(tmp_path):
+    run = write_run(tmp_path, "r", seed=0, summary={}, images={SCENES[0]: [0.1, 0.2]})
+    (run / "eval" / "summary.json").rename(run / "eval" / "old.json")
+    with pytest.raises(ConfigError) as err:
+        run_compare([str(run)])
+    assert f"run folder {run} has no eval*/summary.json (evaluate it with `depthpe eval --model {run}/final" in str(err.value)
+    for name in ("eval_a", "eval_b"):
+        (run / name).mkdir()
+        (run / name / "summary.json").write_text((run / "eval" / "old.json").read_text())
+    with pytest.raises(ConfigError) as err:
+        run_compare([str(run)])
+    assert f"several evaluations ({run / 'eval_a'}, {run / 'eval_b'})" in str(err.value)
+
+
+def test_a_model_entry_that_is_not_a_path_falls_back_to_the_folder_above(tmp_path):
+    run = write_run(tmp_path, "r", seed=4, summary={}, images={SCENES[0]: [0.1, 0.2]})
+    summary = run / "eval" / "summary.json"
+    doc = json.loads(summary.read_text())
+    summary.write_text(json.dumps({**doc, "meta": {**doc["meta"], "model": 12}}))
+    _, _, meta = run_compare([str(run / "eval")], n_boot=20)
+    assert meta["inputs"][0]["run_dir"] == str(run) and meta["inputs"][0]["seed"] == 4
