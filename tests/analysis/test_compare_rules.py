@@ -6,10 +6,11 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from depthpe.analysis.compare import (EvalInput, check_manifests, group_scene_values, row_value, run_compare,
-                                      scene_values, seed_stats)
+                                      scene_values, seed_stats, write_compare)
 from depthpe.config import ConfigError
 from tests.helpers.compare import SCENES, write_run
 
@@ -118,3 +119,25 @@ def test_a_model_entry_that_is_not_a_path_falls_back_to_the_folder_above(tmp_pat
     summary.write_text(json.dumps({**doc, "meta": {**doc["meta"], "model": 12}}))
     _, _, meta = run_compare([str(run / "eval")], n_boot=20)
     assert meta["inputs"][0]["run_dir"] == str(run) and meta["inputs"][0]["seed"] == 4
+
+
+def test_an_evaluation_without_its_per_image_table_says_how_to_get_one(tmp_path):
+    inputs = [str(write_run(tmp_path, f"{pe}_s0", seed=0, summary={}, images={SCENES[0]: [0.1, 0.2]},
+                            config={"model.global_pe": pe}) / "eval") for pe in ("rope", "prope")]
+    (tmp_path / "prope_s0" / "eval" / "metrics_per_image.csv").unlink()
+    with pytest.raises(ConfigError, match=r"prope_s0/eval: no metrics_per_image\.csv next to summary\.json "
+                                          r"\(needed for the paired per-scene comparison\); evaluate again"):
+        run_compare(inputs, n_boot=20)
+
+
+def test_compare_json_is_strict_json_in_a_new_nested_folder(tmp_path):
+    """NaN and infinity are null (strict JSON readers refuse NaN), numpy numbers plain numbers."""
+    result = {"datasets": {"synth": {"rope": {"stats": {"a": {"mean": float("nan"), "std": None,
+                                                            "values": [np.float32(0.5), float("inf"), 2]}}}}}}
+    paths = write_compare(result, "# table\n", tmp_path / "new" / "cmp", meta={"seeds": (np.int64(3),)})
+    text = paths["json"].read_text()
+    doc = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in compare.json"))
+    assert doc == {"meta": {"seeds": [3]},
+                   "result": {"datasets": {"synth": {"rope": {"stats": {"a": {"mean": None, "std": None,
+                                                                               "values": [0.5, None, 2]}}}}}}}
+    assert paths["markdown"].read_text() == "# table\n"
