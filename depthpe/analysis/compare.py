@@ -118,13 +118,15 @@ def flatten(mapping: dict, prefix: str = "") -> dict:
 
 
 def run_config_values(run_dir: Path) -> dict:
-    """The flattened run config of ``run_dir/config.yaml`` (read with ``load_run_config``)."""
+    """The flattened run config of ``run_dir/config.yaml`` (read with ``load_run_config``); a
+    ``ConfigError`` that names the file once (the loader's own syntax errors already start with it)."""
     from ..run import load_run_config
 
+    path = run_dir / "config.yaml"
     try:
-        cfg = load_run_config(run_dir / "config.yaml")
+        cfg = load_run_config(path)
     except ConfigError as err:
-        raise ConfigError(f"{run_dir / 'config.yaml'}: {err}") from None
+        raise ConfigError(str(err) if str(err).startswith(str(path)) else f"{path}: {err}") from None
     return flatten(cfg.to_dict())
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from depthpe.analysis.compare import (EvalInput, check_manifests, group_scene_values, row_value, run_compare,
-                                      scene_values, seed_stats, write_compare)
+from depthpe.analysis.compare import (EvalInput, check_manifests, group_label, group_scene_values, lookup_key,
+                                      paired_comparison, row_value, run_compare, scene_values, seed_stats,
+                                      write_compare)
 from depthpe.config import ConfigError
-from tests.helpers.compare import SCENES, write_run
+from tests.helpers.compare import GROUPS, SCENES, SEEDS, write_run
 
 
 def _item(csv_rows=(), summary=None, manifest=None, name="x") -> EvalInput:
@@ -141,3 +142,102 @@ def test_compare_json_is_strict_json_in_a_new_nested_folder(tmp_path):
                    "result": {"datasets": {"synth": {"rope": {"stats": {"a": {"mean": None, "std": None,
                                                                                "values": [0.5, None, 2]}}}}}}}
     assert paths["markdown"].read_text() == "# table\n"
+
+
+def _scene_means(numbers, pe):
+    """{scene: AbsRel}: per seed the mean over the images, then the mean over the seeds (as compare pools)."""
+    return {sc: float(np.mean([float(np.mean(numbers[(pe, s)]["images"][sc])) for s in SEEDS])) for sc in SCENES}
+
+
+def test_the_bootstrap_count_and_seed_reach_the_paired_columns_and_the_meta(study):
+    _, numbers = study
+    paths = [str(numbers[(g, s)]["eval"]) for g in GROUPS for s in SEEDS]
+    result, markdown, meta = run_compare(paths, n_boot=50, seed=7)
+    expected = paired_comparison(_scene_means(numbers, "prope"), _scene_means(numbers, "rope"), n_boot=50, seed=7)
+    assert result["datasets"]["synth"]["prope"]["paired"] == expected
+    for other in ({"n_boot": 50, "seed": 0}, {"n_boot": 10_000, "seed": 7}):  # both matter, so the check above sees them
+        assert paired_comparison(_scene_means(numbers, "prope"), _scene_means(numbers, "rope"), **other) != expected
+    assert {k: meta[k] for k in ("group_by", "reference", "bootstrap", "seed", "same_manifest")} == {
+        "group_by": "model.global_pe", "reference": "rope", "bootstrap": 50, "seed": 7, "same_manifest": True}
+    assert [(i["path"], i["group"], i["seed"]) for i in meta["inputs"]] == [
+        (p, g, s) for p, (g, s) in zip(paths, [(g, s) for g in GROUPS for s in SEEDS])]
+    assert "Manifests: identical." in markdown and "bootstrap over scenes, 50 resamples, seed 7" in markdown
+    with pytest.raises(ConfigError, match="--bootstrap must be at least 1, got 0"):
+        run_compare(paths, n_boot=0)
+    assert run_compare(paths, n_boot=1)[0]["datasets"]["synth"]["prope"]["paired"]["n_scenes"] == 5
+
+
+def test_a_group_whose_runs_differ_names_both_runs_and_values_and_the_hub_may_differ(tmp_path):
+    images = {s: [0.3, 0.3] for s in SCENES}
+    runs = [str(write_run(tmp_path, f"a_s{seed}", seed=seed, summary={}, images=images, config={"optim.lr": lr}))
+            for seed, lr in ((0, 1e-3), (1, 1e-4))]
+    with pytest.raises(ConfigError, match=r"group 'rope': runs a_s0 and a_s1 differ in optim\.lr \(0\.001 vs 0\.0001\), "
+                                          r"not only in the seed; compare them with --group-by optim\.lr"):
+        run_compare(runs, n_boot=20)
+    pushed = [str(write_run(tmp_path, f"h_s{seed}", seed=seed, summary={}, images=images,
+                            config={"hub.repo_id": f"someone/run-{seed}"})) for seed in (0, 1)]
+    assert run_compare(pushed, n_boot=20)[0]["datasets"]["synth"]["rope"]["seeds"] == [0, 1]
+
+
+def test_a_mapping_group_key_is_not_also_reported_as_a_difference(tmp_path):
+    images = {s: [0.3, 0.3] for s in SCENES}
+    inputs = [str(write_run(tmp_path, f"u{i}", seed=0, summary={}, images=images,
+                            config={"model.global_pe": "urope", "model.pe_options": options}))
+              for i, options in enumerate(({"num_anchors": 1}, {"num_anchors": 2}))]
+    _, _, meta = run_compare(inputs, group_by="model.pe_options", n_boot=20)
+    assert meta["groups_also_differ_in"] == []
+
+
+def test_evaluations_without_a_run_config_group_by_the_encoding_and_count_once(tmp_path):
+    images = {s: [0.3, 0.3] for s in SCENES}
+    evals = []
+    for name in ("a", "b"):
+        run = write_run(tmp_path, name, seed=0, summary={}, images=images)
+        (run / "config.yaml").unlink()
+        evals.append(str(run / "eval"))
+    result, _, meta = run_compare(evals, n_boot=20)
+    assert result["datasets"]["synth"]["rope"]["seeds"] == [None, None] and meta["inputs"][0]["run_dir"] is None
+    with pytest.raises(ConfigError, match="give each run once"):
+        run_compare([evals[0], evals[0]], n_boot=20)
+    with pytest.raises(ConfigError, match=rf"no run config.yaml found \(meta.model='{tmp_path}/a/final'\) to read 'optim.lr'"):
+        run_compare(evals, group_by="optim.lr", n_boot=20)
+
+
+def test_the_datasets_compared_are_the_common_ones_or_the_chosen_ones(tmp_path):
+    images = {s: [0.3, 0.3] for s in SCENES}
+    evals = [write_run(tmp_path, pe, seed=0, summary={}, images=images, config={"model.global_pe": pe}) / "eval"
+             for pe in ("rope", "prope")]
+    for folder in evals:
+        doc = json.loads((folder / "summary.json").read_text())
+        doc["summary"]["co3d"] = doc["summary"]["synth"]
+        (folder / "summary.json").write_text(json.dumps(doc))
+    assert list(run_compare([str(e) for e in evals], n_boot=20)[0]["datasets"]) == ["co3d", "synth"]
+    assert list(run_compare([str(e) for e in evals], datasets=["synth"], n_boot=20)[0]["datasets"]) == ["synth"]
+    doc = json.loads((evals[1] / "summary.json").read_text())
+    (evals[1] / "summary.json").write_text(json.dumps({**doc, "summary": {"wildrgbd": doc["summary"]["synth"]}}))
+    with pytest.raises(ConfigError, match="the evaluations have no dataset in common; pass --dataset"):
+        run_compare([str(e) for e in evals], n_boot=20)
+
+
+def test_group_labels_and_the_key_hint():
+    assert group_label("rope") == "rope" and group_label(0.001) == "0.001"
+    assert group_label({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'  # keys sorted: one label per value
+    with pytest.raises(ConfigError, match=r"--group-by 'zzz': no such key in W \(a dotted key such as "
+                                          r"model\.global_pe or optim\.lr\)$"):
+        lookup_key({"model.global_pe": "rope"}, "zzz", "W")
+    assert lookup_key({"model.pe_options.num_anchors": 2, "model.global_pe": "urope"}, "model.pe_options", "W") == {
+        "num_anchors": 2}
+
+
+def test_unreadable_inputs_name_the_file(tmp_path):
+    run = write_run(tmp_path, "r", seed=0, summary={}, images={SCENES[0]: [0.1, 0.2]})
+    for text, detail in (("model: [unclosed\n", "line 2 is not valid YAML"),
+                         ("model: {global_pe: nope}\n", "model.global_pe: unknown encoding 'nope'")):
+        (run / "config.yaml").write_text(text)
+        with pytest.raises(ConfigError) as err:
+            run_compare([str(run / "eval")], n_boot=20)
+        assert str(err.value).startswith(f"{run}/config.yaml: {detail}")  # the file named once
+    for text, message in (("{not json", "cannot read"), ("[1]", "expected a JSON object")):
+        (run / "eval" / "summary.json").write_text(text)
+        with pytest.raises(ConfigError, match=rf"{run}/eval/summary\.json.*{message}|{message} {run}/eval/summary\.json"):
+            run_compare([str(run / "eval")], n_boot=20)
