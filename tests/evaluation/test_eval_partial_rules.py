@@ -95,3 +95,46 @@ def test_a_record_holding_something_json_cannot_store_is_refused_by_name(tmp_pat
     finally:
         partial.close()
     assert [r.rows for r in partial.records()] == [[{"n": 2, "v": 0.5}]]
+
+
+def test_the_fingerprint_names_the_model_folder_the_same_from_any_working_folder_and_hashes_the_manifest(
+        saved_model, tmp_path, monkeypatch):
+    from depthpe.evaluation.partial import eval_fingerprint
+    from depthpe.config.inference import EvalConfig
+
+    held_out = SimpleNamespace(size=SimpleNamespace(image_width=56, aspect=[0.5, 1.0], scale_reference="others"),
+                               sources=[_source(tmp_path)])
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"scenes": {}}')
+    monkeypatch.chdir(saved_model.parent)
+    cfg = EvalConfig(model=saved_model.name, data=str(tmp_path), out=str(tmp_path / "out"), manifest=str(manifest))
+    relative = eval_fingerprint(cfg, held_out, "cpu")
+    monkeypatch.chdir(tmp_path)
+    absolute = eval_fingerprint(EvalConfig(model=str(saved_model), data=str(tmp_path), out=str(tmp_path / "out"),
+                                           manifest=str(manifest)), held_out, "cpu")
+    assert relative == absolute and relative["model"] == str(saved_model.resolve())
+    assert set(relative) == {"model", "revision", "weights", "model_config", "sources", "max_scenes", "views", "seed",
+                             "manifest", "image_width", "aspect", "scale_reference", "dtype", "min_valid_fraction",
+                             "panels", "worst", "device", "depthpe"}  # no camera_noise entry without noise
+    manifest.write_text('{"scenes": {"synth/a": [0, 1]}}')
+    changed = eval_fingerprint(EvalConfig(model=str(saved_model), data=str(tmp_path), out=str(tmp_path / "out"),
+                                          manifest=str(manifest)), held_out, "cpu")
+    assert settings_difference(absolute, changed) == "--manifest was '%s', now '%s'" % (
+        absolute["manifest"], changed["manifest"])
+
+
+def test_the_settings_hash_does_not_depend_on_key_order():
+    from depthpe.evaluation.partial import settings_hash
+
+    assert settings_hash({"a": 1, "b": [2, 3]}) == settings_hash({"b": [2, 3], "a": 1})
+    assert len(settings_hash({"a": 1})) == 16 and settings_hash({"a": 1}) != settings_hash({"a": 2})
+
+
+def test_blank_lines_and_a_cut_short_last_line_are_not_counted_as_bad(tmp_path):
+    partial = PartialEvaluation(tmp_path)
+    partial.start({"seed": 0})
+    partial.append(SceneRecord(key="synth/a", dataset="synth", scene="a", frames=[0], rows=[]))
+    partial.close()
+    with open(tmp_path / "partial" / "scenes.0.jsonl", "a") as f:
+        f.write('\n{"key": "synth/b", "dat')  # an empty line, then a line a kill cut short
+    assert [r.key for r in partial.records()] == ["synth/a"] and partial.bad_records == 0
