@@ -118,15 +118,18 @@ def flatten(mapping: dict, prefix: str = "") -> dict:
 
 
 def run_config_values(run_dir: Path) -> dict:
-    """The flattened run config of ``run_dir/config.yaml`` (read with ``load_run_config``); a
-    ``ConfigError`` that names the file once (the loader's own syntax errors already start with it)."""
-    from ..run import load_run_config
+    """The flattened run config of ``run_dir/config.yaml``. A ``ConfigError`` names the file once:
+    reading it (``read_yaml_chain``) names the file at fault itself, a value the schema refuses
+    (``build_run_config``) gets the path in front."""
+    from ..config import read_yaml_chain
+    from ..run.schema import build_run_config
 
     path = run_dir / "config.yaml"
+    layers = [read_yaml_chain(path)]
     try:
-        cfg = load_run_config(path)
+        cfg = build_run_config(layers, ())
     except ConfigError as err:
-        raise ConfigError(str(err) if str(err).startswith(str(path)) else f"{path}: {err}") from None
+        raise ConfigError(f"{path}: {err}") from None
     return flatten(cfg.to_dict())
 
 

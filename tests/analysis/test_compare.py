@@ -9,7 +9,7 @@ import pytest
 from depthpe.cli import main
 from depthpe.analysis.compare import bootstrap_interval, paired_comparison, run_compare
 from depthpe.config import ConfigError
-from tests.helpers.compare import GROUPS, MANIFEST, SCENES, SEEDS, write_run
+from tests.helpers.compare import GROUPS, MANIFEST, SCENES, SEEDS, scene_means, write_run
 
 
 
@@ -42,8 +42,8 @@ def test_mean_std_and_baseline_ratios_match_numpy(study):
 
 
 def expected_scene_values(numbers, pe):
-    """Per scene: mean over images, then mean over seeds (NumPy, from the numbers written)."""
-    return np.array([np.mean([np.mean(numbers[(pe, s)]["images"][sc]) for s in SEEDS]) for sc in SCENES])
+    """Per scene (in SCENES order): mean over images, then mean over seeds (NumPy, from the numbers written)."""
+    return np.array(list(scene_means(numbers, pe).values()))
 
 
 def test_paired_difference_and_bootstrap_interval(study):

@@ -9,7 +9,7 @@ import pytest
 from depthpe.analysis.compare import paired_comparison
 from depthpe.analysis.rmvd_compare import is_rmvd_folder, run_rmvd_compare
 from depthpe.config import ConfigError
-from tests.helpers.compare import write_rmvd_run
+from tests.helpers.compare import edit_summary, write_rmvd_run
 
 # Six samples with distinct differences, so that the bootstrap interval depends on its count and seed.
 ROPE = {("dtu", "known_poses"): [2.0, 3.0, 4.0, 2.5, 3.5, 3.0], ("kitti", "known_poses"): [5.0, 6.0, 7.0, 5.0, 6.0, 7.0]}
@@ -20,14 +20,6 @@ def _folders(tmp_path, capsys, **extra):
     """A rope and a prope folder (seed 0 each), with ``extra`` (dataset, setting) values added to both."""
     return [str(write_rmvd_run(tmp_path, pe, seed=0, global_pe=pe, abs_rel={**values, **extra}, capsys=capsys))
             for pe, values in (("rope", ROPE), ("prope", PROPE))]
-
-
-def _edit_summary(folder, change):
-    path = f"{folder}/summary.json"
-    doc = json.loads(open(path).read())
-    change(doc)
-    with open(path, "w") as f:
-        json.dump(doc, f)
 
 
 def test_the_reference_and_the_bootstrap_settings_reach_the_paired_rows(tmp_path, capsys):
@@ -68,7 +60,7 @@ def test_only_settings_and_datasets_every_folder_has_are_compared(tmp_path, caps
     extra = write_rmvd_run(tmp_path, "rope_more", seed=1, global_pe="rope", capsys=capsys,
                            abs_rel={("dtu", "single_view"): [1.0, 2.0, 3.0], **ROPE})
     # single_view comes first in that folder's summary and only it has the setting: skipped, not the end
-    _edit_summary(extra, lambda doc: doc.update(settings={"single_view": doc["settings"]["single_view"],
+    edit_summary(extra, lambda doc: doc.update(settings={"single_view": doc["settings"]["single_view"],
                                                             "known_poses": doc["settings"]["known_poses"]}))
     result, _, _ = run_rmvd_compare([str(extra), *paths], n_boot=20)
     assert {(r["dataset"], r["setting"]) for r in result["rows"]} == {
@@ -81,12 +73,12 @@ def test_only_settings_and_datasets_every_folder_has_are_compared(tmp_path, caps
 
 def test_other_orderings_missing_values_and_missing_sample_files(tmp_path, capsys):
     paths = _folders(tmp_path, capsys)
-    _edit_summary(paths[1], lambda doc: doc["settings"]["known_poses"].update(ordering="nearest"))
+    edit_summary(paths[1], lambda doc: doc["settings"]["known_poses"].update(ordering="nearest"))
     with pytest.raises(ConfigError, match=r"setting known_poses: the folders used different source-view orderings "
                                           r"\(index_distance, nearest\); compare like with like"):
         run_rmvd_compare(paths, n_boot=20)
-    _edit_summary(paths[1], lambda doc: doc["settings"]["known_poses"].update(ordering="index_distance"))
-    _edit_summary(paths[1], lambda doc: doc["settings"]["known_poses"]["datasets"]["dtu"].update(inliers=None))
+    edit_summary(paths[1], lambda doc: doc["settings"]["known_poses"].update(ordering="index_distance"))
+    edit_summary(paths[1], lambda doc: doc["settings"]["known_poses"]["datasets"]["dtu"].update(inliers=None))
     result, _, _ = run_rmvd_compare(paths, n_boot=20)
     row = next(r for r in result["rows"] if (r["dataset"], r["group"]) == ("dtu", "prope"))
     assert math.isnan(row["inliers"]["values"][0]) and math.isnan(row["inliers"]["mean"])

@@ -13,7 +13,7 @@ from depthpe.analysis.compare import (EvalInput, check_manifests, group_label, g
                                       paired_comparison, row_value, run_compare, scene_values, seed_stats,
                                       write_compare)
 from depthpe.config import ConfigError
-from tests.helpers.compare import GROUPS, SCENES, SEEDS, write_run
+from tests.helpers.compare import GROUPS, SCENES, SEEDS, edit_summary, scene_means, write_run
 
 
 def _item(csv_rows=(), summary=None, manifest=None, name="x") -> EvalInput:
@@ -115,9 +115,7 @@ def test_a_run_folder_without_an_evaluation_says_how_to_make_one_and_several_are
 
 def test_a_model_entry_that_is_not_a_path_falls_back_to_the_folder_above(tmp_path):
     run = write_run(tmp_path, "r", seed=4, summary={}, images={SCENES[0]: [0.1, 0.2]})
-    summary = run / "eval" / "summary.json"
-    doc = json.loads(summary.read_text())
-    summary.write_text(json.dumps({**doc, "meta": {**doc["meta"], "model": 12}}))
+    edit_summary(run / "eval", lambda doc: doc["meta"].update(model=12))
     _, _, meta = run_compare([str(run / "eval")], n_boot=20)
     assert meta["inputs"][0]["run_dir"] == str(run) and meta["inputs"][0]["seed"] == 4
 
@@ -144,19 +142,14 @@ def test_compare_json_is_strict_json_in_a_new_nested_folder(tmp_path):
     assert paths["markdown"].read_text() == "# table\n"
 
 
-def _scene_means(numbers, pe):
-    """{scene: AbsRel}: per seed the mean over the images, then the mean over the seeds (as compare pools)."""
-    return {sc: float(np.mean([float(np.mean(numbers[(pe, s)]["images"][sc])) for s in SEEDS])) for sc in SCENES}
-
-
 def test_the_bootstrap_count_and_seed_reach_the_paired_columns_and_the_meta(study):
     _, numbers = study
     paths = [str(numbers[(g, s)]["eval"]) for g in GROUPS for s in SEEDS]
     result, markdown, meta = run_compare(paths, n_boot=50, seed=7)
-    expected = paired_comparison(_scene_means(numbers, "prope"), _scene_means(numbers, "rope"), n_boot=50, seed=7)
+    expected = paired_comparison(scene_means(numbers, "prope"), scene_means(numbers, "rope"), n_boot=50, seed=7)
     assert result["datasets"]["synth"]["prope"]["paired"] == expected
     for other in ({"n_boot": 50, "seed": 0}, {"n_boot": 10_000, "seed": 7}):  # both matter, so the check above sees them
-        assert paired_comparison(_scene_means(numbers, "prope"), _scene_means(numbers, "rope"), **other) != expected
+        assert paired_comparison(scene_means(numbers, "prope"), scene_means(numbers, "rope"), **other) != expected
     assert {k: meta[k] for k in ("group_by", "reference", "bootstrap", "seed", "same_manifest")} == {
         "group_by": "model.global_pe", "reference": "rope", "bootstrap": 50, "seed": 7, "same_manifest": True}
     assert [(i["path"], i["group"], i["seed"]) for i in meta["inputs"]] == [
@@ -208,13 +201,10 @@ def test_the_datasets_compared_are_the_common_ones_or_the_chosen_ones(tmp_path):
     evals = [write_run(tmp_path, pe, seed=0, summary={}, images=images, config={"model.global_pe": pe}) / "eval"
              for pe in ("rope", "prope")]
     for folder in evals:
-        doc = json.loads((folder / "summary.json").read_text())
-        doc["summary"]["co3d"] = doc["summary"]["synth"]
-        (folder / "summary.json").write_text(json.dumps(doc))
+        edit_summary(folder, lambda doc: doc["summary"].update(co3d=doc["summary"]["synth"]))
     assert list(run_compare([str(e) for e in evals], n_boot=20)[0]["datasets"]) == ["co3d", "synth"]
     assert list(run_compare([str(e) for e in evals], datasets=["synth"], n_boot=20)[0]["datasets"]) == ["synth"]
-    doc = json.loads((evals[1] / "summary.json").read_text())
-    (evals[1] / "summary.json").write_text(json.dumps({**doc, "summary": {"wildrgbd": doc["summary"]["synth"]}}))
+    edit_summary(evals[1], lambda doc: doc.update(summary={"wildrgbd": doc["summary"]["synth"]}))
     with pytest.raises(ConfigError, match="the evaluations have no dataset in common; pass --dataset"):
         run_compare([str(e) for e in evals], n_boot=20)
 

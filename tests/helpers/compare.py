@@ -2,6 +2,7 @@
 
 import csv
 import json
+from pathlib import Path
 
 from tests.helpers.training import MICRO_MODEL
 
@@ -65,3 +66,19 @@ def write_rmvd_run(root, name, *, seed, global_pe, abs_rel, capsys=None):
     if capsys is not None:
         capsys.readouterr()  # the table publish printed
     return run / "rmvd"
+
+
+def edit_summary(folder, change) -> None:
+    """Rewrite ``folder/summary.json`` after ``change(doc)`` edits its parsed document in place."""
+    path = Path(folder) / "summary.json"
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def scene_means(numbers, pe) -> dict[str, float]:
+    """{scene: native AbsRel} of group ``pe`` of the ``study`` fixture's numbers, pooled as compare
+    pools them: per seed the mean over the scene's images, then the mean over the seeds."""
+    import numpy as np
+
+    return {sc: float(np.mean([float(np.mean(numbers[(pe, s)]["images"][sc])) for s in SEEDS])) for sc in SCENES}
