@@ -18,6 +18,11 @@ def test_a_resumed_run_purges_the_steps_after_its_checkpoint(tmp_path):
     for step in range(1, 7):  # killed after step 6; its last checkpoint is step 4
         first.add_scalar("loss/total", float(step), step)
     first.close()
+    # TensorBoard reads a folder's event files in name order, named by second, pid and a per-process
+    # counter: a resumed run is a later process, but here both writers share one, and a counter
+    # going from 9 to 10 would sort the resumed file first. Name the killed run's file as written earlier.
+    (killed,) = tmp_path.glob("events.out.tfevents.*")
+    killed.rename(tmp_path / "events.out.tfevents.0000000001.killed-run")
     again = SummaryWriter(str(tmp_path), **tracker_init_kwargs(tmp_path, 4)["tensorboard"])
     for step in range(5, 9):
         again.add_scalar("loss/total", 10.0 * step, step)
