@@ -14,6 +14,10 @@ pytest_plugins = [
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# OpenMP threads that wait for work sleep instead of spinning (set before torch loads libgomp, and
+# inherited by every `depthpe` process a test starts): beside the other pytest worker, a spinning
+# thread takes the core its partner needs (docs/install.md, "Keeping CI under 20 minutes").
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # One intra-op thread: the tests are tiny, and a loaded 2-core machine makes multi-threaded
 # OpenMP many times slower (the training loop makes the same choice on small CPUs).

@@ -17,7 +17,10 @@ def run_config(root, out, **sections):
         "data": {"sources": [{"name": "synth", "root": str(root), "split": "train"}], "views": [2, 3],
                  "aspect": [0.5, 1.0], "image_width": 42, "max_images_per_batch": 6},
         "optim": {"lr": 1e-3, "warmup_steps": 2},
-        "train": {"steps": 4, "num_workers": 0, "log_every": 1, "checkpoint_every": 2, "cpu": True},
+        # One intra-op thread: the default (the machine's cores) makes a run beside the other pytest
+        # worker several times slower (docs/install.md, "Keeping CI under 20 minutes").
+        "train": {"steps": 4, "num_workers": 0, "log_every": 1, "checkpoint_every": 2, "cpu": True,
+                  "torch_threads": 1},
         "val": {"sources": [], "every": 0},
     }
     for k, v in sections.items():
