@@ -131,12 +131,14 @@ class Runs:
         """(d): ``--time=2 --signal=B:TERM@50``. slurmctld checks time limits every 30 s and sends the
         signal at the first check that is 50 + 30 s or less before the limit, i.e. 40 to 70 s after the
         job (or its requeued self) started: every allocation lasts 40 s or more. A probe job (signalled
-        at the first check after it started) tells when the checks happen, and the run is submitted 5 s
+        at the first check after it started; its time stamp appears whole, by a rename, as the test polls
+        for it) tells when the checks happen, and the run is submitted 5 s
         after one: started up to 15 s later, its first allocation lasts 40 to 55 s and ends before the
         run does."""
         stamp = self.tmp / "probe.time"
+        on_signal = f"date +%s.%N > {stamp}.part && mv {stamp}.part {stamp}; exit 0"
         self.cluster.sbatch("--time=1", "--signal=B:USR1@50", "-o", "/dev/null", "--wrap",
-                            f"trap 'date +%s.%N > {stamp}; exit 0' USR1; sleep 100 & wait")
+                            f"trap '{on_signal}' USR1; sleep 100 & wait")
         deadline = time.time() + 90
         while not stamp.exists() and time.time() < deadline:
             time.sleep(0.2)
