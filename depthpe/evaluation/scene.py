@@ -58,9 +58,9 @@ class PredictedScene:
 
 
 def spec_from_eval_dir(eval_dir: str | Path, scene: str | None = None, **overrides) -> EvalSceneSpec:
-    """The spec of a scene of a ``depthpe eval`` output folder: model, data, split, views, seed
-    and width from its summary.json, frames from its manifest.json. Raises ValueError if the
-    folder is not an evaluation."""
+    """The spec of a scene of a ``depthpe eval`` output folder: model, data, split, views, seed,
+    width and dtype from its summary.json, frames from its manifest.json; ``overrides`` that are not
+    None win. Raises ValueError if the folder is not an evaluation."""
     folder = Path(eval_dir)
     if not (folder / "summary.json").is_file():
         raise ValueError(f"{folder}: no summary.json (not a depthpe eval output folder)")
@@ -70,6 +70,7 @@ def spec_from_eval_dir(eval_dir: str | Path, scene: str | None = None, **overrid
     spec = EvalSceneSpec(model=meta["model"], data=meta["data"], scene=scene, split=meta.get("split", "val"),
                          views=int(meta.get("views") or 8), seed=int(meta.get("seed") or 0),
                          image_width=meta.get("image_width"), revision=meta.get("revision"),
+                         dtype=meta.get("dtype") or "fp32",
                          manifest=str(folder / "manifest.json") if (folder / "manifest.json").is_file() else None)
     for key, value in overrides.items():
         if value is not None:

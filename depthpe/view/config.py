@@ -28,7 +28,8 @@ class ViewConfig:
     seed: Optional[int] = option(None, help="seed of the view draw (none: the evaluation's, else 0)")
     image_width: Optional[int] = option(None, metavar="PX", help="input width (none: the model's training width)")
     revision: Optional[str] = option(None, help="Hub revision of --model")
-    dtype: str = option("fp32", choices=DTYPES, help="fp32 or bf16 (autocast)")
+    dtype: Optional[str] = option(None, choices=DTYPES, help="fp32 or bf16 (autocast; none: the evaluation's, "
+                                  "else fp32)")
     device: Optional[str] = option(None, help="torch device for --model (none: cuda if available, else cpu)")
     host: str = option("127.0.0.1", help="address to serve on (0.0.0.0: reachable from other machines)")
     port: int = option(8080, help="port to serve on")

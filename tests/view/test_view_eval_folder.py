@@ -1,0 +1,79 @@
+"""`depthpe view EVAL_DIR --scene NAME`: an evaluation folder is shown as it was evaluated (its model,
+data, views, width, dtype and the frames of its manifest), its scores are the evaluation's own, and a
+folder that is not an evaluation is a one-line error."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import numpy as np
+import pytest
+
+from depthpe.config import ConfigError
+from depthpe.evaluation.scene import spec_from_eval_dir
+from depthpe.view.config import ViewConfig
+from depthpe.view.serve import scene_for
+
+SCENE = "synth/val_000001"
+
+
+def _native_abs_rel(eval_dir, scene: str) -> list[float]:
+    """The AbsRel of every image of ``scene`` ("<dataset>/<id>") in the evaluation's native rows."""
+    dataset, scene_id = scene.split("/")
+    with open(eval_dir / "metrics_per_image.csv", newline="") as f:
+        return [float(r["abs_rel"]) for r in csv.DictReader(f)
+                if r["mode"] == "native" and r["dataset"] == dataset and r["scene"] == scene_id]
+
+
+def test_an_eval_folder_shows_its_scene_with_the_evaluated_frames_and_scores(eval_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scene, save = scene_for(ViewConfig(source=str(eval_dir), scene="val_000001"))
+    frames = json.loads((eval_dir / "manifest.json").read_text())["scenes"][SCENE]
+    assert [f.name for f in scene.frames] == [f"frame {i}" for i in frames]
+    assert scene.frames[0].image.shape[1] == 42  # the evaluation's --image-width, not the model's 518
+    assert scene.metrics["native"]["abs_rel"] == pytest.approx(np.mean(_native_abs_rel(eval_dir, SCENE)), rel=1e-5)
+    assert save.name == "view_synth_val_000001.ply" and scene.title.startswith(SCENE)
+
+
+def test_the_evaluations_settings_are_the_defaults_and_options_win(eval_dir):
+    meta = json.loads((eval_dir / "summary.json").read_text())["meta"]
+    spec = spec_from_eval_dir(eval_dir, "val_000000")
+    assert (spec.model, spec.data, spec.split) == (meta["model"], meta["data"], "val")
+    assert (spec.views, spec.seed, spec.image_width, spec.dtype) == (3, 0, 42, "fp32")
+    assert spec.manifest == str(eval_dir / "manifest.json") and spec.scene == "val_000000"
+    given = spec_from_eval_dir(eval_dir, None, views=2, seed=None, dtype="bf16", image_width=None)
+    assert (given.views, given.seed, given.dtype, given.image_width) == (2, 0, "bf16", 42)
+
+
+def test_a_bf16_evaluation_is_viewed_in_bf16_unless_dtype_is_given(eval_dir, tmp_path, monkeypatch):
+    import depthpe.evaluation.scene as eval_scene
+
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    summary = json.loads((eval_dir / "summary.json").read_text())
+    summary["meta"]["dtype"] = "bf16"
+    (folder / "summary.json").write_text(json.dumps(summary))
+    used = []
+
+    def predict_eval_scene(spec, device="cpu"):  # records what `depthpe view` would predict with
+        used.append(spec.dtype)
+        raise ValueError("recorded")
+
+    monkeypatch.setattr(eval_scene, "predict_eval_scene", predict_eval_scene)
+    for given in ({}, {"dtype": "fp32"}):  # no --dtype: the evaluation's
+        with pytest.raises(ConfigError, match="recorded"):
+            scene_for(ViewConfig(source=str(folder), **given))
+    assert used == ["bf16", "fp32"]
+
+
+def test_a_folder_that_is_not_an_evaluation_is_one_error_line(tmp_path):
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path}: no summary.json (not a depthpe eval output folder)")):
+        spec_from_eval_dir(tmp_path)
+    (tmp_path / "summary.json").write_text(json.dumps({"meta": {"data": "root"}}))
+    message = f"{tmp_path / 'summary.json'}: its meta names no model or data; pass --model and --data"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        spec_from_eval_dir(tmp_path)
+    with pytest.raises(ConfigError, match=re.escape(message)):  # what `depthpe view` prints after "error: "
+        scene_for(ViewConfig(source=str(tmp_path)))
