@@ -19,12 +19,21 @@ from depthpe.view.serve import scene_for
 SCENE = "synth/val_000001"
 
 
-def _native_abs_rel(eval_dir, scene: str) -> list[float]:
-    """The AbsRel of every image of ``scene`` ("<dataset>/<id>") in the evaluation's native rows."""
+def _abs_rel(eval_dir, scene: str, mode: str) -> list[float]:
+    """The AbsRel of every image of ``scene`` ("<dataset>/<id>") in the evaluation's rows of ``mode``."""
     dataset, scene_id = scene.split("/")
     with open(eval_dir / "metrics_per_image.csv", newline="") as f:
         return [float(r["abs_rel"]) for r in csv.DictReader(f)
-                if r["mode"] == "native" and r["dataset"] == dataset and r["scene"] == scene_id]
+                if r["mode"] == mode and r["dataset"] == dataset and r["scene"] == scene_id]
+
+
+def _edited_eval(eval_dir, folder, **meta):
+    """A copy of ``eval_dir``'s summary.json (no manifest) in ``folder`` with ``meta`` changed."""
+    folder.mkdir()
+    summary = json.loads((eval_dir / "summary.json").read_text())
+    summary["meta"].update(meta)
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
 
 
 def test_an_eval_folder_shows_its_scene_with_the_evaluated_frames_and_scores(eval_dir, tmp_path, monkeypatch):
@@ -33,11 +42,15 @@ def test_an_eval_folder_shows_its_scene_with_the_evaluated_frames_and_scores(eva
     frames = json.loads((eval_dir / "manifest.json").read_text())["scenes"][SCENE]
     assert [f.name for f in scene.frames] == [f"frame {i}" for i in frames]
     assert scene.frames[0].image.shape[1] == 42  # the evaluation's --image-width, not the model's 518
-    assert scene.metrics["native"]["abs_rel"] == pytest.approx(np.mean(_native_abs_rel(eval_dir, SCENE)), rel=1e-5)
+    for mode in ("native", "scene_aligned"):  # the evaluation's own scores of this scene
+        assert scene.metrics[mode]["abs_rel"] == pytest.approx(np.mean(_abs_rel(eval_dir, SCENE, mode)), rel=1e-5)
+    depth, gt = (np.stack([getattr(f, a) for f in scene.frames]) for a in ("depth", "gt"))
+    median_ratio = np.median(gt[gt > 0]) / np.median(depth[gt > 0])
+    assert scene.scales == pytest.approx({"native": 1.0, "scene_aligned": median_ratio}, rel=1e-5)
     assert save.name == "view_synth_val_000001.ply" and scene.title.startswith(SCENE)
 
 
-def test_the_evaluations_settings_are_the_defaults_and_options_win(eval_dir):
+def test_the_evaluations_settings_are_the_defaults_and_options_win(eval_dir, tmp_path):
     meta = json.loads((eval_dir / "summary.json").read_text())["meta"]
     spec = spec_from_eval_dir(eval_dir, "val_000000")
     assert (spec.model, spec.data, spec.split) == (meta["model"], meta["data"], "val")
@@ -45,16 +58,14 @@ def test_the_evaluations_settings_are_the_defaults_and_options_win(eval_dir):
     assert spec.manifest == str(eval_dir / "manifest.json") and spec.scene == "val_000000"
     given = spec_from_eval_dir(eval_dir, None, views=2, seed=None, dtype="bf16", image_width=None)
     assert (given.views, given.seed, given.dtype, given.image_width) == (2, 0, "bf16", 42)
+    other = spec_from_eval_dir(_edited_eval(eval_dir, tmp_path / "other", split="test", seed=3, revision="v1"))
+    assert (other.split, other.seed, other.revision, other.manifest) == ("test", 3, "v1", None)
 
 
 def test_a_bf16_evaluation_is_viewed_in_bf16_unless_dtype_is_given(eval_dir, tmp_path, monkeypatch):
     import depthpe.evaluation.scene as eval_scene
 
-    folder = tmp_path / "eval"
-    folder.mkdir()
-    summary = json.loads((eval_dir / "summary.json").read_text())
-    summary["meta"]["dtype"] = "bf16"
-    (folder / "summary.json").write_text(json.dumps(summary))
+    folder = _edited_eval(eval_dir, tmp_path / "eval", dtype="bf16")
     used = []
 
     def predict_eval_scene(spec, device="cpu"):  # records what `depthpe view` would predict with
