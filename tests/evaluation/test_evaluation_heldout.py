@@ -5,13 +5,15 @@ record keeps the JSON line format of the partial results."""
 
 from __future__ import annotations
 
+import json
 import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, resolve_held_out
+from depthpe.config import ConfigError
+from depthpe.evaluation.heldout import HeldOutProtocol, ViewDraw, InputSize, model_input_size, resolve_held_out
 from depthpe.evaluation.protocol import discover_sources
 from tests.helpers.training import MICRO_MODEL
 
@@ -195,3 +197,19 @@ def test_the_views_travel_as_one_value_from_the_options_to_the_dataset(tmp_path,
     held_out = resolve_held_out(discover_sources(data, "val"), HeldOutProtocol(ViewDraw(3, 2)), InputSize(28))
     dataset = held_out.dataset()
     assert held_out.draw == ViewDraw(3, 2) and (dataset.views, dataset.seed) == (3, 2)
+
+
+@pytest.mark.parametrize("width", [0, -14, 50])
+def test_a_width_that_is_not_a_positive_multiple_of_14_is_refused_from_python_too(saved_model, width):
+    """``EvalSceneSpec`` and validation reach ``model_input_size`` without the command line's check."""
+    with pytest.raises(ConfigError, match=f"--image-width must be a positive multiple of 14, got {width}"):
+        model_input_size(str(saved_model), None, width)
+    assert model_input_size(str(saved_model), None, 56).image_width == 56
+
+
+def test_the_manifest_records_the_seed_and_views_of_its_evaluation(eval_dir):
+    """manifest.json (docs/evaluation.md): the draw's seed and views beside each scene's frames."""
+    manifest = json.loads((eval_dir / "manifest.json").read_text())
+    assert (manifest["seed"], manifest["views"]) == (0, 3)  # tests/fixtures/evaluation.py: --views 3
+    assert sorted(manifest["scenes"]) == ["synth/val_000000", "synth/val_000001"]
+    assert all(len(frames) == 3 and len(set(frames)) == 3 for frames in manifest["scenes"].values())
