@@ -213,3 +213,27 @@ def test_the_manifest_records_the_seed_and_views_of_its_evaluation(eval_dir):
     assert (manifest["seed"], manifest["views"]) == (0, 3)  # tests/fixtures/evaluation.py: --views 3
     assert sorted(manifest["scenes"]) == ["synth/val_000000", "synth/val_000001"]
     assert all(len(frames) == 3 and len(set(frames)) == 3 for frames in manifest["scenes"].values())
+
+
+def test_the_eval_options_choose_datasets_scenes_and_the_models_training_aspect(data, tmp_path):
+    """``--datasets``, ``--scenes K`` and a model trained at one aspect (H / W = 0.5 here, the scenes are
+    square) reach the held-out set that `depthpe eval` runs on."""
+    from depthpe.config.inference import EvalConfig
+    from depthpe.evaluation.heldout import held_out_of_config
+    from depthpe.model import DepthModel
+    from depthpe.model.training_inputs import TrainingInputs, write_training_inputs
+    from depthpe.run import RunConfig
+
+    model = tmp_path / "model"
+    DepthModel(RunConfig.from_dict({"model": dict(MICRO_MODEL)}).model_config()).save_pretrained(model)
+    write_training_inputs(model, TrainingInputs(WIDTH, (0.5, 0.5), (2, 4), "all"))
+    cfg = EvalConfig(model=str(model), data=str(data), out=str(tmp_path / "eval"), views=VIEWS, datasets=["more"],
+                     max_scenes=2)
+    held_out, warnings = held_out_of_config(cfg)
+    assert held_out.scenes == ("more/val_000000", "more/val_000001") and not warnings
+    item = held_out.dataset()[held_out.order[0]]
+    assert tuple(item["images"].shape[-2:]) == (14, WIDTH)  # 0.5 x 28, a multiple of 14
+    everything, _ = held_out_of_config(EvalConfig(model=str(model), data=str(data), out=str(tmp_path / "all"),
+                                                  views=VIEWS))
+    assert sorted({key.split("/")[0] for key in everything.scenes}) == ["more", "synth"]
+    assert len(everything.scenes) == 3 + 5
