@@ -237,3 +237,19 @@ def test_the_eval_options_choose_datasets_scenes_and_the_models_training_aspect(
                                                   views=VIEWS))
     assert sorted({key.split("/")[0] for key in everything.scenes}) == ["more", "synth"]
     assert len(everything.scenes) == 3 + 5
+
+
+def test_only_the_scenes_named_are_held_out_and_a_manifest_narrows_the_set(data):
+    """Validation after its first manifest names its scenes (``only_scenes``: a scene added to the val
+    data later is not evaluated); ``with_manifest`` keeps keys and item indices together."""
+    named = {"more/val_000002", "synth/val_000004"}
+    held_out = resolve_held_out(discover_sources(data, "val"), HeldOutProtocol(ViewDraw(VIEWS, 0), only_scenes=named),
+                                InputSize(WIDTH, scale_reference="all"))
+    assert set(held_out.scenes) == named and len(held_out.order) == 2
+    full = resolve_held_out(discover_sources(data, "val"), HeldOutProtocol(ViewDraw(VIEWS, 0)),
+                            InputSize(WIDTH, scale_reference="all"))
+    narrowed = full.with_manifest({"synth/val_000004": [0, 1, 2]})
+    assert narrowed.scenes == ("synth/val_000004",)
+    dataset = narrowed.dataset()
+    assert dataset.scene_key(narrowed.order[0]) == "synth/val_000004"
+    assert [int(i) for i in dataset[narrowed.order[0]]["frames"]] == [0, 1, 2]
