@@ -53,3 +53,17 @@ def test_only_native_rows_enter_and_zero_panels_keep_nothing():
     assert [item["abs_rel"] for item in worst.items] == [0.2, 0.1]
     none = WorstImages(0)  # --panels 0
     assert none.offer(_rows([0.5]), images[:1], depth[:1], depth[:1], depth[:1] > 0, [0]) == [] and none.items == []
+
+
+def test_a_native_image_that_does_not_enter_does_not_end_the_scene():
+    """k = 1: 0.1 does not enter after 0.5, and 0.9 after it still does; the panel masks what ``valid``
+    says (not only the pixels without GT)."""
+    images, depth = np.zeros((3, 3, 2, 2)), np.ones((3, 2, 2))
+    worst = WorstImages(1)
+    worst.offer(_rows([0.5, 0.1, 0.9]), images, depth, depth, depth > 0, [4, 5, 6])
+    assert [(item["abs_rel"], item["frame"]) for item in worst.items] == [(0.9, 6)]
+    masked = WorstImages(1)
+    masked.offer(_rows([0.9]), images[:1], depth[:1], depth[:1] * 2, np.zeros((1, 2, 2), bool), [0])
+    shown = WorstImages(1)
+    shown.offer(_rows([0.9]), images[:1], depth[:1], depth[:1] * 2, np.ones((1, 2, 2), bool), [0])
+    assert not np.array_equal(masked.items[0]["panel"], shown.items[0]["panel"])
