@@ -67,3 +67,17 @@ def test_a_native_image_that_does_not_enter_does_not_end_the_scene():
     shown = WorstImages(1)
     shown.offer(_rows([0.9]), images[:1], depth[:1], depth[:1] * 2, np.ones((1, 2, 2), bool), [0])
     assert not np.array_equal(masked.items[0]["panel"], shown.items[0]["panel"])
+
+
+def test_the_summary_table_is_well_formed_markdown():
+    """Header, separator and rows have one cell count (GitHub's Markdown shows no table otherwise); modes
+    in protocol order, a missing mode or an entry without scenes left out, undefined values as '-'."""
+    from depthpe.evaluation.outputs import format_summary
+
+    entry = {"n_scenes": 2, "n_images": 6, "abs_rel": 0.12345, "delta1": float("nan")}
+    summary = {"b": {"scene_aligned": entry, "native": entry}, "a": {"image_aligned": {}, "scene_aligned": entry}}
+    lines = format_summary(summary, ("abs_rel", "delta1")).splitlines()
+    assert {line.count("|") for line in lines} == {7}
+    assert set(lines[1]) == {"|", "-"}
+    assert lines[2:] == ["| a | scene_aligned | 2 | 6 | 0.1235 | - |", "| b | native | 2 | 6 | 0.1235 | - |",
+                         "| b | scene_aligned | 2 | 6 | 0.1235 | - |"]
