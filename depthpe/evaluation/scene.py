@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..metrics import scene_rows, scene_scale, scene_summaries
+from ..metrics import MIN_VALID_FRACTION, scene_rows, scene_scale, scene_summaries
 from .heldout import HeldOutProtocol, HeldOutSet, model_input_size, resolve_held_out, view_draw
 from .loop import scene_prediction
 from .protocol import discover_sources
@@ -28,7 +28,8 @@ __all__ = ["EvalSceneSpec", "PredictedScene", "spec_from_eval_dir", "held_out_of
 class EvalSceneSpec:
     """Which scene and how: model (folder or Hub id), data root and split, scene ("<dataset>/<id>"
     or just the id), views and seed of the view draw, image_width (None = the model's), manifest
-    (an evaluation's manifest.json: its frames win), dtype ("fp32" / "bf16")."""
+    (an evaluation's manifest.json: its frames win), dtype ("fp32" / "bf16"), min_valid_fraction (the
+    valid depth a view needs to be scored, as ``depthpe eval --min-valid-fraction``)."""
 
     model: str
     data: str
@@ -40,6 +41,7 @@ class EvalSceneSpec:
     manifest: str | None = None
     revision: str | None = None
     dtype: str = "fp32"
+    min_valid_fraction: float = MIN_VALID_FRACTION
 
 
 @dataclass
@@ -59,7 +61,7 @@ class PredictedScene:
 
 def spec_from_eval_dir(eval_dir: str | Path, scene: str | None = None, **overrides) -> EvalSceneSpec:
     """The spec of a scene of a ``depthpe eval`` output folder: model, data, split, views, seed,
-    width and dtype from its summary.json, frames from its manifest.json; ``overrides`` that are not
+    width, dtype and min_valid_fraction from its summary.json, frames from its manifest.json; ``overrides`` that are not
     None win. Raises ValueError if the folder is not an evaluation."""
     folder = Path(eval_dir)
     if not (folder / "summary.json").is_file():
@@ -71,6 +73,7 @@ def spec_from_eval_dir(eval_dir: str | Path, scene: str | None = None, **overrid
                          views=int(meta.get("views") or 8), seed=int(meta.get("seed") or 0),
                          image_width=meta.get("image_width"), revision=meta.get("revision"),
                          dtype=meta.get("dtype") or "fp32",
+                         min_valid_fraction=float(meta.get("min_valid_fraction", MIN_VALID_FRACTION)),
                          manifest=str(folder / "manifest.json") if (folder / "manifest.json").is_file() else None)
     for key, value in overrides.items():
         if value is not None:
@@ -96,10 +99,10 @@ def _find_item(held_out: HeldOutSet, wanted: str | None) -> int:
 
 def held_out_of_spec(spec: EvalSceneSpec) -> HeldOutSet:
     """The held-out set ``spec`` picks its scene from: every scene of ``spec.data`` / ``spec.split``
-    with ``spec``'s views, seed and manifest, at the model's input size (``model_input_size``).
+    with ``spec``'s views, seed, manifest and min_valid_fraction, at the model's input size (``model_input_size``).
     Raises FileNotFoundError without data, ValueError for a bad manifest."""
     size = model_input_size(spec.model, spec.revision, spec.image_width)
-    protocol = HeldOutProtocol(view_draw(spec))
+    protocol = HeldOutProtocol(view_draw(spec), min_valid_fraction=spec.min_valid_fraction)
     return resolve_held_out(discover_sources(spec.data, spec.split), protocol, size)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from depthpe.config import ConfigError
-from depthpe.evaluation.scene import spec_from_eval_dir
+from depthpe.evaluation.scene import held_out_of_spec, predict_eval_scene, spec_from_eval_dir
 from depthpe.view.config import ViewConfig
 from depthpe.view.serve import scene_for
 
@@ -58,8 +58,19 @@ def test_the_evaluations_settings_are_the_defaults_and_options_win(eval_dir, tmp
     assert spec.manifest == str(eval_dir / "manifest.json") and spec.scene == "val_000000"
     given = spec_from_eval_dir(eval_dir, None, views=2, seed=None, dtype="bf16", image_width=None)
     assert (given.views, given.seed, given.dtype, given.image_width) == (2, 0, "bf16", 42)
-    other = spec_from_eval_dir(_edited_eval(eval_dir, tmp_path / "other", split="test", seed=3, revision="v1"))
+    other = spec_from_eval_dir(_edited_eval(eval_dir, tmp_path / "other", split="test", seed=3, revision="v1",
+                                            min_valid_fraction=0.5))
     assert (other.split, other.seed, other.revision, other.manifest) == ("test", 3, "v1", None)
+    assert other.min_valid_fraction == 0.5 and spec.min_valid_fraction == meta["min_valid_fraction"] == 0.01
+
+
+def test_the_viewed_scene_needs_the_valid_depth_its_evaluation_asked_for(eval_dir, tmp_path):
+    """An evaluation run with ``--min-valid-fraction F`` scores only views with F of valid depth: the
+    viewer's held-out set keeps F (no view of the synthetic scenes is 99 % valid, so 0.99 refuses all)."""
+    spec = spec_from_eval_dir(_edited_eval(eval_dir, tmp_path / "strict", min_valid_fraction=0.99), "val_000001")
+    assert held_out_of_spec(spec).min_valid_fraction == 0.99
+    with pytest.raises(ValueError, match="cannot be used"):
+        predict_eval_scene(spec)
 
 
 def test_a_bf16_evaluation_is_viewed_in_bf16_unless_dtype_is_given(eval_dir, tmp_path, monkeypatch):
