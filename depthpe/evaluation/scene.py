@@ -61,8 +61,8 @@ class PredictedScene:
 
 def spec_from_eval_dir(eval_dir: str | Path, scene: str | None = None, **overrides) -> EvalSceneSpec:
     """The spec of a scene of a ``depthpe eval`` output folder: model, data, split, views, seed,
-    width, dtype and min_valid_fraction from its summary.json, frames from its manifest.json; ``overrides`` that are not
-    None win. Raises ValueError if the folder is not an evaluation."""
+    width, dtype and min_valid_fraction from its summary.json, frames from its manifest.json;
+    ``overrides`` that are not None win. Raises ValueError if the folder is not an evaluation."""
     folder = Path(eval_dir)
     if not (folder / "summary.json").is_file():
         raise ValueError(f"{folder}: no summary.json (not a depthpe eval output folder)")
@@ -99,8 +99,8 @@ def _find_item(held_out: HeldOutSet, wanted: str | None) -> int:
 
 def held_out_of_spec(spec: EvalSceneSpec) -> HeldOutSet:
     """The held-out set ``spec`` picks its scene from: every scene of ``spec.data`` / ``spec.split``
-    with ``spec``'s views, seed, manifest and min_valid_fraction, at the model's input size (``model_input_size``).
-    Raises FileNotFoundError without data, ValueError for a bad manifest."""
+    with ``spec``'s views, seed, manifest and min_valid_fraction, at the model's input size
+    (``model_input_size``). Raises FileNotFoundError without data, ValueError for a bad manifest."""
     size = model_input_size(spec.model, spec.revision, spec.image_width)
     protocol = HeldOutProtocol(view_draw(spec), min_valid_fraction=spec.min_valid_fraction)
     return resolve_held_out(discover_sources(spec.data, spec.split), protocol, size)

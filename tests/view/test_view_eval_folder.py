@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from depthpe.config import ConfigError
 from depthpe.evaluation.scene import held_out_of_spec, predict_eval_scene, spec_from_eval_dir
 from depthpe.view.config import ViewConfig
 from depthpe.view.serve import scene_for
+from tests.helpers.compare import edit_summary
 
 SCENE = "synth/val_000001"
 
@@ -30,9 +32,8 @@ def _abs_rel(eval_dir, scene: str, mode: str) -> list[float]:
 def _edited_eval(eval_dir, folder, **meta):
     """A copy of ``eval_dir``'s summary.json (no manifest) in ``folder`` with ``meta`` changed."""
     folder.mkdir()
-    summary = json.loads((eval_dir / "summary.json").read_text())
-    summary["meta"].update(meta)
-    (folder / "summary.json").write_text(json.dumps(summary))
+    shutil.copy(eval_dir / "summary.json", folder)
+    edit_summary(folder, lambda doc: doc["meta"].update(meta))
     return folder
 
 
