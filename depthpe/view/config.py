@@ -30,6 +30,9 @@ class ViewConfig:
     revision: Optional[str] = option(None, help="Hub revision of --model")
     dtype: Optional[str] = option(None, choices=DTYPES, help="fp32 or bf16 (autocast; none: the evaluation's, "
                                   "else fp32)")
+    min_valid_fraction: Optional[float] = option(None, metavar="X", help="valid depth a view needs to be scored, "
+                                                 "as `depthpe eval --min-valid-fraction` (none: the evaluation's, "
+                                                 "else 0.01)")
     device: Optional[str] = option(None, help="torch device for --model (none: cuda if available, else cpu)")
     host: str = option("127.0.0.1", help="address to serve on (0.0.0.0: reachable from other machines)")
     port: int = option(8080, help="port to serve on")
@@ -49,5 +52,7 @@ class ViewConfig:
         require(0 <= self.port <= 65535, f"--port must be in 0..65535, got {self.port}")
         require(self.max_points >= 0, f"--max-points must be >= 0, got {self.max_points}")
         require(self.views is None or self.views >= 2, f"--views must be at least 2, got {self.views}")
+        require(self.min_valid_fraction is None or 0 <= self.min_valid_fraction <= 1,
+                 f"--min-valid-fraction must be in [0, 1], got {self.min_valid_fraction}")
         require(self.image_width is None or (self.image_width > 0 and self.image_width % 14 == 0),
                  f"--image-width must be a positive multiple of 14, got {self.image_width}")

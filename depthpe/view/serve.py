@@ -23,7 +23,8 @@ def _eval_scene(cfg: ViewConfig) -> ViewScene:
     from ..evaluation.scene import EvalSceneSpec, predict_eval_scene, scene_metrics, spec_from_eval_dir
 
     given = {"model": cfg.model, "split": cfg.split, "views": cfg.views, "seed": cfg.seed,
-             "image_width": cfg.image_width, "revision": cfg.revision, "dtype": cfg.dtype}
+             "image_width": cfg.image_width, "revision": cfg.revision, "dtype": cfg.dtype,
+             "min_valid_fraction": cfg.min_valid_fraction}
     if cfg.source is not None:
         spec = spec_from_eval_dir(cfg.source, cfg.scene, **given)
     else:

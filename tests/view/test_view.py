@@ -86,6 +86,7 @@ def test_eval_scene_is_the_evaluated_scene(saved_model, synth_root):
     (["some_dir", "--data", "root"], "not both"),
     (["--model", "m"], "go together"),
     (["some_dir", "--port", "70000"], "--port must be"),
+    (["some_dir", "--min-valid-fraction", "1.5"], "--min-valid-fraction must be in [0, 1], got 1.5"),
 ])
 def test_bad_settings_are_one_line_errors(argv, message, capsys):
     assert main(["view", *argv]) == 2

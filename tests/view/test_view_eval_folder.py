@@ -74,21 +74,38 @@ def test_the_viewed_scene_needs_the_valid_depth_its_evaluation_asked_for(eval_di
         predict_eval_scene(spec)
 
 
-def test_a_bf16_evaluation_is_viewed_in_bf16_unless_dtype_is_given(eval_dir, tmp_path, monkeypatch):
+def _recorded_specs(monkeypatch, configs: list[ViewConfig]) -> list:
+    """The EvalSceneSpec that ``depthpe view`` would predict with, for each config (nothing predicted)."""
     import depthpe.evaluation.scene as eval_scene
 
-    folder = _edited_eval(eval_dir, tmp_path / "eval", dtype="bf16")
     used = []
 
-    def predict_eval_scene(spec, device="cpu"):  # records what `depthpe view` would predict with
-        used.append(spec.dtype)
+    def predict_eval_scene(spec, device="cpu"):
+        used.append(spec)
         raise ValueError("recorded")
 
     monkeypatch.setattr(eval_scene, "predict_eval_scene", predict_eval_scene)
-    for given in ({}, {"dtype": "fp32"}):  # no --dtype: the evaluation's
+    for cfg in configs:
         with pytest.raises(ConfigError, match="recorded"):
-            scene_for(ViewConfig(source=str(folder), **given))
-    assert used == ["bf16", "fp32"]
+            scene_for(cfg)
+    return used
+
+
+def test_a_bf16_evaluation_is_viewed_in_bf16_unless_dtype_is_given(eval_dir, tmp_path, monkeypatch):
+    folder = str(_edited_eval(eval_dir, tmp_path / "eval", dtype="bf16"))
+    used = _recorded_specs(monkeypatch, [ViewConfig(source=folder), ViewConfig(source=folder, dtype="fp32")])
+    assert [spec.dtype for spec in used] == ["bf16", "fp32"]  # no --dtype: the evaluation's
+
+
+def test_min_valid_fraction_is_the_evaluations_unless_given(eval_dir, tmp_path, monkeypatch):
+    """``--min-valid-fraction``: an evaluation folder's own by default, the option when given; with
+    --model and --data (no evaluation) the option, else depthpe eval's default 0.01."""
+    folder = str(_edited_eval(eval_dir, tmp_path / "eval", min_valid_fraction=0.3))
+    meta = json.loads((eval_dir / "summary.json").read_text())["meta"]
+    direct = {"model": meta["model"], "data": meta["data"]}
+    used = _recorded_specs(monkeypatch, [ViewConfig(source=folder), ViewConfig(source=folder, min_valid_fraction=0.6),
+                                         ViewConfig(**direct), ViewConfig(**direct, min_valid_fraction=0.2)])
+    assert [spec.min_valid_fraction for spec in used] == [0.3, 0.6, 0.01, 0.2]
 
 
 def test_a_folder_that_is_not_an_evaluation_is_one_error_line(tmp_path):
