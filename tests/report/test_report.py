@@ -29,7 +29,10 @@ def test_worst_images_are_the_largest_native_abs_rel(eval_dir):
     expected = sorted(native_rows(eval_dir), key=lambda r: -float(r["abs_rel"]))[:WORST]
     assert [(w["scene"], w["image"]) for w in listed] == [(r["scene"], int(r["image"])) for r in expected]
     assert [w["abs_rel"] for w in listed] == pytest.approx([float(r["abs_rel"]) for r in expected])
-    assert all((eval_dir / w["file"]).is_file() for w in listed)
+    assert [w["file"] for w in listed] == [f"worst/{rank:02d}_{w['dataset']}_{w['scene']}_v{w['image']}.png"
+                                           for rank, w in enumerate(listed)]  # as docs/evaluation.md names them
+    assert sorted(p.name for p in (eval_dir / "worst").iterdir()) == sorted(w["file"][6:] for w in listed)
+    assert not any("panel" in w for w in listed)  # the panel is the PNG, not an array in the JSON
 
 
 def test_eval_report_holds_tables_images_and_facts(eval_dir):
