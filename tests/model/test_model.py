@@ -524,6 +524,15 @@ def test_predict_restores_training_mode():
     m = DepthModel(tiny_config()).train()
     m.predict(*make_inputs(B=1, S=2, normalized=False))
     assert m.training and not m.aggregator.patch_embed.training
+    m.eval().predict(*make_inputs(B=1, S=2, normalized=False))
+    assert not m.training and not m.depth_head.training  # a model in eval mode stays in it
+
+
+def test_images_exactly_in_range_are_accepted(model):
+    """[0, 1] with a little slack for rounding (1e-3): exact black and white images are fine."""
+    images, K, w2c = make_inputs(B=1, S=3)
+    for value in (0.0, 1.0, 1.0005, -0.0005):
+        model.check_inputs(torch.full_like(images, value), K, w2c)
 
 
 # --------------------------------------------------------------------------- input errors
@@ -543,6 +552,13 @@ def test_predict_restores_training_mode():
         (lambda i, k, w: (i, -k, w), "non-positive focal", False),
         (lambda i, k, w: (i * float("nan"), k, w), "images contain NaN", False),
         (lambda i, k, w: (i * 255, k, w), r"\[0, 1\]", False),
+        # one bad part is enough: a width, fy, a translation, a row too many, an image just out of range
+        (lambda i, k, w: (i[..., :50], k, w), "multiple of the patch size", True),
+        (lambda i, k, w: (i, k * torch.tensor([1.0, -1.0, 1.0]).view(3, 1), w), "non-positive focal", False),
+        (lambda i, k, w: (i, k, w.clone().index_fill_(3, torch.tensor([3]), float("nan"))), "w2c contains NaN", False),
+        (lambda i, k, w: (i, k, torch.cat([w, w[..., :2, :]], dim=2)), "w2c must have shape", True),  # 5 x 4
+        (lambda i, k, w: (i.clamp(0, 1).index_fill(4, torch.tensor([0]), 1.01), k, w), r"\[0, 1\]", False),
+        (lambda i, k, w: (i.clamp(0, 1).index_fill(4, torch.tensor([0]), -0.01), k, w), r"\[0, 1\]", False),
     ],
 )
 def test_forward_rejects_bad_inputs(model, mutate, message, static):
