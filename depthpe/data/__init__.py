@@ -43,10 +43,15 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         target = new_name(spec.name)
         warnings.warn(f"{spec.name} moved to {target}; the old name goes away in the next release",
                       DeprecationWarning, stacklevel=2)
-        return importlib.import_module(target)
+        module = importlib.import_module(target)
+        spec.loader_state = module.__spec__  # the import system now sets module.__spec__ = spec
+        return module
 
     def exec_module(self, module) -> None:
-        """Nothing to run: ``create_module`` returned the moved module, already executed."""
+        """Nothing to run (``create_module`` returned the moved module, already executed); puts
+        back the module's own ``__spec__``, which the import system replaced with the old name's
+        (``importlib.reload`` of the moved module would otherwise reload nothing)."""
+        module.__spec__ = module.__spec__.loader_state
 
 
 if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
