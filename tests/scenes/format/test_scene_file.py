@@ -1,4 +1,5 @@
 import multiprocessing as mp
+import re
 
 import h5py
 import numpy as np
@@ -77,12 +78,65 @@ def test_write_is_atomic_and_leaves_no_temp(tmp_path):
         ("K", np.zeros((2, 3, 3)), "K must be"),
         ("w2c", np.zeros((3, 3, 3)), "w2c must be"),
         ("depth", -np.ones((3, 24, 32), np.float32), "negative"),
-        ("frame_names", ["a"], "frame names"),
+        ("frame_names", ["a"], "1 frame names for 3 frames"),
+        ("depth", np.ones((24, 32), np.float32), re.escape("depth must be (N, H, W), got shape (24, 32)")),
+        ("depth", np.ones((0, 24, 32), np.float32), "a scene needs at least one frame"),
+        ("images", np.zeros((2, 24, 32, 3), np.uint8), "2 images but 3 depth maps"),
+        ("images", np.zeros((3, 24, 30, 3), np.uint8),
+         re.escape("image 0 has shape (24, 30, 3); all frames must be RGB of the depth size (24, 32, 3)")),
+        ("images", np.zeros((3, 24, 32, 3), np.float32), "images must be uint8 RGB"),
+        ("K", np.full((3, 3, 3), np.nan), "K or w2c contain NaN or inf"),
+        ("valid", np.ones((3, 24, 31), bool), re.escape("valid must be (N, H, W) = (3, 24, 32), got (3, 24, 31)")),
+        ("depth_dtype", "float64", "depth_dtype must be 'float16' or 'float32', got 'float64'"),
+        ("image_format", "webp", "image format must be 'jpeg' or 'png', got 'webp'"),
     ],
 )
 def test_write_rejects_bad_input(tmp_path, field, value, match):
+    """Each bad argument is refused with what was wrong, and nothing is written."""
     with pytest.raises(ValueError, match=match):
         write(tmp_path, **{field: value})
+    assert list(tmp_path.iterdir()) == []
+
+
+def _edit(path, edit) -> None:
+    """Apply ``edit(h5py.File)`` to a written scene file."""
+    with h5py.File(path, "a") as f:
+        edit(f)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda f: f.attrs.__setitem__("format", "other"), "format attribute is 'other', expected 'depthpe-scene'"),
+    (lambda f: f.attrs.__setitem__("version", 99), "format version 99 is newer than this depthpe (1); upgrade depthpe"),
+])
+def test_a_file_of_another_format_or_a_newer_version_is_refused_by_name(tmp_path, edit, message):
+    write(tmp_path)
+    _edit(tmp_path / "s0.h5", edit)
+    with pytest.raises(SceneFileError, match=re.escape(f"{tmp_path / 's0.h5'}: {message}")):
+        SceneReader(tmp_path / "s0.h5").num_frames
+
+
+def test_frames_out_of_range_and_a_depth_that_is_not_3d_are_named(tmp_path):
+    write(tmp_path)
+    reader = SceneReader(tmp_path / "s0.h5")
+    assert np.array_equal(reader.read_image(-1), reader.read_image(2))  # Python's negative indices
+    for i in (3, -4):
+        with pytest.raises(IndexError, match=re.escape(f"s0.h5: frame {i} out of range for 3 frames")):
+            reader.read_depth(i)
+    reader.close()
+
+    def flat_depth(f):
+        del f["depth"]
+        f["depth"] = np.ones((24, 32), np.float32)
+
+    _edit(tmp_path / "s0.h5", flat_depth)
+    with pytest.raises(SceneFileError, match=re.escape("depth has shape (24, 32), expected (N, H, W)")):
+        SceneReader(tmp_path / "s0.h5").num_frames
+
+
+def test_an_index_whose_scenes_are_not_a_list_is_malformed(tmp_path):
+    (tmp_path / "index.json").write_text('{"scenes": {"a": 1}}')
+    with pytest.raises(SceneFileError, match="malformed index .*'scenes' must be a list, got dict"):
+        read_index(tmp_path)
 
 
 def test_index_round_trip_and_errors(tmp_path):
