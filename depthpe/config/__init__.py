@@ -59,11 +59,36 @@ def _schema_keys(cls, path: Sequence[str]) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
 
 
-def _explain(err: Exception, cls) -> ConfigError:
-    """Turn an OmegaConf error into a one-line ``ConfigError`` naming the full key."""
+def _paths_of_key(name: str, layers: Sequence[Any]) -> list[str]:
+    """The dotted paths (list indices as numbers) at which mapping key ``name`` appears in
+    ``layers`` (OmegaConf nodes or plain containers), sorted and without repeats."""
+    from omegaconf import OmegaConf
+
+    found: set[str] = set()
+
+    def walk(value, prefix: str) -> None:
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for k, v in items:
+            path = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(value, dict) and str(k) == name:
+                found.add(path)
+            walk(v, path)
+
+    for layer in layers:
+        walk(OmegaConf.to_container(layer, resolve=False) if OmegaConf.is_config(layer) else layer, "")
+    return sorted(found)
+
+
+def _explain(err: Exception, cls, layers: Sequence[Any] = ()) -> ConfigError:
+    """Turn an OmegaConf error into a one-line ``ConfigError`` naming the full key. OmegaConf names
+    a bad key inside a list element (``data.sources: [{rooot: x}]``) without its path: the path is
+    then looked up in ``layers`` (what was merged), and used when the key appears there once."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
 
     key = re.sub(r"\[(\d+)\]", r".\1", getattr(err, "full_key", None) or "")
+    if key and "." not in key and isinstance(err, (ConfigKeyError, ConfigAttributeError)):
+        paths = _paths_of_key(key, layers)
+        key = paths[0] if len(paths) == 1 else key
     msg = (getattr(err, "msg", None) or str(err)).splitlines()[0]
     if isinstance(err, (ConfigKeyError, ConfigAttributeError)) and key:
         owner = getattr(err, "object_type", None)
@@ -145,7 +170,21 @@ def merge_layers(cls, layers: Sequence[Any] = (), overrides: Sequence[str] = ())
             node.merge_with_dotlist([item])
         return node
     except OmegaConfBaseException as err:
-        raise _explain(err, cls) from None
+        raise _explain(err, cls, [*layers, *_parsed_overrides(overrides)]) from None
+
+
+def _parsed_overrides(overrides: Sequence[str]) -> list:
+    """Each ``key=value`` override as a nested mapping (for ``_explain``); unparsable ones left out."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    parsed = []
+    for item in overrides:
+        try:
+            parsed.append(OmegaConf.from_dotlist([item]))
+        except (OmegaConfBaseException, ValueError):
+            continue
+    return parsed
 
 
 def _open_unset_mappings(node, key: str) -> None:

@@ -22,4 +22,7 @@ BAD_CONFIGS = [
     (["train.steps=0"], "train.steps must be >= 1"),
     (["train.cpu=maybe"], "train.cpu: maybe is not true or false"),
     (["data.patch_size=16", "data.image_width=112"], "data.patch_size=16 differs from model.patch_size=14"),
+    (["val.sources=[{name: synth, rooot: x, split: val}]"],
+     "unknown config key 'val.sources.0.rooot' (did you mean 'val.sources.0.root'?)"),
+    (["train.steps"], "override 'train.steps' must look like section.key=value (e.g. train.steps=100)"),
 ]

@@ -1,6 +1,7 @@
 """The typed run config: loading, overrides, base chains, round trips, and the one-line errors of
 `depthpe train` for bad configurations (checked before anything is built)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,31 @@ def test_base_chain_merges_and_circular_chain_is_refused(tmp_path):
     (tmp_path / "c.yaml").write_text("base: c.yaml\n")
     with pytest.raises(ConfigError, match="circular"):
         load_run_config(tmp_path / "c.yaml")
+
+
+def test_a_missing_base_file_and_a_top_level_that_is_no_mapping_are_named(tmp_path):
+    (tmp_path / "child.yaml").write_text("base: parent.yaml\ntrain: {steps: 3}\n")
+    with pytest.raises(ConfigError, match=re.escape(f"config file {tmp_path / 'parent.yaml'} not found (pass a path "
+                                                    "or the name of a shipped config)")):
+        load_run_config(tmp_path / "child.yaml")
+    (tmp_path / "list.yaml").write_text("- train\n- steps\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{tmp_path / 'list.yaml'}: the top level must be a mapping of "
+                                                    "sections (e.g. 'train: {steps: 10}')")):
+        load_run_config(tmp_path / "list.yaml")
+
+
+def test_a_misspelled_key_of_a_list_entry_in_a_file_names_the_entry(tmp_path):
+    """OmegaConf names a key of a list entry without its path; the error finds it in the file."""
+    path = tmp_path / "c.yaml"
+    path.write_text("model: {preset: tiny}\ndata:\n  sources:\n    - {name: a, root: data}\n"
+                    "    - {name: b, rooot: data, weight: 2}\n")
+    with pytest.raises(ConfigError, match=re.escape("unknown config key 'data.sources.1.rooot' (did you mean "
+                                                    "'data.sources.1.root'?)")):
+        load_run_config(path)
+    path.write_text("model: {preset: tiny}\ndata:\n  sources:\n    - {name: a, rooot: data}\n"
+                    "    - {name: b, rooot: data}\n")
+    with pytest.raises(ConfigError, match=re.escape("unknown config key 'rooot' (did you mean 'root'?)")):
+        load_run_config(path)  # in two entries: no single path to name
 
 
 def test_every_shipped_config_loads_with_the_encoding_its_name_says():
