@@ -257,6 +257,45 @@ def test_an_upload_stuck_past_its_deadline_stops_protecting_its_checkpoint(tmp_p
     assert not any(TOKEN in line for line in logs)
 
 
+def test_finish_abandons_uploads_still_running_at_its_timeout_and_says_how_to_push_later(tmp_path, online):
+    cfg = typed_run_config(f"hub.repo_id={REPO}", "hub.retries=0", "train.checkpoint_every=1")
+    out = tmp_path / "run"
+    model_folder(out / "final")
+    logs = []
+    with FakeHub(stall=True) as hub:
+        pushes = TrainingPushes(cfg, out, log=logs.append, endpoint=hub.url, token=TOKEN, request_timeout=60)
+        handle = pushes.after_final(out / "final", 3)
+        assert handle is not None and not pushes.finish(timeout=0.5)
+        hub.unstall.set()  # the stuck request returns: the job ends as abandoned, nothing retried
+        assert handle.wait(10) and not handle.result.ok and "abandoned" in handle.result.error
+    assert logs[-3:] == [
+        f"hub: waiting up to 0 s for 1 upload(s) to {REPO}",
+        "hub: uploads still running after 0 s are abandoned",
+        f"hub: abandoned 1 upload(s) to {REPO}: {[str((out / 'final').resolve())]}; push them later with "
+        "`depthpe push`"], logs
+
+
+def test_a_push_that_cannot_be_queued_is_logged_and_training_goes_on(tmp_path, online):
+    """A missing folder (e.g. removed by hand) cannot get its card: one log line, None, no exception;
+    checkpoints between pushes (hub.push_every) are not pushed at all."""
+    cfg = typed_run_config(f"hub.repo_id={REPO}", "train.checkpoint_every=2", "hub.push_every=2")
+    logs = []
+    pushes = TrainingPushes(cfg, tmp_path / "run", log=logs.append, endpoint="http://127.0.0.1:9", token=TOKEN)
+    assert pushes.after_checkpoint(tmp_path / "run" / "checkpoints" / "step_0000002", 2) is None  # 1st: skipped
+    assert logs == [] and pushes.pusher.pending() == []
+    missing = tmp_path / "run" / "checkpoints" / "step_0000004"
+    assert pushes.after_checkpoint(missing, 4) is None
+    assert len(logs) == 1 and logs[0].startswith(f"hub: could not queue the push of {missing / 'model'}: "), logs
+
+
+def test_offline_mode_is_said_once_at_the_start(tmp_path):
+    """conftest sets HF_HUB_OFFLINE=1, as a user's offline cluster node would."""
+    logs = []
+    TrainingPushes(typed_run_config(f"hub.repo_id={REPO}"), tmp_path, log=logs.append, token=TOKEN)
+    assert logs == [f"hub: HF_HUB_OFFLINE is set, so nothing can be pushed to {REPO}; unset it (training goes on; "
+                    "push later with `depthpe push`)"]
+
+
 def test_a_request_that_comes_back_after_the_deadline_cannot_revive_its_job(tmp_path, online):
     folder = model_folder(tmp_path / "m")
     logs = []
