@@ -25,4 +25,7 @@ BAD_CONFIGS = [
     (["val.sources=[{name: synth, rooot: x, split: val}]"],
      "unknown config key 'val.sources.0.rooot' (did you mean 'val.sources.0.root'?)"),
     (["train.steps"], "override 'train.steps' must look like section.key=value (e.g. train.steps=100)"),
+    (["val.manifest=@missing"], "not found (give the val_manifest.json of a run, or null)"),
+    (["model.backbone_weights=@missing"], "not found (give an existing file or null)"),
+    (["model.init_from=@missing.safetensors"], "not found (give an existing checkpoint file or a Hub id)"),
 ]

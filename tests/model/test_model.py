@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -93,21 +94,28 @@ def test_config_presets_overrides_and_json_roundtrip(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "bad",
+    "bad, says",
     [
-        dict(head_layers=[0, 1, 2]),  # not 4
-        dict(head_layers=[0, 2, 1, 3]),  # not increasing
-        dict(head_layers=[0, 1, 2, 2]),
-        dict(num_blocks=6),  # blocks after the last head layer would be unused
-        dict(embed_dim=100),  # not divisible by heads
-        dict(embed_dim=24, num_heads=4),  # head_dim 6 not divisible by 4
-        dict(backbone="resnet50"),
-        dict(head_out_channels=[32, 64, 128]),
-        dict(layerscale_init=0.0),
+        (dict(head_layers=[0, 1, 2]), "head_layers must be 4 non-decreasing block indices"),  # not 4
+        (dict(head_layers=[0, 2, 1, 3]), "got [0, 2, 1, 3]"),  # not increasing
+        (dict(head_layers=[0, 1, 2, 2]), "head_layers"),
+        (dict(num_blocks=6), "num_blocks"),  # blocks after the last head layer would be unused
+        (dict(embed_dim=100, num_heads=8), "embed_dim=100 is not divisible by num_heads=8"),
+        (dict(embed_dim=24, num_heads=4), "head_dim = embed_dim / num_heads = 6 must be divisible by 4"),
+        (dict(backbone="resnet50"), "backbone='resnet50' is not a timm DINOv2 model name"),
+        (dict(head_out_channels=[32, 64, 128]), "head_out_channels must be 4 positive multiples of 4"),
+        (dict(head_out_channels=[32, 64, 128, 130]), "got [32, 64, 128, 130]"),
+        (dict(layerscale_init=0.0), "layerscale_init must be positive, got 0.0"),
+        (dict(backbone_blocks=0), "backbone_blocks must be >= 1 or null, got 0"),
+        (dict(num_heads=0), "num_heads must be a positive integer, got 0"),
+        (dict(patch_size=0), "patch_size must be a positive integer, got 0"),
+        (dict(num_register_tokens=-1), "num_register_tokens must be >= 0, got -1"),
+        (dict(mlp_ratio=0.0), "mlp_ratio must be positive, got 0.0"),
+        (dict(head_features=36), "head_features must be a multiple of 8"),
     ],
 )
-def test_config_rejects_invalid(bad):
-    with pytest.raises(ConfigError):
+def test_config_rejects_invalid(bad, says):
+    with pytest.raises(ConfigError, match=re.escape(says)):
         tiny_config(**bad)
 
 
