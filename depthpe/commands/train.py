@@ -84,6 +84,7 @@ def _train(args: argparse.Namespace) -> int:
             sys.stdout.write(dump_run_config(cfg))
             return 0
         from depthpe.loader.datasets import NoUsableSampleError
+        from ..model.backbone import BackboneWeightsError
         from ..run.checkpoints import NoSpaceError
         from ..run.tracking import error_line
         from ..run.trainer import train
@@ -91,8 +92,8 @@ def _train(args: argparse.Namespace) -> int:
         try:
             train(cfg, resume=args.resume, overwrite=args.overwrite, allow_config_change=tuple(args.allow_config_change),
                   callbacks=[_complete_run_ignores_sigterm()])
-        except (NoSpaceError, NoUsableSampleError) as err:  # a full disk, broken data: one line, status 1
-            if args.debug:
+        except (NoSpaceError, NoUsableSampleError, BackboneWeightsError) as err:  # a full disk, broken data,
+            if args.debug:                                                        # unusable backbone weights
                 raise
             print(f"error: {error_line(err)}", file=sys.stderr, flush=True)
             return 1

@@ -83,10 +83,17 @@ def build_backbone(
     return vit
 
 
+def _cause(err: BaseException) -> str:
+    """``Type: first line of the message``: torch's and the Hub's errors span many lines, and
+    the errors built from them are printed as one ``error:`` line."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
 def _download_error(name: str, err: Exception) -> BackboneWeightsError:
     return BackboneWeightsError(
         f"could not download the pretrained weights of backbone {name!r} "
-        f"({type(err).__name__}: {err}). On an offline machine, fetch the weights elsewhere "
+        f"({_cause(err)}). On an offline machine, fetch the weights elsewhere "
         f"(e.g. huggingface.co/timm/{name}.lvd142m, file model.safetensors) and set "
         "backbone_weights: PATH in the model config, or set pretrained: false for a random backbone."
     )
@@ -107,8 +114,8 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
             sd = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as err:
         raise BackboneWeightsError(
-            f"could not read weights file {str(path)!r} ({type(err).__name__}: {err}); expected a "
-            ".safetensors file or a torch.save'd state dict"
+            f"could not read weights file {str(path)!r} ({_cause(err)}); expected a .safetensors file or a "
+            "torch.save'd state dict of tensors"
         ) from err
     for key in ("model", "state_dict"):
         if isinstance(sd, dict) and isinstance(sd.get(key), dict):

@@ -3,7 +3,8 @@
 ``preflight(cfg, resume)`` runs before the Accelerator, the model or any download exists, creates
 nothing locally, and raises a one-line ``ConfigError`` for the first problem it finds: an output_dir that is
 a file or is in use by a live run, a fresh start into an output_dir that holds a run (unless
-``--overwrite``), a data root without ``index.json``, a local weights file that does not exist, a tracker
+``--overwrite``), a data root without ``index.json``, a backbone name timm does not know, a local weights
+file that does not exist, a tracker
 whose package is missing, a ``hub.repo_id`` that is no Hub repository id, a resume with no checkpoint, with a
 checkpoint of another run, with a checkpoint whose model differs from the config or with a changed
 setting that changes what the run trains for (``depthpe.run.resume_checks``), and (with a Hugging Face
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..config import ConfigError
+from ..config import ConfigError, did_you_mean
 from .checkpoints import find_checkpoint
 from .identity import new_run_id, run_remains
 from .resume_checks import WEIGHT_SOURCE_FIELDS, changed_settings, check_allowed_changes, check_same_model, resumed_run_id
@@ -94,6 +95,7 @@ def _check_files(cfg: RunConfig) -> None:
     """Local files named by the config exist; optional tracker packages are installed."""
     if cfg.val.manifest and not Path(cfg.val.manifest).is_file():
         raise ConfigError(f"val.manifest: {cfg.val.manifest} not found (give the val_manifest.json of a run, or null)")
+    _check_backbone_name(cfg.model_config().backbone)
     weights = cfg.model.backbone_weights
     if weights and not Path(weights).is_file():
         raise ConfigError(f"model.backbone_weights: {weights} not found (give an existing file or null)")
@@ -107,6 +109,16 @@ def _check_files(cfg: RunConfig) -> None:
     if "wandb" in cfg.train.report_to and not _wandb_can_log():
         raise ConfigError("train.report_to: W&B has no credentials here (run `wandb login`, set WANDB_API_KEY, "
                           "or set WANDB_MODE=offline to log locally)")
+
+
+def _check_backbone_name(name: str) -> None:
+    """``model.backbone`` is a model timm knows (a pretrained tag such as ``.lvd142m`` allowed)."""
+    import timm
+
+    if not timm.is_model(name):
+        hint = did_you_mean(name.split(".")[0], timm.list_models("*dinov2*"))
+        raise ConfigError(f"model.backbone: timm has no model {name!r} ({hint + ' ' if hint else ''}the DINOv2 "
+                          "names are timm.list_models('*dinov2*'))")
 
 
 def check_hub_repo(cfg: RunConfig, *, online: bool = True) -> None:

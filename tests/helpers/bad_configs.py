@@ -28,4 +28,6 @@ BAD_CONFIGS = [
     (["val.manifest=@missing"], "not found (give the val_manifest.json of a run, or null)"),
     (["model.backbone_weights=@missing"], "not found (give an existing file or null)"),
     (["model.init_from=@missing.safetensors"], "not found (give an existing checkpoint file or a Hub id)"),
+    (["model.backbone=vit_small_patch14_reg4_dinov2x"], "model.backbone: timm has no model "
+     "'vit_small_patch14_reg4_dinov2x' (did you mean 'vit_small_patch14_reg4_dinov2'?"),
 ]

@@ -633,6 +633,19 @@ def test_backbone_weights_file_and_download_errors(tmp_path, monkeypatch):
         DepthModel(tiny_config(pretrained=True))
 
 
+def test_an_unknown_backbone_name_or_unreadable_weights_are_named_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match=re.escape("unknown timm backbone 'vit_tiny_patch14_dinov2'; use a DINOv2 "
+                                                   "name such as 'vit_large_patch14_reg4_dinov2'")):
+        build_backbone("vit_tiny_patch14_dinov2")
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(BackboneWeightsError, match="could not read weights file .*bad.pt.*expected a .safetensors") as err:
+        build_backbone("vit_small_patch14_reg4_dinov2", weights_path=tmp_path / "bad.pt", num_blocks=1)
+    assert "\n" not in str(err.value)  # torch's own message is many lines: only its first is kept
+    torch.save([torch.zeros(1)], tmp_path / "list.pt")
+    with pytest.raises(BackboneWeightsError, match="list.pt' does not hold a state dict of tensors"):
+        build_backbone("vit_small_patch14_reg4_dinov2", weights_path=tmp_path / "list.pt", num_blocks=1)
+
+
 def test_backbone_output_is_final_norm_patch_tokens(model):
     vit = model.aggregator.patch_embed
     images = torch.rand(2, 3, H, W)

@@ -74,6 +74,21 @@ def test_training_data_with_no_readable_scene_is_one_error_line(workers, synth_r
     assert len(logged) == 1 and logged[0].endswith(lines[0]), logged  # and in train.log, the same line
 
 
+@pytest.mark.parametrize("content", [b"not a checkpoint", b"\x80\x04K\x01."])  # junk; a pickle of no tensors
+def test_backbone_weights_that_cannot_be_read_are_one_error_line(content, synth_root, tmp_path, capsys):
+    """model.backbone_weights names a file that exists (preflight passes) but holds no weights: the
+    model cannot be built; one line (torch's own message is many lines), status 1, no traceback."""
+    (tmp_path / "bad.pt").write_bytes(content)
+    config = tmp_path / "run.yaml"
+    config.write_text(dump_run_config(run_config(synth_root, tmp_path / "run")))
+    assert main(["train", "--config", str(config), f"model.backbone_weights={tmp_path / 'bad.pt'}"]) == 1
+    err = capsys.readouterr().err
+    lines = [line for line in err.split("\n") if "error:" in line]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: could not read weights file '{tmp_path / 'bad.pt'}' (") or \
+        lines[0] == f"error: '{tmp_path / 'bad.pt'}' does not hold a state dict of tensors", lines
+
+
 def test_a_scene_of_1x1_pixels_fails_check_and_training_skips_and_counts_it(synth_root, tmp_path):
     from depthpe.scenes.format.check import check_scene
     from depthpe.scenes.format.limits import frame_size_problem
