@@ -121,6 +121,31 @@ def test_non_rigid_matrices_and_missing_fields_are_one_line(tmp_path):
     for extra, top, message in cases:
         with pytest.raises(ConfigError, match="transforms.json: .*" + re.escape(message)):
             read_cameras(_doc(tmp_path, extra, **top))
+    matrix_of_text = {"transform_matrix": [["a", 0, 0, 0]] * 4}
+    with pytest.raises(ConfigError, match=re.escape("frames[0] (images/a.png): transform_matrix must be a finite 4x4")):
+        read_cameras(_doc(tmp_path, matrix_of_text))
+
+
+def test_dot_segments_and_doubled_slashes_name_one_file_and_a_frame_must_be_an_object(tmp_path):
+    """``./images/./a.png``, ``images//a.png`` and ``images/a.png`` are one image: listed twice is an error."""
+    path = _doc(tmp_path, {"file_path": "./images/././a.png"})
+    assert list(read_cameras(path)) == ["images/a.png"]
+    doc = json.loads(path.read_text())
+    doc["frames"].append({**doc["frames"][0], "file_path": "images//a.png"})
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match="images/a.png"):
+        read_cameras(path)
+    doc["frames"][1] = "images/b.png"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=re.escape("frames[1] is not an object")):
+        read_cameras(path)
+
+
+def test_a_file_that_is_not_json_is_one_line(tmp_path):
+    (tmp_path / "transforms.json").write_text('{"frames": [')
+    with pytest.raises(ConfigError, match=re.escape(f"{tmp_path / 'transforms.json'}: cannot read it as JSON")) as err:
+        read_transforms(tmp_path / "transforms.json")
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("doc", [{"frames": []}, {"frames": {}}, {"camera_model": "PINHOLE"}, [{"file_path": "a.png"}]])
