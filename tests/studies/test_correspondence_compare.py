@@ -123,3 +123,41 @@ def test_a_non_number_score_is_one_line(corr_runs, tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "results.json has top1 = 'abc' (seed 0, step 2, setting base, layer 0) where " \
                                        "a score (a number or null) belongs" in err
+
+
+def _edited_copy(corr_runs, tmp_path, name: str, edit) -> str:
+    """A copy of the prope seed-0 folder whose results.json ``edit(doc)`` changed (or replaced: its return)."""
+    import shutil
+
+    folder = tmp_path / name
+    shutil.copytree(corr_runs / "prope_s0", folder)
+    doc = json.loads((folder / "results.json").read_text())
+    changed = edit(doc)
+    (folder / "results.json").write_text(changed if isinstance(changed, str) else json.dumps(doc))
+    return str(folder)
+
+
+def test_unreadable_and_old_results_are_one_line(corr_runs, tmp_path, capsys):
+    """A results.json cut short or without its runs, and one written before per-scene scores were
+    recorded (it cannot be paired per scene): one line each, naming the folder."""
+    def drop_scene_scores(doc):
+        for row in doc["runs"][0]["curve"][-1]["settings"]["base"]:
+            row.pop("scene_top1")
+
+    cases = [(_edited_copy(corr_runs, tmp_path, "cut", lambda doc: '{"meta": {'), "not a readable `depthpe study "
+              "correspondence` folder"),
+             (_edited_copy(corr_runs, tmp_path, "noruns", lambda doc: doc.pop("runs")), "not a readable"),
+             (_edited_copy(corr_runs, tmp_path, "old", drop_scene_scores), "results.json has no per-scene scores "
+              "(written before they were recorded); run the benchmark again")]
+    for folder, message in cases:
+        assert main(["compare", str(corr_runs / "rope"), folder]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"error: {folder}: ") and message in err, err
+
+
+def test_group_by_names_a_setting_or_says_which_exist(corr_runs, tmp_path, capsys):
+    folders = [str(corr_runs / "prope_s0"), str(corr_runs / "prope_s1")]
+    assert main(["compare", *folders, "--group-by", "colour", "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--group-by 'colour': not a setting of" in err and "(settings: " in err
+    assert "pe" in err.split("(settings: ")[1]

@@ -35,14 +35,17 @@ CORRESPONDENCE_COLUMNS = ("group", "seeds", "top-1", "within-1", "lift − same-
 
 
 def is_correspondence_folder(path: str | Path) -> bool:
-    """Whether ``path`` holds the ``results.json`` of ``depthpe study correspondence``."""
+    """Whether ``path`` holds the ``results.json`` of ``depthpe study correspondence``. A
+    ``results.json`` that cannot be read as JSON counts too (no other output writes that name), so
+    that its reader names the damage instead of the folder being taken for an evaluation."""
     file = Path(path) / RESULTS
     if not file.is_file():
         return False
     try:
-        meta = json.loads(file.read_text()).get("meta") or {}
-    except (OSError, ValueError, AttributeError):
-        return False
+        doc = json.loads(file.read_text())
+    except (OSError, ValueError, RecursionError):
+        return True
+    meta = doc.get("meta") if isinstance(doc, dict) else None
     return isinstance(meta, dict) and "chance_top1" in meta and "settings" in meta
 
 
