@@ -55,6 +55,36 @@ def test_gt_layers_alignment_and_colours():
         select_points(toy_scene(with_gt=False), Selection(source="overlaid"))
 
 
+def ramp_scene(with_gt=True) -> ViewScene:
+    """``toy_scene`` with depth varying over the image: GT 1..3 along x, prediction 1.1 x GT."""
+    s = toy_scene(with_gt)
+    ramp = np.tile(np.linspace(1.0, 3.0, 5, dtype=np.float32), (4, 1))
+    for f in s.frames:
+        f.depth = 1.1 * ramp
+        f.gt = ramp.copy() if with_gt else None
+    s.scales = {"native": 1.0, "scene_aligned": 1 / 1.1}
+    return s
+
+
+def test_depth_colours_share_one_range_for_prediction_and_gt():
+    """Colour by depth: one range for both layers, so the aligned prediction has the GT's colours
+    pixel for pixel and the native one (10 % deeper) does not; near and far differ."""
+    s = ramp_scene()
+    n = 2 * 20  # every pixel of both views is valid in both layers
+    aligned = select_points(s, Selection(source="side by side", coloring="depth", alignment="scene_aligned"))
+    np.testing.assert_array_equal(aligned.colors[:n], aligned.colors[n:])
+    assert len(np.unique(aligned.colors[:5], axis=0)) == 5  # the five depths of a row: five colours
+    native = select_points(s, Selection(source="side by side", coloring="depth"))
+    assert (native.colors[:n] != native.colors[n:]).any(axis=1).sum() >= n // 2
+    from depthpe.report.viz import colorize_depth, depth_range
+
+    gts = np.stack([f.gt for f in s.frames]).astype(np.float64)
+    expected = colorize_depth(s.frames[0].gt, None, *depth_range(gts))  # the GT's range, not the prediction's
+    np.testing.assert_array_equal(native.colors[n:n + 20], expected.reshape(-1, 3))
+    alone = select_points(ramp_scene(with_gt=False), Selection(coloring="depth"))  # the prediction's own range
+    assert len(np.unique(alone.colors[:5], axis=0)) == 5
+
+
 def test_load_prediction_dir_matches_the_files(pred_dir):
     from depthpe.view.loaders import load_prediction_dir
 
