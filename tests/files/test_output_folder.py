@@ -1,6 +1,7 @@
 """depthpe.files.output_folder: the one owner of a command's output folder (issue 42 item 1)."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -64,6 +65,24 @@ def test_another_commands_folder_and_unrecorded_files_are_refused_before_anythin
     with owned_output_folder(plain, "depthpe b", {}, replace=True):  # adopted on request, the file kept
         _write(plain, "out.txt")
     assert folder_owner(plain)["files"] == ["out.txt"] and (plain / "notes.txt").exists()
+
+
+def test_an_unreadable_manifest_is_refused_unless_replacing(tmp_path):
+    """A damaged manifest names no owner: the folder is refused (nobody can tell whose files are
+    whose), nothing changes; with replace it is adopted and its files are kept."""
+    out = tmp_path / "out"
+    with owned_output_folder(out, "depthpe a", {}):
+        _write(out, "summary.json", "a")
+    (out / MANIFEST).write_text("{ not json")
+    with pytest.raises(ConfigError, match=re.escape(f"--out {out}: its {MANIFEST} is unreadable, so depthpe cannot "
+                                                    "tell which files are whose; choose another --out, or pass "
+                                                    "--overwrite to write into it anyway")):
+        with claim_output_folder(out, "depthpe a"):
+            pass
+    assert (out / MANIFEST).read_text() == "{ not json" and (out / "summary.json").read_text() == "a"
+    with owned_output_folder(out, "depthpe a", {}, replace=True):
+        _write(out, "new.json", "b")
+    assert folder_owner(out)["command"] == "depthpe a" and (out / "summary.json").read_text() == "a"
 
 
 def test_a_command_that_wrote_nothing_leaves_no_trace(tmp_path):
