@@ -51,3 +51,44 @@ def test_check_and_index_print_the_error_and_exit_2(tmp_path, monkeypatch, capsy
     for command in ("index", "check"):
         assert main([command, str(tmp_path), "--quiet"]) == 2
         assert capsys.readouterr().out.startswith("error: a worker process died (")
+
+
+class _Unpicklable(Exception):
+    """An exception that cannot cross a pipe (it holds a lock)."""
+
+    def __init__(self, message: str):
+        import threading
+
+        super().__init__(message)
+        self.lock = threading.Lock()
+
+
+def _fail_on_three(x: int) -> int:
+    if x == 3:
+        raise KeyError(f"item {x} is bad")
+    return x
+
+
+def _fail_unpicklably(x: int) -> int:
+    raise _Unpicklable(f"cannot send item {x}")
+
+
+def _lock_result(x: int):
+    import threading
+
+    return threading.Lock()
+
+
+def test_an_exception_in_a_worker_is_raised_here_with_the_workers_traceback():
+    with pytest.raises(KeyError, match="item 3 is bad") as err:
+        ordered_map(_fail_on_three, range(8), workers=2)
+    assert "in a worker process" in str(err.value.__cause__) and "_fail_on_three" in str(err.value.__cause__)
+
+
+def test_what_cannot_cross_the_pipe_arrives_as_a_runtime_error_with_its_text():
+    """An exception or a result that does not pickle would otherwise leave the parent waiting."""
+    with pytest.raises(RuntimeError, match=r"_Unpicklable: cannot send item \d") as err:
+        ordered_map(_fail_unpicklably, range(4), workers=2, chunk=1)
+    assert not isinstance(err.value, _Unpicklable)
+    with pytest.raises(RuntimeError, match="its result does not pickle"):
+        ordered_map(_lock_result, range(4), workers=2, chunk=1)
