@@ -136,6 +136,26 @@ def test_bad_runs_are_one_line(tmp_path, capsys, rmvd_micro_model):
     assert status == 2 and "is in use by" in err
 
 
+def test_bad_vggt_overrides_and_a_missing_checkpoint_are_one_line(tmp_path, capsys, rmvd_vggt):
+    """--vggt-overrides that is no JSON, no object or a bad field, and a vggt: checkpoint that is not
+    there: one line each, nothing written."""
+    checkpoint, overrides = rmvd_vggt
+    lists = _lists(tmp_path / "lists")
+    (tmp_path / "cut.json").write_text('{"embed_dim": ')
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "field.json").write_text('{"embed_dimm": 64}')
+    cases = [([f"vggt:{checkpoint}", "--vggt-overrides", tmp_path / "cut.json"], "not a readable JSON file"),
+             ([f"vggt:{checkpoint}", "--vggt-overrides", tmp_path / "list.json"],
+              "must be a JSON object of DepthModelConfig fields"),
+             ([f"vggt:{checkpoint}", "--vggt-overrides", tmp_path / "field.json"], "embed_dimm"),
+             ([f"vggt:{tmp_path / 'nowhere.pt'}", "--vggt-overrides", overrides], f"--model vggt:{tmp_path / 'nowhere.pt'}: ")]
+    for i, (model, message) in enumerate(cases):
+        status, _, err = run_rmvd(capsys, "--samples", lists, "--model", *model, "--out", tmp_path / f"o{i}",
+                                  "--setting", "intrinsics_only", "--image-width", "28")
+        assert status == 2 and err.count("\n") == 1 and message in err, err
+        assert not (tmp_path / f"o{i}").exists()
+
+
 def test_rmvd_input_sizes():
     from depthpe.rmvd.views import input_hw
 
