@@ -65,6 +65,35 @@ def test_bad_values_fail(tmp_path):
     assert any("valid depth" in p for p in check_scene(tmp_path / "empty.h5").problems)
 
 
+def test_non_finite_stored_depth_fails_and_the_stored_valid_mask_counts(tmp_path):
+    """NaN/inf stored in a file (write_scene refuses them: edited in the file) is a problem; the
+    valid fraction is of depth > 0 inside the stored ``valid`` mask."""
+    write(tmp_path, "nan")
+    with h5py.File(tmp_path / "nan.h5", "r+") as f:
+        depth = f["depth"][1]
+        depth[:2, :3] = np.nan
+        depth[2, 0] = np.inf
+        f["depth"][1] = depth
+    report = check_scene(tmp_path / "nan.h5")
+    assert "7 non-finite depth values (must be stored as 0)" in report.problems
+    sc = plane_scene(4, 30, 40, seed=1)
+    half = np.zeros((4, 30, 40), bool)
+    half[:, :, :20] = True
+    write(tmp_path, "half", valid=half)
+    write(tmp_path, "full")
+    masked, full = check_scene(tmp_path / "half.h5"), check_scene(tmp_path / "full.h5")
+    expected = float(np.mean([((d > 0) & half[i]).mean() for i, d in enumerate(sc["depth"])]))
+    assert masked.valid_fraction == pytest.approx(expected, abs=1e-6)
+    assert full.valid_fraction == pytest.approx(float(np.mean([(d > 0).mean() for d in sc["depth"]])), abs=1e-6)
+
+
+def test_a_single_view_scene_passes_with_a_warning(tmp_path):
+    sc = plane_scene(1, 30, 40, seed=1)
+    write(tmp_path, "one", sc=sc)
+    report = check_scene(tmp_path / "one.h5")
+    assert report.ok and report.warnings == ["single view: geometric consistency not measured"]
+
+
 def test_root_table_and_exit_codes(tmp_path, capsys):
     split = tmp_path / "toy" / "train"
     entries = [write(split, "a"), write(split, "b")]
