@@ -276,6 +276,11 @@ def test_eval_dataset_fixed_views_and_errors(tmp_path):
     manifest = {"toy/b": [5, 0, 3]}
     again = SceneEvalDataset(src, views=4, seed=0, image_width=56, manifest=manifest)[1]
     assert again["frames"].tolist() == [5, 0, 3]
+    for frames in ([5, 0, 9], [-1, 2], []):  # a manifest of another version of the scene: skipped, said why
+        stale = SceneEvalDataset(src, views=4, seed=0, image_width=56, manifest={"toy/b": frames})[1]
+        assert stale["error"] and f"manifest frames {frames} out of range for 9 frames" in stale["error"], stale
+    with pytest.raises(ValueError, match="evaluation needs at least 2 views per scene, got 1"):
+        SceneEvalDataset(src, views=1)
     loader = DataLoader(SceneEvalDataset(src, views=4, seed=0, image_width=56), batch_size=1, collate_fn=collate_eval)
     with pytest.warns(SceneSkippedWarning):
         batches = list(loader)
