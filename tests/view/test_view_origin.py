@@ -82,3 +82,17 @@ def test_a_busy_port_is_an_error_not_another_port(tmp_path):
         port = busy.getsockname()[1]
         with pytest.raises(OSError, match=f"port {port} is busy"):
             Viewer(_scene(), port=port, max_points=100, save_path=tmp_path / "f.ply")
+
+
+def test_depthpe_view_on_a_busy_port_or_a_missing_folder_is_one_error_line(pred_dir, tmp_path, capsys):
+    from depthpe.cli import main
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["view", str(pred_dir), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: cannot serve on 127.0.0.1:{port} (port {port} is busy); pick another --port\n"
+    assert main(["view", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nowhere'}: no such folder\n"
