@@ -210,3 +210,41 @@ def test_fused_attention_auto_follows_the_target_device():
     forced = _setting("model.global_pe=prope", "model.pe_options.fused_attention=on", "--checkpointing", "off")
     assert forced.model_config().pe_options["fused_attention"] is True
     assert memory.predict(forced)["peak"] < memory.predict(cuda)["peak"]
+
+
+class _FakeSetting:
+    """Just the sizes ``largest`` reads and changes."""
+
+    def __init__(self, views: int, batch: int):
+        self.views, self.batch = views, batch
+
+    def with_sizes(self, views: int, batch: int) -> "_FakeSetting":
+        return _FakeSetting(views, batch)
+
+
+def test_the_fit_search_finds_the_exact_largest_value_when_the_growth_is_not_linear(monkeypatch):
+    """``largest`` guesses from a line through two predictions and then confirms: with a peak that
+    grows faster than linearly (so the guess overshoots) and one that grows slower (it undershoots)
+    the answer is still the largest value that fits, and 0 when even the smallest does not."""
+    from depthpe.bench import memory_report
+    from depthpe.bench.memory_step import GIB
+
+    def answers(peak_gib, field):
+        def predict(setting):
+            n = setting.batch if field == "batch" else setting.views
+            peak = int(peak_gib(n) * GIB)
+            return {"peak": peak, "phase_peaks": {"forward": peak, "backward": peak}}
+
+        monkeypatch.setattr(memory_report, "predict", predict)
+        found = memory_report.largest(_FakeSetting(views=4, batch=1), field, capacities=(3.0, 8.0, 1.05))
+        brute = {cap: max([n for n in range(1 if field == "batch" else 2, 200)
+                           if memory_report.fits(int(peak_gib(n) * GIB), cap)], default=0)
+                 for cap in (3.0, 8.0, 1.05)}
+        return found, brute
+
+    for peak_gib in (lambda n: 0.5 + 0.1 * n * n / 4, lambda n: 0.3 + 0.8 * n ** 0.5):  # faster, slower than linear
+        for field in ("batch", "views"):
+            found, brute = answers(peak_gib, field)
+            assert found == brute, (field, found, brute)
+    found, _ = answers(lambda n: 2.0 + n, "batch")
+    assert found[1.05] == 0 and found[8.0] == 4  # nothing fits 1.05 GB; 8 GB: (8 - 1) / 1.1 = 6.36 GiB = 2 + B -> B = 4
