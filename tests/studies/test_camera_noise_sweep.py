@@ -138,6 +138,40 @@ def test_an_unfinished_sweep_and_a_mix_of_kinds_are_one_line(sweep, tmp_path, ca
     assert "folders of one kind" in capsys.readouterr().err
 
 
+def _edited_sweep(out, folder, edit):
+    """A copy of the sweep ``out`` in ``folder`` whose sweep.json ``edit(doc)`` changed (or replaced: its return)."""
+    import shutil
+
+    shutil.copytree(out, folder)
+    doc = json.loads((folder / "sweep.json").read_text())
+    changed = edit(doc)
+    (folder / "sweep.json").write_text(changed if isinstance(changed, str) else json.dumps(doc))
+    return str(folder)
+
+
+def test_a_damaged_sweep_file_other_levels_and_bad_options_are_one_line(sweep, tmp_path, capsys):
+    out, _ = sweep
+
+    def rename_model(doc):
+        doc["models"][0]["label"] = "../elsewhere"
+
+    def other_seed(doc):
+        doc["noise_seed"] = doc["noise_seed"] + 1
+
+    cases = [([_edited_sweep(out, tmp_path / "cut", lambda doc: '{"levels": ')], "not a camera-noise sweep file"),
+             ([_edited_sweep(out, tmp_path / "hostile", rename_model)],
+              "model '../elsewhere' is not a safe folder name or does not have one evaluation per level (2)"),
+             ([str(out), _edited_sweep(out, tmp_path / "seed", other_seed)],
+              "other noise levels or seed than"),
+             ([str(out), "--reference", "gta"], "--reference 'gta': no such group (groups: "),
+             ([str(out), "--bootstrap", "0"], "--bootstrap must be at least 1, got 0")]
+    capsys.readouterr()
+    for args, message in cases:
+        assert main(["compare", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and err.count("\n") == 1, (args, err)
+
+
 def test_level_lists_must_match_and_labels_are_safe_and_unique():
     with pytest.raises(ValueError, match="same number of levels"):
         CameraNoiseSweepConfig(model=["m"], data="d", out="o", rotation_levels=[0, 1, 2], translation_levels=[0, 1])
