@@ -32,8 +32,10 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 
 
-class CheckpointMismatchError(RuntimeError):
-    """A checkpoint's state dict does not match the model built from its config."""
+class CheckpointMismatchError(ValueError, RuntimeError):
+    """A checkpoint's state dict does not match the model built from its config, or its weights file
+    cannot be read. A ``ValueError`` (bad input: the commands turn it into one ``error:`` line, as for
+    any model that cannot be loaded) and, as it always was, a ``RuntimeError``."""
 
 
 def _mismatch_message(missing: list[str], unexpected: list[str], shapes: list[str]) -> str:

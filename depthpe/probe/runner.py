@@ -106,7 +106,10 @@ def _probe_into(cfg) -> dict[str, LiftAccumulator]:
         print(line, flush=True)
     size = held_out.size
     device = "cuda" if torch.cuda.is_available() and not cfg.cpu else "cpu"
-    model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(device)
+    try:
+        model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(device)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"--model {cfg.model}: cannot load it ({str(err).splitlines()[0]})") from None
     print(f"probing {model.config.global_pe} at {size.note}", flush=True)
     start = time.perf_counter()
     found = probe_attention(model, held_out, dtype=cfg.dtype, radii=cfg.radii, depth_tolerance=cfg.depth_tolerance,
