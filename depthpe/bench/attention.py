@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import statistics
@@ -47,6 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from ..config.options import add_plain_options, option
+from ..files import atomic_write_json
 from ..pe import camera
 from .attention_check import check_methods, format_check
 from .methods import parse_method
@@ -470,9 +470,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         meta = {k: v for k, v in vars(args).items()
                 if k not in ("json", "memory_child") and not k.startswith("_")}  # CLI callbacks
-        with open(args.json, "w") as f:
-            json.dump({"config": meta, "torch": torch.__version__, "threads": torch.get_num_threads(),
-                       "results": by_views[args.views[0]], "by_views": by_views}, f, indent=2)
+        atomic_write_json(args.json, {"config": meta, "torch": torch.__version__, "threads": torch.get_num_threads(),
+                                      "results": by_views[args.views[0]], "by_views": by_views}, indent=2)
     return 0
 
 
@@ -486,8 +485,7 @@ def _check_fused(args) -> int:
               f"heads={args.heads} head_dim={args.head_dim} {args.dtype} on {args.device}, torch {torch.__version__}")
         print(format_check(results), flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"check_fused": by_views, "torch": torch.__version__}, f, indent=2)
+        atomic_write_json(args.json, {"check_fused": by_views, "torch": torch.__version__}, indent=2)
     failed = sorted({m for r in by_views.values() for m, x in r.items() if not x["ok"]})
     if failed:
         print(f"FAILED: {', '.join(failed)} differ from their plain path beyond the tolerance", file=sys.stderr)

@@ -59,6 +59,7 @@ from typing import Optional
 import torch
 
 from ..config.options import add_plain_options, option
+from ..files import atomic_write_json
 from .memory_encodings import compare_encodings, format_comparison, run_comparison
 from .memory_report import breakdown_rows, fits, format_report, largest, progress_lines
 from .methods import is_method_text
@@ -173,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
         measured = measure_cpu(args, setting)
     print(format_report(setting, result, measured, fit))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": args.config, "overrides": list(args.overrides), "setting": setting.describe(),
-                       "torch": torch.__version__, "predicted_bytes": result, "measured": measured,
-                       "largest": None if fit is None else {"field": fit[0], "by_capacity_gb": fit[1]}}, f, indent=1)
+        atomic_write_json(args.json, {
+            "config": args.config, "overrides": list(args.overrides), "setting": setting.describe(),
+            "torch": torch.__version__, "predicted_bytes": result, "measured": measured,
+            "largest": None if fit is None else {"field": fit[0], "by_capacity_gb": fit[1]}})
     return 0

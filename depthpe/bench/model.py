@@ -19,7 +19,6 @@ does; ``--compile model`` compiles the whole ``forward`` (one graph).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Optional
 import torch
 
 from ..config.options import add_plain_options, option
+from ..files import atomic_write_json
 from .settings import JSON_HELP, BenchedRun
 
 
@@ -165,9 +165,8 @@ def run(args: argparse.Namespace) -> int:
           f"{args.batch * args.views / wall:.2f} | {peak:.0f} | {trainable / 1e6:.2f} M |")
     print(f"warm-up steps (s): {[round(t, 2) for t in timing['warmup_s']]}; peak memory: {kind}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": args.config, "overrides": list(args.overrides), "device": str(device),
-                       "views": args.views, "height": args.height, "width": args.width, "batch": args.batch,
-                       "compile": args.compile, "threads": torch.get_num_threads(), "peak_mib": peak,
-                       "peak_kind": kind, **timing}, f, indent=1)
+        atomic_write_json(args.json, {
+            "config": args.config, "overrides": list(args.overrides), "device": str(device), "views": args.views,
+            "height": args.height, "width": args.width, "batch": args.batch, "compile": args.compile,
+            "threads": torch.get_num_threads(), "peak_mib": peak, "peak_kind": kind, **timing})
     return 0

@@ -10,7 +10,6 @@ separately."""
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import time
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Optional
 import torch
 
 from ..config.options import add_plain_options, option
+from ..files import atomic_write_json
 from .settings import JSON_HELP, BenchedRun
 
 PARTS = ("data", "forward", "backward", "optimizer")
@@ -128,7 +128,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"warm-up steps (s, incl. compilation when compiled): {[round(t, 2) for t in result['warmup_s']]}")
     print(f"images/s: {result['images_per_s']:.1f}; peak memory: {result['peak_mib']:.0f} MiB ({result['peak_kind']})")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": args.config, "overrides": list(args.overrides), "device": str(device), **result}, f,
-                      indent=1)
+        atomic_write_json(args.json, {"config": args.config, "overrides": list(args.overrides), "device": str(device),
+                                      **result})
     return 0

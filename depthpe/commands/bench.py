@@ -44,11 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config.command_line import USAGE_ERROR_STATUS, report_errors
+    from ..config.command_line import USAGE_ERROR_STATUS, report_errors, require_output_file
 
     if args.benchmark in STUDY_ALIASES:
         print(f"note: `depthpe bench {args.benchmark}` is a study now: `depthpe study {args.benchmark}` "
               "(same options and outputs)", file=sys.stderr)
     with report_errors():
+        if getattr(args, "json", None):  # every benchmark's --json FILE: refused before the benchmark runs
+            require_output_file(args.json, "--json")
         return int(args._bench_run(args) or 0)
     return USAGE_ERROR_STATUS

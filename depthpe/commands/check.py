@@ -7,6 +7,7 @@ import json
 import math
 
 from ..config import ConfigError
+from ..config.command_line import require_output_file
 from ..config.options import add_options, config_from_args
 from depthpe.scenes.format.check_config import WORKER_LIMIT, CheckConfig
 
@@ -67,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         cfg = config_from_args(CheckConfig, args)
+        if cfg.json:
+            require_output_file(cfg.json, "--json")
         reports, index_problems = check_root(cfg.root, limit=cfg.limit, progress=cfg.progress,
                                              workers=resolve_workers(cfg.workers, limit=WORKER_LIMIT),
                                              **cfg.thresholds())

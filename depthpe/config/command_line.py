@@ -7,7 +7,7 @@ import sys
 
 from ..config import ConfigError
 
-__all__ = ["report_errors", "require_output_folder", "add_config_arguments", "run_config_command", "USAGE_ERROR_STATUS"]
+__all__ = ["report_errors", "require_output_folder", "require_output_file", "add_config_arguments", "run_config_command", "USAGE_ERROR_STATUS"]
 
 USAGE_ERROR_STATUS = 2
 
@@ -30,6 +30,16 @@ def require_output_folder(path, label: str) -> None:
     from ..files import output_folder_problem
 
     problem = output_folder_problem(path, label)
+    if problem:
+        raise ConfigError(problem)
+
+
+def require_output_file(path, label: str) -> None:
+    """Raise ``ConfigError`` (one line) unless ``path`` can be written as a command's output file
+    (``depthpe.files.output_file_problem``: not a folder, its folder possible and writable)."""
+    from ..files import output_file_problem
+
+    problem = output_file_problem(path, label)
     if problem:
         raise ConfigError(problem)
 

@@ -22,10 +22,11 @@ The bottom layer of depthpe: standard library (and ``filelock``) only, no torch,
 
 from __future__ import annotations
 
-from .atomic import atomic_target, atomic_write_bytes
+from .atomic import atomic_target, atomic_write_bytes, atomic_write_json
 from .locks import LOCK_FILE, FolderInUse, LocksUnsupported, lock_folder
-from .paths import MAX_COMPONENT_CHARS, output_folder_problem, safe_component
+from .paths import MAX_COMPONENT_CHARS, output_file_problem, output_folder_problem, safe_component
 from .records import read_json, read_record
 
 __all__ = ["read_json", "read_record", "safe_component", "MAX_COMPONENT_CHARS", "LOCK_FILE", "FolderInUse", "LocksUnsupported", "lock_folder",
-           "atomic_target", "atomic_write_bytes", "output_folder_problem"]
+           "atomic_target", "atomic_write_bytes", "atomic_write_json", "output_folder_problem",
+           "output_file_problem"]

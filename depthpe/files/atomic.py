@@ -45,3 +45,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         with open(tmp, "wb") as f:
             f.write(data)
     return path
+
+
+def atomic_write_json(path: str | os.PathLike, doc, indent: int = 1) -> Path:
+    """``doc`` as JSON (``indent``, a final newline) written with ``atomic_write_bytes``; the folder is
+    created if missing. Returns ``path`` as a ``Path``."""
+    import json
+
+    return atomic_write_bytes(path, (json.dumps(doc, indent=indent) + "\n").encode())

@@ -29,6 +29,16 @@ def safe_component(name: str) -> str:
     return f"{cleaned}-{digest}"
 
 
+def output_file_problem(path: str | os.PathLike, label: str) -> str | None:
+    """Why ``path`` cannot be an output file (``--json FILE``), as one line starting with ``label``, or
+    None: it is a folder, or its folder cannot be one (``output_folder_problem``). Checked before a
+    command's work, so that hours of a benchmark do not end in an unwritable result."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{label} {path} is a folder, not a file (give a file path, e.g. {path / 'results.json'})"
+    return output_folder_problem(path.parent, f"{label} {path}: its folder")
+
+
 def output_folder_problem(path: str | os.PathLike, label: str, fix: str = "give a folder path") -> str | None:
     """Why ``path`` cannot be an output folder, as one line starting with ``label`` (``--out``,
     ``output_dir``), or None: ``path`` or one of its parents exists and is not a folder, or the

@@ -68,7 +68,7 @@ def test_ddp_adds_one_copy_of_the_trainable_gradients(tiny_predictions):
 
 
 def test_cli_report_and_json(tmp_path, capsys):
-    out_json = tmp_path / "memory.json"
+    out_json = tmp_path / "results" / "new" / "memory.json"  # its folder is created
     assert main(["bench", "memory", "--config", "quickstart", "--views", "4", "--image-width", "84",
                  "--quiet", "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
@@ -248,3 +248,19 @@ def test_the_fit_search_finds_the_exact_largest_value_when_the_growth_is_not_lin
             assert found == brute, (field, found, brute)
     found, _ = answers(lambda n: 2.0 + n, "batch")
     assert found[1.05] == 0 and found[8.0] == 4  # nothing fits 1.05 GB; 8 GB: (8 - 1) / 1.1 = 6.36 GiB = 2 + B -> B = 4
+
+
+@pytest.mark.parametrize("command", [["memory", "--config", "quickstart"], ["attention", "--views", "2"],
+                                       ["train", "--config", "quickstart"]])
+def test_a_json_path_that_cannot_be_a_file_is_refused_before_the_benchmark_runs(command, tmp_path, capsys):
+    """A long benchmark must not end in a traceback at its last line: --json naming a folder, or a
+    path below a file, is one error line, status 2, before anything is measured."""
+    (tmp_path / "a_file").write_text("x")
+    for path, message in ((tmp_path, f"--json {tmp_path} is a folder, not a file (give a file path, e.g. "
+                                     f"{tmp_path / 'results.json'})"),
+                          (tmp_path / "a_file" / "r.json", f"--json {tmp_path / 'a_file' / 'r.json'}: its folder "
+                                                           f"{tmp_path / 'a_file'} is a file, not a folder")):
+        assert main(["bench", *command, "--json", str(path)]) == 2
+        captured = capsys.readouterr()
+        assert captured.err.startswith(f"error: {message}") and captured.err.count("\n") == 1, captured.err
+        assert captured.out == ""  # nothing measured

@@ -94,6 +94,15 @@ def test_a_single_view_scene_passes_with_a_warning(tmp_path):
     assert report.ok and report.warnings == ["single view: geometric consistency not measured"]
 
 
+def test_a_json_report_path_that_is_a_folder_is_refused_before_checking(tmp_path, capsys):
+    write(tmp_path / "toy" / "train", "good")
+    assert run_cli([str(tmp_path), "--json", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert out == f"error: --json {tmp_path} is a folder, not a file (give a file path, e.g. {tmp_path / 'results.json'})\n"
+    assert run_cli([str(tmp_path), "--json", str(tmp_path / "reports" / "check.json")]) in (0, 1)
+    assert (tmp_path / "reports" / "check.json").is_file()  # its folder created
+
+
 def test_root_table_and_exit_codes(tmp_path, capsys):
     split = tmp_path / "toy" / "train"
     entries = [write(split, "a"), write(split, "b")]
