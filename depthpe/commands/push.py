@@ -110,10 +110,12 @@ def run(args: argparse.Namespace) -> int:
     from ..hub.folders import resolve_model_folder
     from ..hub.pusher import HubPusher
     from ..hub.card import write_model_card
+    from ..model.depth_model import check_model_folder
 
     try:
         cfg = config_from_args(PushConfig, args)
         folder, run_dir = resolve_model_folder(cfg.dir)
+        check_model_folder(folder)  # a model that cannot be loaded is not uploaded
         info, step = _card(cfg, folder, run_dir)
         write_model_card(folder, info)
         if cfg.demo_app:

@@ -26,7 +26,8 @@ from .dpt import DPTHead
 from .inference import check_input_shapes, check_inputs, predict_depth
 from .state_dicts import state_dict_mismatches
 
-__all__ = ["DepthModel", "CheckpointMismatchError", "checkpoint_files", "model_files", "model_folder_problem"]
+__all__ = ["DepthModel", "CheckpointMismatchError", "checkpoint_files", "check_model_folder", "model_files",
+           "model_folder_problem"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -303,6 +304,18 @@ def checkpoint_files(model_id: str, revision: str | None = None) -> dict[str, st
     cache after a download). Raises FileNotFoundError like ``from_pretrained``."""
     files = _resolve_checkpoint_files(str(model_id), revision=revision)
     return {"config": files[CONFIG_NAME], "weights": files[WEIGHTS_NAME]}
+
+
+def check_model_folder(folder: str | os.PathLike) -> None:
+    """Check that a local model folder loads, without loading it: its ``config.json`` is a valid
+    ``DepthModelConfig`` and its ``model.safetensors`` is readable and holds exactly the tensors of
+    that config's model (only the file's header is read; the model is built on the meta device).
+    Raises ``ValueError`` (``CheckpointMismatchError`` or ``ConfigError``) saying what is wrong;
+    for ``depthpe push``, which must not upload a model nobody can load."""
+    folder = Path(folder)
+    config = DepthModelConfig.from_json(folder / CONFIG_NAME)
+    _check_config_matches_weights(DepthModel, config, str(folder / CONFIG_NAME), str(folder / WEIGHTS_NAME),
+                                  strict=True)
 
 
 def model_folder_problem(model_id: str) -> str | None:

@@ -35,12 +35,35 @@ def point_in_process(monkeypatch, hub: FakeHub, cache: Path) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
 
 
+_MICRO_PROPE: dict = {}  # the micro PRoPE model's config and state dict, built once
+
+
+def _micro_prope() -> tuple:
+    """(DepthModelConfig, state dict) of the micro PRoPE model (random weights, seed 0)."""
+    if not _MICRO_PROPE:
+        from depthpe.model import DepthModel, DepthModelConfig
+        from tests.helpers.training import MICRO_MODEL
+
+        torch.manual_seed(0)
+        config = DepthModelConfig.from_preset("tiny", **{k: v for k, v in MICRO_MODEL.items() if k != "preset"},
+                                              global_pe="prope")
+        _MICRO_PROPE.update(config=config, state=DepthModel(config, load_backbone_weights=False).state_dict())
+    return _MICRO_PROPE["config"], _MICRO_PROPE["state"]
+
+
 def model_folder(path: Path, seed: int = 0, inputs: TrainingInputs | None = None) -> Path:
-    """A fake exported model folder (random bytes as weights); ``inputs``: also training_inputs.json."""
+    """An exported model folder of the micro PRoPE model (``depthpe push`` checks that it loads) whose
+    weights differ by ``seed`` (one bias), so that folders of different seeds differ byte for byte;
+    ``inputs``: also training_inputs.json."""
+    from safetensors.torch import save_file
+
     path.mkdir(parents=True)
-    g = torch.Generator().manual_seed(seed)
-    (path / "config.json").write_text(json.dumps({"global_pe": "prope", "embed_dim": 32}))
-    (path / "model.safetensors").write_bytes(torch.randint(0, 256, (3000,), generator=g, dtype=torch.uint8).numpy().tobytes())
+    config, state = _micro_prope()
+    config.to_json(path / "config.json")
+    state = dict(state)
+    bias = "depth_head.scratch.output_conv2.2.bias"
+    state[bias] = state[bias] + float(seed)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(path / "model.safetensors"), metadata={"format": "pt"})
     (path / "README.md").write_text("---\nlicense: apache-2.0\n---\ncard\n")
     if inputs is not None:
         write_training_inputs(path, inputs)

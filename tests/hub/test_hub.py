@@ -501,6 +501,30 @@ def test_push_command_refuses_a_run_whose_config_does_not_load(tmp_path, capsys)
         assert (run / "final" / "README.md").read_bytes() == card  # nothing written, nothing pushed
 
 
+def test_push_command_refuses_a_model_that_cannot_be_loaded_before_any_request(tmp_path, monkeypatch, capsys):
+    """A cut-short model.safetensors, or weights that are not those of config.json's model, is not
+    uploaded: nobody could load it from the Hub. Only the file headers are read."""
+    from depthpe.cli import main
+
+    run = hand_made_run(tmp_path)
+    final = run / "final"
+    weights, config = (final / "model.safetensors").read_bytes(), json.loads((final / "config.json").read_text())
+    card = (final / "README.md").read_bytes()
+    wider = dict(config, head_features=2 * config["head_features"])
+    cases = [(lambda: (final / "model.safetensors").write_bytes(weights[:100]), "not a readable safetensors file"),
+             (lambda: (final / "config.json").write_text(json.dumps(wider)), "does not describe the weights in")]
+    with FakeHub() as hub:
+        point_in_process(monkeypatch, hub, tmp_path / "cache")
+        for damage, why in cases:
+            damage()
+            assert main(["push", str(run), "--repo-id", "bob/x"]) == 2
+            out = capsys.readouterr().out
+            assert out.startswith("depthpe push: ") and why in out and out.count("\n") == 1, out
+            (final / "model.safetensors").write_bytes(weights)
+            (final / "config.json").write_text(json.dumps(config))
+        assert hub.requests == [] and (final / "README.md").read_bytes() == card
+
+
 def test_push_command_says_in_its_own_words_that_the_upload_failed(tmp_path, monkeypatch, capsys):
     from depthpe.cli import main
 
