@@ -15,7 +15,7 @@ import numpy as np
 
 from depthpe.loader.config import SourceConfig
 from depthpe.loader.datasets import SceneEvalDataset
-from ..files import atomic_write_bytes
+from ..files import atomic_write_bytes, read_json
 
 __all__ = ["SELECTIONS", "SourceScenes", "read_source", "scene_indices", "write_manifest", "load_manifest",
            "discover_sources", "usable_sources"]
@@ -58,13 +58,20 @@ def write_manifest(path: str | Path, scenes: dict, *, seed=None, views=None, cam
 
 
 def load_manifest(path: str | Path | None) -> dict | None:
-    """Read a ``manifest.json`` written by an earlier evaluation ({"scenes": {key: frames}})."""
+    """Read a ``manifest.json`` written by an earlier evaluation ({"scenes": {key: frames}}).
+    Raises ``ConfigError`` (one line) for a file that is missing, not JSON or not a manifest."""
+    from ..config import ConfigError
+
     if path is None:
         return None
-    doc = json.loads(Path(path).read_text())
+    try:
+        doc = read_json(path)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"manifest {path}: cannot read it ({err}); give the manifest.json of an earlier "
+                          "evaluation (or the val_manifest.json of a run)") from None
     scenes = doc.get("scenes") if isinstance(doc, dict) else None
     if not isinstance(scenes, dict):
-        raise ValueError(f"{path}: not a depthpe evaluation manifest (no 'scenes' mapping)")
+        raise ConfigError(f"{path}: not a depthpe evaluation manifest (no 'scenes' mapping)")
     return scenes
 
 

@@ -253,3 +253,22 @@ def test_only_the_scenes_named_are_held_out_and_a_manifest_narrows_the_set(data)
     dataset = narrowed.dataset()
     assert dataset.scene_key(narrowed.order[0]) == "synth/val_000004"
     assert [int(i) for i in dataset[narrowed.order[0]]["frames"]] == [0, 1, 2]
+
+
+def test_a_manifest_that_is_missing_not_json_or_not_a_manifest_is_one_line(saved_model, synth_root, tmp_path, capsys):
+    """--manifest is read before anything is built: each bad file is one error line, status 2, and no
+    output folder (it was a JSONDecodeError traceback)."""
+    from depthpe.cli import main
+
+    (tmp_path / "cut.json").write_text('{"scenes": {')
+    (tmp_path / "list.json").write_text("[1, 2]")
+    cases = [(tmp_path / "nowhere.json", "cannot read it ([Errno 2] No such file or directory"),
+             (tmp_path / "cut.json", "cannot read it (Expecting"),
+             (tmp_path / "list.json", "not a depthpe evaluation manifest (no 'scenes' mapping)")]
+    for path, message in cases:
+        out = tmp_path / f"out_{path.stem}"
+        assert main(["eval", "--model", str(saved_model), "--data", str(synth_root), "--out", str(out),
+                     "--manifest", str(path), "--cpu"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
+        assert not out.exists()
