@@ -127,17 +127,18 @@ def evaluate(model, held_out: HeldOutSet, options: EvalOptions = EvalOptions(), 
     world = accelerator.num_processes if accelerator is not None else 1
     dataset, order = held_out.dataset(), list(held_out.order)
     position = {key: p for p, key in enumerate(held_out.scenes)}
-    done, todo = _resume_split(dataset, order, partial, accelerator, announce=rank == 0)
-    show = options.progress and rank == 0
-    global_value = _pass_one(dataset, order[rank::world], options.num_workers, accelerator, show, partial)
     was_training = model.training
-    model.eval()
     try:
+        done, todo = _resume_split(dataset, order, partial, accelerator, announce=rank == 0)
+        show = options.progress and rank == 0
+        global_value = _pass_one(dataset, order[rank::world], options.num_workers, accelerator, show, partial)
+        model.eval()
         worst_images = WorstImages(options.worst)
         records = _predict_scenes(model, scene_loader(dataset, todo[rank::world], options.num_workers), options,
                                   global_value, set(held_out.scenes[:options.panels]), show, worst_images, partial)
     finally:
         model.train(was_training)
+        dataset.close_files()  # the scene files are free again when evaluate returns (not when collected)
         if partial is not None:
             partial.close()
     records = sorted([*done, *_gather(records, accelerator)], key=lambda r: position[r.key])

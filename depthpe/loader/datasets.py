@@ -79,6 +79,10 @@ class _SceneSource:
         self._bad: dict[str, str] = {}
         self._bad_pid: int | None = None
 
+    def close_files(self) -> None:
+        """Close the scene files this process has open (reopened if the dataset is read again)."""
+        self._cache.close()
+
     def _read(self, path: str, fn, *args):
         """Return ``fn(reader, *args)`` for the scene file ``path``; if the file is unusable (see the
         module docstring), warn (once per file and process), remember it as bad and raise

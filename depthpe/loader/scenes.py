@@ -113,6 +113,11 @@ class ReaderCache:
             old.close()
         return reader
 
+    def close(self) -> None:
+        """Close and forget every reader this process opened (the cache stays usable)."""
+        for path in list(self._readers):
+            self.drop(path)
+
     def drop(self, path: str) -> None:
         """Close and forget the reader of ``path`` (after a read failure)."""
         reader = self._readers.pop(path, None)

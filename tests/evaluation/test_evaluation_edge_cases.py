@@ -193,3 +193,22 @@ def test_the_summary_of_evaluate_holds_no_nan(synth_root, tmp_path):
     assert result.summary["synth"]["loss"] == {"grad": 0.5}  # an undefined value is left out
     assert all(math.isfinite(v) for v in leaves(result.summary) if isinstance(v, float))
     assert "nan" not in format_summary(result.summary).lower()
+
+
+def test_an_evaluation_leaves_no_scene_file_open(synth_root, saved_model, tmp_path):
+    """When the evaluation returns, every scene file it read is closed, not when its dataset is
+    garbage-collected (with the collector off here, as it may not have run yet in a long process):
+    the files can be rewritten, moved or deleted at once (HDF5 refuses to open for writing a file this
+    process still has open)."""
+    import gc
+
+    root = _data(tmp_path, synth_root, empty=())
+    gc.collect()
+    gc.disable()
+    try:
+        assert _eval(root, saved_model, tmp_path / "out", "--views", "3") == 0
+        for path in sorted((root / "synth" / "val").glob("*.h5")):
+            with h5py.File(path, "r+"):
+                pass
+    finally:
+        gc.enable()
