@@ -66,6 +66,8 @@ def _evaluate_into(cfg: EvalConfig, held_out: HeldOutSet, warnings: list[str], a
     try:
         model = DepthModel.from_pretrained(cfg.model, revision=cfg.revision).to(accelerator.device)
     except (OSError, ValueError) as err:  # e.g. a checkpoint rotated away since it was checked
+        if accelerator.is_main_process and not partial.records() and partial.gt_medians() is None:
+            partial.discard()  # nothing evaluated yet: a rerun with the model fixed starts afresh
         raise ConfigError(f"--model {cfg.model}: cannot load it ({str(err).splitlines()[0]}); if it is a "
                           "checkpoint of a running training, evaluate its final/ or a newer checkpoint") from None
     if accelerator.is_main_process:

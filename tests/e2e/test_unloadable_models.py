@@ -49,3 +49,20 @@ def test_every_command_that_loads_a_model_says_it_in_one_line(broken_model, synt
     with pytest.raises(Exception) as err:  # depthpe view: a ConfigError, printed as one line by the command
         scene_for(ViewConfig(model=str(broken_model), data=str(synth_root)))
     assert type(err.value).__name__ == "ConfigError" and "\n" not in str(err.value)
+
+
+def test_an_evaluation_whose_model_did_not_load_leaves_nothing_in_the_way(saved_model, synth_root, tmp_path, capsys):
+    """Nothing was evaluated, so nothing is kept: once the model is fixed the same command runs (no
+    "other settings" refusal, no --restart needed)."""
+    model = tmp_path / "model"
+    shutil.copytree(saved_model, model)
+    weights = (model / "model.safetensors").read_bytes()
+    (model / "model.safetensors").write_bytes(weights[:40])
+    argv = ["eval", "--model", str(model), "--data", str(synth_root), "--out", str(tmp_path / "e"), "--views", "2",
+            "--image-width", "42", "--cpu"]
+    assert main(argv) == 2
+    capsys.readouterr()
+    assert not (tmp_path / "e" / "partial").exists()
+    (model / "model.safetensors").write_bytes(weights)
+    assert main(argv) == 0, capsys.readouterr().err
+    assert (tmp_path / "e" / "summary.json").is_file()
