@@ -59,23 +59,25 @@ def _schema_keys(cls, path: Sequence[str]) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
 
 
+def _dotted_entries(value, prefix: str = ""):
+    """``(dotted path, key, value, in_mapping)`` of every entry of a nested container of dicts and
+    lists, depth first in order (list indices as path numbers; ``in_mapping``: a dict's key)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        path = f"{prefix}.{k}" if prefix else str(k)
+        yield path, k, v, isinstance(value, dict)
+        yield from _dotted_entries(v, path)
+
+
 def _paths_of_key(name: str, layers: Sequence[Any]) -> list[str]:
     """The dotted paths (list indices as numbers) at which mapping key ``name`` appears in
     ``layers`` (OmegaConf nodes or plain containers), sorted and without repeats."""
     from omegaconf import OmegaConf
 
-    found: set[str] = set()
-
-    def walk(value, prefix: str) -> None:
-        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-        for k, v in items:
-            path = f"{prefix}.{k}" if prefix else str(k)
-            if isinstance(value, dict) and str(k) == name:
-                found.add(path)
-            walk(v, path)
-
-    for layer in layers:
-        walk(OmegaConf.to_container(layer, resolve=False) if OmegaConf.is_config(layer) else layer, "")
+    found = {path for layer in layers
+             for path, key, _, in_mapping in _dotted_entries(
+                 OmegaConf.to_container(layer, resolve=False) if OmegaConf.is_config(layer) else layer)
+             if in_mapping and str(key) == name}
     return sorted(found)
 
 
@@ -207,20 +209,9 @@ def env_interpolated_keys(node) -> list[str]:
     interpolation anywhere in the string), in key order, before anything is resolved."""
     from omegaconf import OmegaConf
 
-    found: list[str] = []
-
-    def walk(value, key: str) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, f"{key}.{k}" if key else str(k))
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                walk(v, f"{key}.{i}")
-        elif isinstance(value, str) and re.search(r"\$\{\s*oc\.env\s*:", value):
-            found.append(key)
-
-    walk(OmegaConf.to_container(node, resolve=False, throw_on_missing=False), "")
-    return found
+    container = OmegaConf.to_container(node, resolve=False, throw_on_missing=False)
+    return [path for path, _, value, _ in _dotted_entries(container)
+            if isinstance(value, str) and re.search(r"\$\{\s*oc\.env\s*:", value)]
 
 
 def instantiate(node, cls):
